@@ -1,0 +1,97 @@
+// Reads a GGUF file (versions 2 and 3) through mmap. open() validates the whole
+// header — magic, version, counts, string and array lengths, tensor dims and
+// types, alignment, that every tensor's bytes lie inside the file — before any
+// of it is used; a hostile file yields a Status, never a crash or a huge allocation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/mapped_file.h"
+#include "gguf/gguf_types.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+// One metadata value. Arrays hold their element type and elements (arrays may nest).
+struct GgufValue {
+  struct Array {
+    GgufValueType element_type = GgufValueType::kUint8;
+    std::vector<GgufValue> items;
+  };
+  GgufValueType type = GgufValueType::kUint8;
+  std::variant<uint64_t, int64_t, double, bool, std::string, Array> data;
+
+  // Typed accessors; nullopt-like failure is reported by the Gguf getters below.
+  bool is_integer() const;
+  bool is_float() const;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  GgmlType type = GgmlType::kF32;
+  std::vector<int64_t> dims;   // ggml order: dims[0] is the contiguous (row) length
+  uint64_t offset = 0;         // relative to the start of the data section
+  uint64_t n_bytes = 0;        // validated against the file size
+  const uint8_t* data = nullptr;  // into the mapping, valid while the GgufFile lives
+
+  int64_t n_elements() const;
+};
+
+struct GgufLimits {
+  uint64_t max_tensors = 1u << 20;
+  uint64_t max_kv = 1u << 20;
+  uint64_t max_string_bytes = 1u << 26;       // 64 MiB for one string (chat templates are large)
+  uint64_t max_array_items = 1u << 26;        // vocabularies have ~150K entries
+  uint32_t max_array_depth = 4;
+  uint32_t max_dims = 4;
+};
+
+class GgufFile {
+ public:
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, const GgufLimits& limits = {});
+  // Parses a GGUF image already in memory (fuzzing, tests). The bytes must outlive the result.
+  static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* data, size_t size, const std::string& name,
+                                                 const GgufLimits& limits = {});
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  size_t file_size() const { return size_; }
+
+  // Metadata, in file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* find(std::string_view key) const;
+
+  // Typed getters: NotFound if missing, InvalidFile if the stored type does not convert.
+  Result<uint64_t> get_u64(std::string_view key) const;
+  Result<int64_t> get_i64(std::string_view key) const;
+  Result<double> get_f64(std::string_view key) const;
+  Result<bool> get_bool(std::string_view key) const;
+  Result<std::string> get_string(std::string_view key) const;
+  Result<std::vector<std::string>> get_string_array(std::string_view key) const;
+  Result<std::vector<double>> get_f64_array(std::string_view key) const;
+  Result<std::vector<int64_t>> get_i64_array(std::string_view key) const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  std::unique_ptr<MappedFile> file_;
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<GgufTensorInfo> tensors_;
+};
+
+const char* gguf_value_type_name(GgufValueType type);
+
+}  // namespace vlkv

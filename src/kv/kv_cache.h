@@ -1,0 +1,69 @@
+// The decoder's view of the KV cache: one object per loaded model holding every
+// sequence's cache under one byte budget. Inside, a page pool + per-sequence page
+// tables hold segments, each encoded by a codec chosen by the active method
+// (see DESIGN.md "The KV cache"). The decoder only calls attend(); which codec
+// stores what is the method's business.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "kv/token_kind.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+using SeqId = int32_t;
+
+struct KvGeometry {
+  int n_layers = 0;
+  int n_heads = 0;      // query heads
+  int n_kv_heads = 0;   // GQA: n_heads % n_kv_heads == 0
+  int head_dim = 0;
+};
+
+struct KvCacheConfig {
+  KvGeometry geometry;
+  std::string method = "f16";   // registry name with parameters, e.g. "f32", "f16", "int4:g=64"
+  uint64_t budget_bytes = 1ull << 30;  // the page pool's byte budget (--kv-budget)
+  uint32_t page_bytes = 64 * 1024;
+  int max_tokens_per_seq = 1 << 20;    // hard cap against absurd requests
+};
+
+class KvCache {
+ public:
+  // InvalidArgument for an unknown method or bad parameters/geometry.
+  static Result<std::unique_ptr<KvCache>> create(const KvCacheConfig& config);
+  virtual ~KvCache() = default;
+
+  virtual Result<SeqId> add_sequence() = 0;
+  virtual void remove_sequence(SeqId seq) = 0;       // frees its pages
+  virtual Status copy_sequence(SeqId src, SeqId dst) = 0;  // dst must exist; replaces its contents
+  virtual int64_t n_tokens(SeqId seq) const = 0;    // tokens fully committed (all layers)
+
+  // One attention layer for n_new new tokens of sequence seq, at positions
+  // n_tokens(seq) .. n_tokens(seq)+n_new-1. The new tokens attend causally over
+  // the cached tokens and each other. Then the method stores their K/V.
+  //   q:   [n_new, n_heads, head_dim]     post-RoPE
+  //   k,v: [n_new, n_kv_heads, head_dim]  post-RoPE keys
+  //   kinds: [n_new]
+  //   out: [n_new, n_heads, head_dim]     softmax(q·k * scale) · v
+  // Call for layers 0..n_layers-1 in order, then commit(seq, n_new).
+  // OutOfMemory (pool exhausted) leaves the sequence as it was before this step.
+  virtual Status attend(SeqId seq, int layer, const float* q, const float* k, const float* v,
+                        const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool) = 0;
+  virtual void commit(SeqId seq, int n_new) = 0;
+  // Undo attend() calls made since the last commit (e.g. when a later layer ran out of memory).
+  virtual void rollback(SeqId seq) = 0;
+
+  // Memory accounting, exact: bytes of pages held now and the pool's budget.
+  virtual uint64_t bytes_in_use() const = 0;
+  virtual uint64_t budget_bytes() const = 0;
+  // Stored bits per K/V element including metadata, for the active method (as configured).
+  virtual double bits_per_element() const = 0;
+  virtual std::string method_name() const = 0;
+};
+
+}  // namespace vlkv

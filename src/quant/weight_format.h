@@ -1,0 +1,40 @@
+// The table of GGUF weight formats we can read. Each format lives in its own
+// file (src/quant/<type>.cpp) with a scalar reference dequantize/quantize and a
+// fast dot path with run-time SIMD dispatch; block layouts match ggml bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/gguf_types.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+struct WeightFormat {
+  GgmlType type;
+  const char* name;       // ggml's name: "f32", "q4_K", ...
+  int64_t block_elems;    // elements per block (1 for f32/f16/bf16, 32, or 256 for K-quants)
+  size_t block_bytes;     // bytes per block
+
+  // Scalar reference: n must be a multiple of block_elems.
+  void (*dequantize_row_ref)(const void* src, float* dst, int64_t n);
+  // Scalar reference quantizer (round-to-nearest as ggml's reference *_ref functions);
+  // used by tests and by tools that write GGUF files.
+  void (*quantize_row_ref)(const float* src, void* dst, int64_t n);
+
+  // Fast paths, dispatched on simd_level() at call time.
+  void (*dequantize_row)(const void* src, float* dst, int64_t n);
+  // sum_i row[i] * x[i] with x in f32 (no activation rounding): exact-dequantize-then-f32 semantics.
+  float (*dot)(const void* row, const float* x, int64_t n);
+};
+
+// nullptr if the type is not one we implement.
+const WeightFormat* find_weight_format(GgmlType type);
+// Name of any ggml type id (also ones we do not implement), "type<N>" if unknown.
+const char* ggml_type_name(GgmlType type);
+// Bytes of a row of n elements; error if n is not a multiple of the block size
+// or the type is unsupported. Overflow-checked.
+Result<size_t> row_bytes(GgmlType type, int64_t n);
+
+}  // namespace vlkv
