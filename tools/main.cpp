@@ -1,3 +1,49 @@
 // vlkv: the command-line front end. Subcommands live in tools/cmd_<name>.cpp.
 #include <cstdio>
-int main() { std::puts("vlkv: under construction"); return 0; }
+#include <exception>
+
+#include "commands.h"
+
+namespace vlkv::cli {
+
+int report_error(const Status& status) {
+  std::fprintf(stderr, "vlkv: error: %s\n", status.message().c_str());
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kInvalidFile:
+    case StatusCode::kUnsupported:
+    case StatusCode::kNotFound:
+    case StatusCode::kOutOfMemory:
+      return kExitBadInput;
+    default:
+      return kExitFailure;
+  }
+}
+
+}  // namespace vlkv::cli
+
+int main(int argc, char** argv) {
+  using namespace vlkv::cli;
+  CLI::App app{"vlkv — VLM inference with a compressed KV cache"};
+  app.require_subcommand(1);
+  std::vector<Command> commands;
+  add_run_command(app, commands);
+  add_info_command(app, commands);
+  add_bench_command(app, commands);
+  add_gen_model_command(app, commands);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitBadInput;
+  }
+  try {
+    for (const Command& c : commands) {
+      if (c.app->parsed()) return c.run();
+    }
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never crash silently
+    std::fprintf(stderr, "vlkv: error: %s\n", e.what());
+    return kExitFailure;
+  }
+  return kExitBadInput;
+}

@@ -1,0 +1,121 @@
+#include "vlkv/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "base/log.h"
+#include "engine/engine_impl.h"
+
+namespace vlkv {
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
+  auto impl = std::make_unique<Impl>();
+  impl->params = params;
+  const std::string& path = params.model_path;
+  if (params.n_threads < 0 || params.n_threads > 1024) return invalid_argument("threads must be in [0, 1024]");
+  if (params.n_batch <= 0 || params.n_batch > (1 << 20)) return invalid_argument("batch size must be in [1, 1048576]");
+  if (params.n_ctx < 0) return invalid_argument("context size must be >= 0");
+
+  VLKV_ASSIGN_OR_RETURN(impl->gguf, GgufFile::open(path));
+  const GgufFile& g = *impl->gguf;
+  Result<TextHparams> hp = read_text_hparams(g);
+  if (!hp.is_ok()) return hp.status().with_context(path);
+  impl->hparams = *hp;
+  Result<TextWeights> w = bind_text_weights(g, impl->hparams);
+  if (!w.is_ok()) return w.status().with_context(path);
+  impl->weights = std::move(w).value();
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(g);
+  if (!tok.is_ok()) return tok.status().with_context(path);
+  impl->tokenizer = std::move(tok).value();
+  if (impl->tokenizer->n_vocab() > impl->hparams.n_vocab) {
+    return invalid_file(path + ": tokenizer has " + std::to_string(impl->tokenizer->n_vocab()) +
+                        " tokens but token_embd only " + std::to_string(impl->hparams.n_vocab) + " rows");
+  }
+  impl->chat_template = detect_chat_template(g);
+  impl->decoder = std::make_unique<TextDecoder>(impl->hparams, impl->weights);
+
+  if (impl->params.n_ctx == 0) impl->params.n_ctx = impl->hparams.n_ctx_train;
+  const int n_threads = params.n_threads > 0 ? params.n_threads : ThreadPool::default_threads();
+  impl->pool = std::make_unique<ThreadPool>(n_threads);
+
+  KvCacheConfig kv;
+  kv.geometry = {static_cast<int>(impl->hparams.n_layers), static_cast<int>(impl->hparams.n_heads),
+                 static_cast<int>(impl->hparams.n_kv_heads), static_cast<int>(impl->hparams.head_dim)};
+  kv.method = params.kv_method;
+  kv.budget_bytes = params.kv_budget_bytes;
+  kv.max_tokens_per_seq = static_cast<int>(std::min<int64_t>(impl->params.n_ctx, std::numeric_limits<int>::max()));
+  Result<std::unique_ptr<KvCache>> cache = KvCache::create(kv);
+  if (!cache.is_ok()) return cache.status();
+  impl->kv = std::move(cache).value();
+
+  ModelInfo& info = impl->info;
+  const TextHparams& h = impl->hparams;
+  info.architecture = h.arch_name;
+  Result<std::string> name = g.get_string("general.name");
+  info.name = name.is_ok() ? *name : "";
+  info.n_vocab = h.n_vocab;
+  info.n_embd = h.n_embd;
+  info.n_layers = h.n_layers;
+  info.n_heads = h.n_heads;
+  info.n_kv_heads = h.n_kv_heads;
+  info.head_dim = h.head_dim;
+  info.n_ff = h.n_ff;
+  info.n_ctx_train = h.n_ctx_train;
+  info.weight_bytes = impl->weights.total_bytes;
+  info.tokenizer_model = impl->tokenizer->model_name();
+  info.chat_template = chat_template_name(impl->chat_template);
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelInfo& Engine::info() const { return impl_->info; }
+const EngineParams& Engine::params() const { return impl_->params; }
+int Engine::n_threads() const { return impl_->pool->n_threads(); }
+
+std::vector<int32_t> Engine::tokenize(const std::string& text, bool add_special, bool parse_special) const {
+  return impl_->tokenizer->encode(text, add_special, parse_special);
+}
+std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenizer->token_to_piece(token); }
+bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_end_of_generation(token); }
+
+std::string Engine::apply_chat_template(const std::string& user_message) const {
+  if (impl_->chat_template == ChatTemplate::kNone) return user_message;
+  return vlkv::apply_chat_template(impl_->chat_template, {{"user", user_message}}, true);
+}
+
+uint64_t Engine::kv_bytes_in_use() const { return impl_->kv->bytes_in_use(); }
+double Engine::kv_bits_per_element() const { return impl_->kv->bits_per_element(); }
+
+Result<std::unique_ptr<Session>> Engine::new_session() {
+  std::lock_guard<std::mutex> lock(impl_->forward_mutex);
+  VLKV_ASSIGN_OR_RETURN(SeqId seq, impl_->kv->add_sequence());
+  return std::unique_ptr<Session>(new Session(impl_.get(), seq));
+}
+
+Result<uint64_t> parse_byte_size(const std::string& text) {
+  if (text.empty()) return invalid_argument("empty size");
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno != 0 || !std::isfinite(value) || value < 0) {
+    return invalid_argument("'" + text + "' is not a size (examples: 512M, 4G, 1073741824)");
+  }
+  std::string unit(end);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else return invalid_argument("'" + text + "': unknown size unit '" + std::string(end) + "' (use K, M, G, T)");
+  const double bytes = value * mult;
+  if (bytes >= 1.8e19) return invalid_argument("'" + text + "' is too large");
+  return static_cast<uint64_t>(bytes);
+}
+
+}  // namespace vlkv

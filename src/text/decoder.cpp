@@ -1,0 +1,109 @@
+#include "text/decoder.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace vlkv {
+
+Status TextDecoder::check_input(const DecoderInput& in) const {
+  if (in.n_tokens <= 0) return invalid_argument("empty input chunk");
+  if ((in.tokens == nullptr) == (in.embeddings == nullptr)) {
+    return invalid_argument("a chunk needs exactly one of token ids or embeddings");
+  }
+  if (!in.positions || !in.kinds) return invalid_argument("chunk without positions or token kinds");
+  if (in.tokens) {
+    for (int64_t i = 0; i < in.n_tokens; ++i) {
+      if (in.tokens[i] < 0 || in.tokens[i] >= hp_.n_vocab) {
+        return invalid_argument("token id " + std::to_string(in.tokens[i]) + " is outside the vocabulary [0, " +
+                                std::to_string(hp_.n_vocab) + ")");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode,
+                            std::vector<float>& logits, ThreadPool& pool) const {
+  VLKV_RETURN_IF_ERROR(check_input(in));
+  const int64_t n = in.n_tokens;
+  const int64_t n_embd = hp_.n_embd;
+  const int64_t head_dim = hp_.head_dim;
+  const int64_t q_dim = hp_.n_heads * head_dim;
+  const int64_t kv_dim = hp_.n_kv_heads * head_dim;
+
+  std::vector<float> x(n * n_embd);      // [n, n_embd] residual stream
+  std::vector<float> xn(n * n_embd);     // [n, n_embd] normalized
+  std::vector<float> q(n * q_dim);       // [n, n_heads, head_dim]
+  std::vector<float> k(n * kv_dim);      // [n, n_kv_heads, head_dim]
+  std::vector<float> v(n * kv_dim);      // [n, n_kv_heads, head_dim]
+  std::vector<float> attn(n * q_dim);    // [n, n_heads, head_dim]
+  std::vector<float> proj(n * n_embd);   // [n, n_embd] attention / FFN output
+  std::vector<float> gate(n * hp_.n_ff); // [n, n_ff]
+  std::vector<float> up(n * hp_.n_ff);   // [n, n_ff]
+
+  if (in.tokens) {
+    for (int64_t t = 0; t < n; ++t) get_row(w_.token_embd, in.tokens[t], &x[t * n_embd]);
+  } else {
+    std::memcpy(x.data(), in.embeddings, sizeof(float) * n * n_embd);
+  }
+
+  // Per-token work (norms, RoPE, SwiGLU) is split across threads for prefill.
+  auto per_token = [&](const std::function<void(int64_t)>& fn) {
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) fn(t);
+    });
+  };
+  auto add_bias = [&](std::vector<float>& y, const std::vector<float>& bias, int64_t dim) {
+    if (bias.empty()) return;
+    for (int64_t t = 0; t < n; ++t) add_inplace(&y[t * dim], bias.data(), dim);
+  };
+
+  for (int64_t il = 0; il < hp_.n_layers; ++il) {
+    const LayerWeights& l = w_.layers[il];
+
+    // Attention block: x += Wo · attention(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
+    per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.attn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
+    matmul(l.wq, xn.data(), n, q.data(), pool);
+    matmul(l.wk, xn.data(), n, k.data(), pool);
+    matmul(l.wv, xn.data(), n, v.data(), pool);
+    add_bias(q, l.bq, q_dim);
+    add_bias(k, l.bk, kv_dim);
+    add_bias(v, l.bv, kv_dim);
+    per_token([&](int64_t t) {
+      rope(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
+      rope(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
+    });
+    Status st = cache.attend(seq, static_cast<int>(il), q.data(), k.data(), v.data(), in.kinds, static_cast<int>(n),
+                             hp_.attn_scale, attn.data(), pool);
+    if (!st.is_ok()) {
+      cache.rollback(seq);
+      return st;
+    }
+    matmul(l.wo, attn.data(), n, proj.data(), pool);
+    add_inplace(x.data(), proj.data(), n * n_embd);
+
+    // Feed-forward block: x += W_down · (silu(W_gate·n(x)) ⊙ W_up·n(x)).
+    per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.ffn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
+    matmul(l.w_gate, xn.data(), n, gate.data(), pool);
+    matmul(l.w_up, xn.data(), n, up.data(), pool);
+    per_token([&](int64_t t) { swiglu(&gate[t * hp_.n_ff], &up[t * hp_.n_ff], hp_.n_ff, &gate[t * hp_.n_ff]); });
+    matmul(l.w_down, gate.data(), n, proj.data(), pool);
+    add_inplace(x.data(), proj.data(), n * n_embd);
+  }
+  cache.commit(seq, static_cast<int>(n));
+
+  // Output head over the rows the caller wants.
+  const int64_t first = mode == LogitsMode::kAll ? 0 : n - 1;
+  const int64_t n_out = mode == LogitsMode::kNone ? 0 : n - first;
+  logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
+  if (n_out == 0) return Status::ok();
+  for (int64_t t = 0; t < n_out; ++t) {
+    rms_norm(&x[(first + t) * n_embd], w_.output_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]);
+  }
+  matmul(w_.output, xn.data(), n_out, logits.data(), pool);
+  return Status::ok();
+}
+
+}  // namespace vlkv

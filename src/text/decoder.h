@@ -1,0 +1,49 @@
+// The Llama-family text decoder (llama, qwen2): embeddings → N × (RMSNorm,
+// attention through the KV cache, RMSNorm, SwiGLU FFN) → RMSNorm → logits.
+// Reads top to bottom like the model's equations; all attention state lives in
+// the KvCache, so one decoder serves any number of sequences.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "text/hparams.h"
+#include "text/text_weights.h"
+#include "text/tokenizer.h"
+
+namespace vlkv {
+
+// One chunk of consecutive new tokens of one sequence. Exactly one of tokens /
+// embeddings is set: text chunks pass ids, media chunks pass projected embeddings.
+struct DecoderInput {
+  int64_t n_tokens = 0;
+  const TokenId* tokens = nullptr;     // [n_tokens]
+  const float* embeddings = nullptr;   // [n_tokens, n_embd]
+  const int64_t* positions = nullptr;  // [n_tokens] RoPE positions (M-RoPE adds sections later)
+  const TokenKind* kinds = nullptr;    // [n_tokens]
+};
+
+enum class LogitsMode { kNone, kLast, kAll };
+
+class TextDecoder {
+ public:
+  TextDecoder(const TextHparams& hp, const TextWeights& weights) : hp_(hp), w_(weights) {}
+
+  // Runs the chunk through every layer, storing its K/V in `cache` for `seq`
+  // and committing it. logits: [n_out, n_vocab] with n_out = 0, 1 or n_tokens.
+  // On error (e.g. KV budget exhausted) the sequence is left as before the call.
+  Status forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode, std::vector<float>& logits,
+                 ThreadPool& pool) const;
+
+  const TextHparams& hparams() const { return hp_; }
+
+ private:
+  Status check_input(const DecoderInput& in) const;
+
+  const TextHparams& hp_;
+  const TextWeights& w_;
+};
+
+}  // namespace vlkv

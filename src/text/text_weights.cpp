@@ -1,0 +1,92 @@
+#include "text/text_weights.h"
+
+#include <string>
+
+#include "quant/weight_format.h"
+
+namespace vlkv {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "{";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "}";
+}
+
+// A 2-D matrix with ggml dims {n_cols, n_rows} in a weight format we implement.
+Result<WeightMatrix> bind_matrix(const GgufFile& gguf, const std::string& name, int64_t n_cols, int64_t n_rows,
+                                 uint64_t& total) {
+  const GgufTensorInfo* t = gguf.find_tensor(name);
+  if (!t) return invalid_file("missing tensor '" + name + "'");
+  if (t->dims.size() != 2 || t->dims[0] != n_cols || t->dims[1] != n_rows) {
+    return invalid_file("tensor '" + name + "' has dims " + dims_str(t->dims) + ", expected {" +
+                        std::to_string(n_cols) + ", " + std::to_string(n_rows) + "}");
+  }
+  if (!find_weight_format(t->type)) {
+    return unsupported("tensor '" + name + "' has weight type " + ggml_type_name(t->type) +
+                       ", which vlkv does not implement (supported: f32, f16, bf16, q8_0, q4_0, q4_1, "
+                       "q5_0, q5_1, q4_K, q5_K, q6_K)");
+  }
+  VLKV_ASSIGN_OR_RETURN(size_t rb, row_bytes(t->type, n_cols));
+  if (rb * static_cast<uint64_t>(n_rows) != t->n_bytes) {
+    return invalid_file("tensor '" + name + "' byte size does not match its shape");
+  }
+  total += t->n_bytes;
+  return WeightMatrix{t->type, t->data, n_rows, n_cols, rb};
+}
+
+// A 1-D vector of n elements, dequantized to owned f32.
+Result<std::vector<float>> bind_vector(const GgufFile& gguf, const std::string& name, int64_t n, uint64_t& total) {
+  const GgufTensorInfo* t = gguf.find_tensor(name);
+  if (!t) return invalid_file("missing tensor '" + name + "'");
+  if (t->dims.size() != 1 || t->dims[0] != n) {
+    return invalid_file("tensor '" + name + "' has dims " + dims_str(t->dims) + ", expected {" + std::to_string(n) +
+                        "}");
+  }
+  const WeightFormat* f = find_weight_format(t->type);
+  if (!f || n % f->block_elems != 0) {
+    return unsupported("tensor '" + name + "' has unsupported type " + ggml_type_name(t->type));
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  f->dequantize_row_ref(t->data, out.data(), n);
+  total += t->n_bytes;
+  return out;
+}
+
+}  // namespace
+
+Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp) {
+  TextWeights w;
+  uint64_t& total = w.total_bytes;
+  const int64_t q_dim = hp.n_heads * hp.head_dim;
+  const int64_t kv_dim = hp.n_kv_heads * hp.head_dim;
+  VLKV_ASSIGN_OR_RETURN(w.token_embd, bind_matrix(gguf, "token_embd.weight", hp.n_embd, hp.n_vocab, total));
+  VLKV_ASSIGN_OR_RETURN(w.output_norm, bind_vector(gguf, "output_norm.weight", hp.n_embd, total));
+  if (hp.tied_output) {
+    w.output = w.token_embd;
+  } else {
+    VLKV_ASSIGN_OR_RETURN(w.output, bind_matrix(gguf, "output.weight", hp.n_embd, hp.n_vocab, total));
+  }
+  w.layers.resize(static_cast<size_t>(hp.n_layers));
+  for (int64_t i = 0; i < hp.n_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    VLKV_ASSIGN_OR_RETURN(l.attn_norm, bind_vector(gguf, p + "attn_norm.weight", hp.n_embd, total));
+    VLKV_ASSIGN_OR_RETURN(l.wq, bind_matrix(gguf, p + "attn_q.weight", hp.n_embd, q_dim, total));
+    VLKV_ASSIGN_OR_RETURN(l.wk, bind_matrix(gguf, p + "attn_k.weight", hp.n_embd, kv_dim, total));
+    VLKV_ASSIGN_OR_RETURN(l.wv, bind_matrix(gguf, p + "attn_v.weight", hp.n_embd, kv_dim, total));
+    VLKV_ASSIGN_OR_RETURN(l.wo, bind_matrix(gguf, p + "attn_output.weight", q_dim, hp.n_embd, total));
+    if (hp.qkv_bias) {
+      VLKV_ASSIGN_OR_RETURN(l.bq, bind_vector(gguf, p + "attn_q.bias", q_dim, total));
+      VLKV_ASSIGN_OR_RETURN(l.bk, bind_vector(gguf, p + "attn_k.bias", kv_dim, total));
+      VLKV_ASSIGN_OR_RETURN(l.bv, bind_vector(gguf, p + "attn_v.bias", kv_dim, total));
+    }
+    VLKV_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(gguf, p + "ffn_norm.weight", hp.n_embd, total));
+    VLKV_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(gguf, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, total));
+    VLKV_ASSIGN_OR_RETURN(l.w_up, bind_matrix(gguf, p + "ffn_up.weight", hp.n_embd, hp.n_ff, total));
+    VLKV_ASSIGN_OR_RETURN(l.w_down, bind_matrix(gguf, p + "ffn_down.weight", hp.n_ff, hp.n_embd, total));
+  }
+  return w;
+}
+
+}  // namespace vlkv

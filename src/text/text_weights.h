@@ -1,0 +1,39 @@
+// The decoder's weights: non-owning views into the mapped GGUF for the big
+// matrices, small owned f32 copies of norms and biases. Every tensor's type and
+// shape is checked against the hyperparameters at load.
+#pragma once
+
+#include <vector>
+
+#include "gguf/gguf_reader.h"
+#include "kernels/matmul.h"
+#include "text/hparams.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;   // [n_embd]
+  WeightMatrix wq;                // [n_heads*head_dim rows, n_embd cols]
+  WeightMatrix wk;                // [n_kv_heads*head_dim, n_embd]
+  WeightMatrix wv;                // [n_kv_heads*head_dim, n_embd]
+  WeightMatrix wo;                // [n_embd, n_heads*head_dim]
+  std::vector<float> bq, bk, bv;  // qwen2 biases, empty otherwise
+  std::vector<float> ffn_norm;    // [n_embd]
+  WeightMatrix w_gate;            // [n_ff, n_embd]
+  WeightMatrix w_up;              // [n_ff, n_embd]
+  WeightMatrix w_down;            // [n_embd, n_ff]
+};
+
+struct TextWeights {
+  WeightMatrix token_embd;        // [n_vocab, n_embd]
+  std::vector<float> output_norm; // [n_embd]
+  WeightMatrix output;            // [n_vocab, n_embd]; token_embd when tied
+  std::vector<LayerWeights> layers;
+  uint64_t total_bytes = 0;       // bytes of all tensors used
+};
+
+// The GgufFile must outlive the returned views.
+Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp);
+
+}  // namespace vlkv

@@ -1,0 +1,57 @@
+// `vlkv gen-model`: write a random-weight Llama GGUF (benchmarks, tests).
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "random_model.h"
+
+namespace vlkv::cli {
+namespace {
+
+struct GenOptions {
+  RandomModelSpec spec;
+  std::string type = "q8_0";
+  std::string out;
+};
+
+int gen(GenOptions o) {
+  static const std::pair<const char*, GgmlType> kTypes[] = {
+      {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16}, {"q8_0", GgmlType::kQ8_0},
+      {"q4_0", GgmlType::kQ4_0}, {"q4_1", GgmlType::kQ4_1}, {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1},
+      {"q4_k", GgmlType::kQ4_K}, {"q5_k", GgmlType::kQ5_K}, {"q6_k", GgmlType::kQ6_K}};
+  bool found = false;
+  for (const auto& [name, t] : kTypes) {
+    if (o.type == name) {
+      o.spec.weight_type = t;
+      found = true;
+    }
+  }
+  if (!found) return report_error(invalid_argument("unknown weight type '" + o.type + "'"));
+  Status st = write_random_llama(o.spec, o.out);
+  if (!st.is_ok()) return report_error(st);
+  std::fprintf(stderr, "vlkv: wrote %s\n", o.out.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_gen_model_command(CLI::App& root, std::vector<Command>& commands) {
+  auto o = std::make_shared<GenOptions>();
+  CLI::App* app = root.add_subcommand("gen-model", "Write a random-weight Llama GGUF for benchmarks and tests");
+  app->add_option("-o,--output", o->out, "Output GGUF path")->required();
+  app->add_option("--type", o->type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k")
+      ->capture_default_str();
+  app->add_option("--n-embd", o->spec.n_embd)->capture_default_str();
+  app->add_option("--n-layers", o->spec.n_layers)->capture_default_str();
+  app->add_option("--n-heads", o->spec.n_heads)->capture_default_str();
+  app->add_option("--n-kv-heads", o->spec.n_kv_heads)->capture_default_str();
+  app->add_option("--head-dim", o->spec.head_dim)->capture_default_str();
+  app->add_option("--n-ff", o->spec.n_ff)->capture_default_str();
+  app->add_option("--n-vocab", o->spec.n_vocab)->capture_default_str();
+  app->add_option("--ctx", o->spec.context_length)->capture_default_str();
+  app->add_option("--seed", o->spec.seed)->capture_default_str();
+  app->add_flag("--tied", o->spec.tied_output, "Tie the output matrix to the token embeddings");
+  commands.push_back({app, [o] { return gen(*o); }});
+}
+
+}  // namespace vlkv::cli
