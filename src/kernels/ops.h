@@ -31,6 +31,12 @@ struct RopeParams {
 // Angles computed as ggml does (theta = pos * freq_scale * base^(-2i/n_rot), in float).
 void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p);
 
+// M-RoPE (qwen2vl) goes here as its own function, e.g.
+//   rope_multi(x, n_heads, head_dim, const int64_t pos[4] /* t, h, w, extra */,
+//              const int sections[4], const RopeParams& p)
+// where pair i takes its position from the section it falls in (ggml_rope_multi).
+// Not declared until it is implemented (a later issue).
+
 // In-place softmax over n logits.
 void softmax(float* x, int64_t n);
 

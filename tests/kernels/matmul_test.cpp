@@ -1,0 +1,146 @@
+// matmul and get_row against a double-precision reference over the scalar
+// dequantization of the real weight-format table, at every SIMD level and thread count.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "quant/weight_format.h"
+
+namespace vlkv {
+namespace {
+
+struct QuantMatrix {
+  std::vector<uint8_t> bytes;  // [n_rows, row_bytes]
+  std::vector<float> deq;      // [n_rows, n_cols] exact dequantization (scalar reference)
+  WeightMatrix w;
+};
+
+QuantMatrix make_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  const WeightFormat* fmt = find_weight_format(type);
+  EXPECT_NE(fmt, nullptr) << ggml_type_name(type);
+  QuantMatrix m;
+  auto rb = row_bytes(type, n_cols);
+  EXPECT_TRUE(rb.is_ok());
+  m.w = WeightMatrix{type, nullptr, n_rows, n_cols, rb.value()};
+  m.bytes.resize(n_rows * m.w.row_bytes);
+  m.deq.resize(n_rows * n_cols);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> src(n_cols);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (auto& v : src) v = dist(rng);
+    fmt->quantize_row_ref(src.data(), m.bytes.data() + r * m.w.row_bytes, n_cols);
+    fmt->dequantize_row_ref(m.bytes.data() + r * m.w.row_bytes, m.deq.data() + r * n_cols, n_cols);
+  }
+  m.w.data = m.bytes.data();
+  return m;
+}
+
+struct Case {
+  GgmlType type;
+  int64_t n_rows;
+  int64_t n_cols;
+};
+
+class MatmulTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void TearDown() override { set_simd_level_for_testing(SimdLevel::kAvx512); }
+};
+
+TEST_P(MatmulTest, MatchesDoubleReferenceAtEveryLevelAndThreadCount) {
+  const Case c = GetParam();
+  const QuantMatrix m = make_matrix(c.type, c.n_rows, c.n_cols, 1234);
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t n_tokens : {1, 3, 17, 64}) {
+    std::vector<float> x(n_tokens * c.n_cols);  // [n_tokens, n_cols]
+    for (auto& v : x) v = dist(rng);
+    // ref[t][r] in double, and the scale of its terms for the tolerance.
+    std::vector<double> ref(n_tokens * c.n_rows), mag(n_tokens * c.n_rows);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < c.n_rows; ++r) {
+        double s = 0.0, a = 0.0;
+        for (int64_t i = 0; i < c.n_cols; ++i) {
+          const double p = static_cast<double>(m.deq[r * c.n_cols + i]) * x[t * c.n_cols + i];
+          s += p;
+          a += std::fabs(p);
+        }
+        ref[t * c.n_rows + r] = s;
+        mag[t * c.n_rows + r] = a;
+      }
+    }
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      set_simd_level_for_testing(level);
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(n_tokens * c.n_rows, NAN);  // [n_tokens, n_rows]
+        matmul(m.w, x.data(), n_tokens, y.data(), pool);
+        for (int64_t i = 0; i < n_tokens * c.n_rows; ++i) {
+          // f32 accumulation of n_cols terms: error grows ~ sqrt(n) * eps * sum|terms|.
+          const double tol = 2e-6 * std::sqrt(static_cast<double>(c.n_cols)) * mag[i] + 1e-6;
+          ASSERT_NEAR(y[i], ref[i], tol)
+              << ggml_type_name(c.type) << " level=" << simd_level_name(simd_level())
+              << " threads=" << threads << " n_tokens=" << n_tokens << " t=" << i / c.n_rows
+              << " r=" << i % c.n_rows;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatmulTest, GetRowIsExactDequantization) {
+  const Case c = GetParam();
+  const QuantMatrix m = make_matrix(c.type, c.n_rows, c.n_cols, 77);
+  std::vector<float> out(c.n_cols);
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    set_simd_level_for_testing(level);
+    for (int64_t r : {int64_t{0}, c.n_rows / 2, c.n_rows - 1}) {
+      get_row(m.w, r, out.data());
+      for (int64_t i = 0; i < c.n_cols; ++i) ASSERT_EQ(out[i], m.deq[r * c.n_cols + i]) << r << " " << i;
+    }
+  }
+}
+
+// Odd row counts (not multiples of the row block or tile); column counts above the
+// 2048-column tile chunk and, for f32/f16, not a multiple of the SIMD width.
+INSTANTIATE_TEST_SUITE_P(
+    Formats, MatmulTest,
+    ::testing::Values(Case{GgmlType::kF32, 37, 2053}, Case{GgmlType::kF32, 5, 19},
+                      Case{GgmlType::kF16, 37, 2053}, Case{GgmlType::kF16, 1, 7},
+                      Case{GgmlType::kQ8_0, 37, 2080}, Case{GgmlType::kQ8_0, 3, 32},
+                      Case{GgmlType::kQ4_K, 37, 2304}, Case{GgmlType::kQ4_K, 17, 256}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return std::string(ggml_type_name(info.param.type)) + "_" + std::to_string(info.param.n_rows) +
+             "x" + std::to_string(info.param.n_cols);
+    });
+
+TEST(Matmul, WeightRowsWithPaddingStride) {
+  // row_bytes larger than the packed row (a view into a wider tensor) must be honoured.
+  const int64_t n_rows = 9, n_cols = 40, stride = 48;
+  std::vector<float> data(n_rows * stride, 1000.0f);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t c = 0; c < n_cols; ++c) data[r * stride + c] = static_cast<float>(r - c) * 0.25f;
+  WeightMatrix w{GgmlType::kF32, reinterpret_cast<const uint8_t*>(data.data()), n_rows, n_cols,
+                 stride * sizeof(float)};
+  std::vector<float> x(5 * n_cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  ThreadPool pool(2);
+  for (int64_t n_tokens : {1, 5}) {
+    std::vector<float> y(n_tokens * n_rows);
+    matmul(w, x.data(), n_tokens, y.data(), pool);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double s = 0;
+        for (int64_t c = 0; c < n_cols; ++c) s += data[r * stride + c] * x[t * n_cols + c];
+        EXPECT_NEAR(y[t * n_rows + r], s, 1e-3) << t << " " << r;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace vlkv
