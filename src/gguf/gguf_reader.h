@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct GgufValue {
   struct Array {
     GgufValueType element_type = GgufValueType::kUint8;
     std::vector<GgufValue> items;
+    bool operator==(const Array&) const = default;
   };
   GgufValueType type = GgufValueType::kUint8;
   std::variant<uint64_t, int64_t, double, bool, std::string, Array> data;
@@ -29,6 +31,7 @@ struct GgufValue {
   // Typed accessors; nullopt-like failure is reported by the Gguf getters below.
   bool is_integer() const;
   bool is_float() const;
+  bool operator==(const GgufValue&) const = default;  // deep; type and element types included
 };
 
 struct GgufTensorInfo {
@@ -47,8 +50,11 @@ struct GgufLimits {
   uint64_t max_kv = 1u << 20;
   uint64_t max_string_bytes = 1u << 26;       // 64 MiB for one string (chat templates are large)
   uint64_t max_array_items = 1u << 26;        // vocabularies have ~150K entries
-  uint32_t max_array_depth = 4;
+  uint32_t max_array_depth = 4;                // an array of arrays has depth 2
   uint32_t max_dims = 4;
+  // Memory the parsed metadata may take (values are bigger than their bytes on disk);
+  // bounds what a small hostile file can make us allocate.
+  uint64_t max_metadata_memory = 1ull << 30;
 };
 
 class GgufFile {
@@ -62,6 +68,8 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }
+  // Start of the tensor data section (aligned end of the header), in bytes from the file start.
+  uint64_t data_offset() const { return data_offset_; }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
@@ -88,8 +96,19 @@ class GgufFile {
   size_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<GgufTensorInfo> tensors_;
+
+  // Name -> index into kv_ / tensors_; transparent so string_view lookups do not allocate.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> kv_index_;
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> tensor_index_;
+
+  friend class GgufParser;
 };
 
 const char* gguf_value_type_name(GgufValueType type);
