@@ -65,6 +65,14 @@ TEST_P(VocabVectors, MatchLlamaCpp) {
     const auto ids = tok.value()->encode(inputs[i], /*add_special=*/false, /*parse_special=*/false);
     EXPECT_EQ(ids, expected[i]) << name << " string " << i << ": '" << inputs[i] << "'";
     passed += ids == expected[i];
+    // Round trip. BPE vocabularies with llama.cpp's clean_spaces drop the space of " ," " ."
+    // " ?" " !" " 's" ...; strings with such a pair are skipped.
+    const bool cleanable = inputs[i].find(" ,") != std::string::npos || inputs[i].find(" .") != std::string::npos ||
+                           inputs[i].find(" ?") != std::string::npos || inputs[i].find(" !") != std::string::npos ||
+                           inputs[i].find(" '") != std::string::npos;
+    if (tok.value()->model_name() == "llama" || !cleanable) {
+      EXPECT_EQ(tok.value()->decode(ids), inputs[i]) << name << " round trip " << i;
+    }
   }
   std::printf("[ vectors  ] %s: %d/%zu strings match\n", name.c_str(), passed, inputs.size());
 }
