@@ -42,23 +42,17 @@ void matmul_row_block(const WeightMatrix& w, const WeightFormat& fmt, const floa
                       std::vector<float>& tile) {
   const int64_t nr = r1 - r0;
   for (int64_t t = 0; t < n_tokens; ++t) std::fill_n(y + t * w.n_rows + r0, nr, 0.0f);
-  const bool is_f32 = w.type == GgmlType::kF32;
+  const size_t block_bytes = fmt.block_bytes;
   for (int64_t k0 = 0; k0 < w.n_cols; k0 += kColChunk) {
     const int64_t kn = std::min(kColChunk, w.n_cols - k0);
-    // The weight tile: [nr, kn] at wt, rows ldw floats apart.
-    const float* wt;
-    int64_t ldw;
-    if (is_f32) {  // already f32: read the rows in place
-      wt = reinterpret_cast<const float*>(w.data + r0 * w.row_bytes) + k0;
-      ldw = static_cast<int64_t>(w.row_bytes / sizeof(float));
-    } else {
-      const size_t byte_offset = static_cast<size_t>(k0 / fmt.block_elems) * fmt.block_bytes;
-      for (int64_t r = 0; r < nr; ++r)
-        fmt.dequantize_row(w.data + (r0 + r) * w.row_bytes + byte_offset,
-                           tile.data() + r * kTileStride, kn);
-      wt = tile.data();
-      ldw = kTileStride;
-    }
+    // The weight tile [nr, kn], rows kTileStride apart. f32 rows are copied too (cheap next
+    // to n_tokens dots), so rows with a power-of-two row_bytes do not alias in cache sets.
+    const size_t byte_offset = static_cast<size_t>(k0 / fmt.block_elems) * block_bytes;
+    for (int64_t r = 0; r < nr; ++r)
+      fmt.dequantize_row(w.data + (r0 + r) * w.row_bytes + byte_offset,
+                         tile.data() + r * kTileStride, kn);
+    const float* wt = tile.data();
+    const int64_t ldw = kTileStride;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kern.max_tokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kern.max_tokens, n_tokens - t0));
       for (int64_t rr = 0; rr < nr; rr += kern.max_rows) {
@@ -83,8 +77,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   const int64_t n_blocks = (w.n_rows + kRowBlock - 1) / kRowBlock;
   pool.parallel_for(n_blocks, [&](int64_t b0, int64_t b1, int) {
     thread_local std::vector<float> tile;
-    if (w.type != GgmlType::kF32 && tile.size() < static_cast<size_t>(kRowBlock * kTileStride))
-      tile.resize(kRowBlock * kTileStride);
+    if (tile.size() < static_cast<size_t>(kRowBlock * kTileStride)) tile.resize(kRowBlock * kTileStride);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kRowBlock;
       const int64_t r1 = std::min(w.n_rows, r0 + kRowBlock);
