@@ -1,0 +1,67 @@
+// Q4_1: blocks of 32 weights with an f16 scale d and f16 offset m, 4-bit codes.
+// Layout (20 bytes): d | m | qs[16]; weight j is the low nibble of qs[j], weight j+16 its
+// high nibble; w = code * d + m.
+#include "quant/simd_blocks.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 32;
+constexpr size_t kBytes = 20;
+
+void dequantize_ref(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, dst += kQk) {
+    const float d = load_half(p);
+    const float m = load_half(p + 2);
+    const uint8_t* qs = p + 4;
+    for (int j = 0; j < kQk / 2; ++j) {
+      dst[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+      dst[j + kQk / 2] = static_cast<float>(qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+// ggml's quantize_row_q4_1_ref: [min, max] split into 15 steps.
+void quantize_ref(const float* src, void* dst, int64_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
+    float min = src[0], max = src[0];
+    for (int j = 1; j < kQk; ++j) {
+      min = std::min(min, src[j]);
+      max = std::max(max, src[j]);
+    }
+    const float d = (max - min) / 15.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    store_half(p, d);
+    store_half(p + 2, min);
+    for (int j = 0; j < kQk / 2; ++j) {
+      const float x0 = (src[j] - min) * id;
+      const float x1 = (src[j + kQk / 2] - min) * id;
+      const int xi0 = std::min(15, static_cast<int>(static_cast<int8_t>(x0 + 0.5f)));
+      const int xi1 = std::min(15, static_cast<int>(static_cast<int8_t>(x1 + 0.5f)));
+      p[4 + j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
+    }
+  }
+}
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 1;
+  static constexpr bool kBias = true;
+  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
+    g->q = nibbles_lo_hi(p + 4);
+    g->s0 = g->s1 = half_f16c(p);
+    g->b0 = g->b1 = half_f16c(p + 2);
+  }
+};
+
+using Kernels = BlockKernels<Traits, dequantize_ref>;
+
+}  // namespace
+
+const WeightFormat kQ4_1Format = {GgmlType::kQ4_1, "q4_1", kQk, kBytes, dequantize_ref, quantize_ref,
+                                  Kernels::dequantize, Kernels::dot};
+
+}  // namespace vlkv::quant

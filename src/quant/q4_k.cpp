@@ -1,0 +1,99 @@
+// Q4_K: super-blocks of 256 weights in 8 sub-blocks of 32, each with a 6-bit scale and
+// 6-bit min, scaled by the super-block's f16 d and dmin. Layout (144 bytes):
+// d | dmin | scales[12] (packed as get_scale_min_k4) | qs[128]. Bytes qs[32c .. 32c+31]
+// hold sub-block 2c in their low nibbles and sub-block 2c+1 in their high nibbles;
+// w = (d * sc) * code - (dmin * m).
+#include "quant/k_quant_search.h"
+#include "quant/simd_blocks.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 256;
+constexpr size_t kBytes = 144;
+
+void dequantize_ref(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes) {
+    const float d = load_half(p);
+    const float dmin = load_half(p + 2);
+    const uint8_t* scales = p + 4;
+    const uint8_t* q = p + 16;
+    for (int j = 0; j < 8; j += 2, q += 32) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      unpack_scale_min_k4(j + 1, scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *dst++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *dst++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+  }
+}
+
+// Per sub-block scale/min search (k_quant_search.h), then 6-bit scales relative to the
+// largest, then codes recomputed against the stored (rounded) scales.
+void quantize_ref(const float* src, void* dst, int64_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
+    float scales[8], mins[8];
+    uint8_t L[kQk];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      scales[j] = fit_scale_min(src + 32 * j, 32, 15, L + 32 * j, &mins[j]);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; ++j) {
+      ls[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+      lm[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+    }
+    store_half(p, max_scale / 63.0f);
+    store_half(p + 2, max_min / 63.0f);
+    pack_scale_min_k4(ls, lm, p + 4);
+    const float d = load_half(p), dmin = load_half(p + 2);
+    for (int j = 0; j < 8; ++j) {
+      const float ds = d * ls[j], dm = dmin * lm[j];
+      for (int i = 0; i < 32; ++i) {
+        const int l = ds != 0.0f ? nearest_int((src[32 * j + i] + dm) / ds) : 0;
+        L[32 * j + i] = static_cast<uint8_t>(std::clamp(l, 0, 15));
+      }
+    }
+    uint8_t* q = p + 16;
+    for (int j = 0; j < kQk; j += 64, q += 32) {
+      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    }
+  }
+}
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 8;
+  static constexpr bool kBias = true;
+  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
+    const float d = half_f16c(p), dmin = half_f16c(p + 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, p + 4, &sc, &m);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * (j / 2)));
+      g[j].q = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), m4);
+      g[j].s0 = g[j].s1 = d * sc;
+      g[j].b0 = g[j].b1 = -(dmin * m);
+    }
+  }
+};
+
+using Kernels = BlockKernels<Traits, dequantize_ref>;
+
+}  // namespace
+
+const WeightFormat kQ4_KFormat = {GgmlType::kQ4_K, "q4_K", kQk, kBytes, dequantize_ref, quantize_ref,
+                                  Kernels::dequantize, Kernels::dot};
+
+}  // namespace vlkv::quant

@@ -1,0 +1,74 @@
+// Q5_1: blocks of 32 weights with f16 scale d and f16 offset m, 5-bit codes. Layout
+// (24 bytes): d | m | qh[4] | qs[16]; nibbles as in Q4_1, bit j of qh (little-endian u32)
+// is bit 4 of weight j; w = code * d + m.
+#include "quant/simd_blocks.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 32;
+constexpr size_t kBytes = 24;
+
+void dequantize_ref(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, dst += kQk) {
+    const float d = load_half(p);
+    const float m = load_half(p + 2);
+    const uint32_t qh = load_u32(p + 4);
+    const uint8_t* qs = p + 8;
+    for (int j = 0; j < kQk / 2; ++j) {
+      const int h0 = static_cast<int>(((qh >> j) << 4) & 0x10);
+      const int h1 = static_cast<int>((qh >> (j + 12)) & 0x10);
+      dst[j] = static_cast<float>((qs[j] & 0x0F) | h0) * d + m;
+      dst[j + kQk / 2] = static_cast<float>((qs[j] >> 4) | h1) * d + m;
+    }
+  }
+}
+
+// ggml's quantize_row_q5_1_ref: [min, max] split into 31 steps.
+void quantize_ref(const float* src, void* dst, int64_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
+    float min = src[0], max = src[0];
+    for (int j = 1; j < kQk; ++j) {
+      min = std::min(min, src[j]);
+      max = std::max(max, src[j]);
+    }
+    const float d = (max - min) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    store_half(p, d);
+    store_half(p + 2, min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQk / 2; ++j) {
+      const float x0 = (src[j] - min) * id;
+      const float x1 = (src[j + kQk / 2] - min) * id;
+      const uint32_t xi0 = static_cast<uint8_t>(x0 + 0.5f);
+      const uint32_t xi1 = static_cast<uint8_t>(x1 + 0.5f);
+      p[8 + j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= ((xi0 & 0x10u) >> 4) << j;
+      qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
+    }
+    std::memcpy(p + 4, &qh, 4);
+  }
+}
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 1;
+  static constexpr bool kBias = true;
+  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
+    g->q = _mm256_or_si256(nibbles_lo_hi(p + 8), bits_to_0x10(load_u32(p + 4)));
+    g->s0 = g->s1 = half_f16c(p);
+    g->b0 = g->b1 = half_f16c(p + 2);
+  }
+};
+
+using Kernels = BlockKernels<Traits, dequantize_ref>;
+
+}  // namespace
+
+const WeightFormat kQ5_1Format = {GgmlType::kQ5_1, "q5_1", kQk, kBytes, dequantize_ref, quantize_ref,
+                                  Kernels::dequantize, Kernels::dot};
+
+}  // namespace vlkv::quant

@@ -1,0 +1,110 @@
+// Q5_K: super-blocks of 256 weights as Q4_K plus a fifth bit per weight. Layout (176 bytes):
+// d | dmin | scales[12] | qh[32] | qs[128]. Sub-blocks 2c and 2c+1 take the low and high
+// nibbles of qs[32c .. 32c+31]; their fifth bits are bits 2c and 2c+1 of qh[0..31];
+// w = (d * sc) * code - (dmin * m).
+#include "quant/k_quant_search.h"
+#include "quant/simd_blocks.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 256;
+constexpr size_t kBytes = 176;
+
+void dequantize_ref(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes) {
+    const float d = load_half(p);
+    const float dmin = load_half(p + 2);
+    const uint8_t* scales = p + 4;
+    const uint8_t* qh = p + 16;
+    const uint8_t* ql = p + 48;
+    unsigned u1 = 1, u2 = 2;
+    for (int j = 0; j < 8; j += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      unpack_scale_min_k4(j + 1, scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *dst++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *dst++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+    }
+  }
+}
+
+// As Q4_K's quantizer with 31 steps per sub-block.
+void quantize_ref(const float* src, void* dst, int64_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
+    float scales[8], mins[8];
+    uint8_t L[kQk];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      scales[j] = fit_scale_min(src + 32 * j, 32, 31, L + 32 * j, &mins[j]);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; ++j) {
+      ls[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+      lm[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+    }
+    store_half(p, max_scale / 63.0f);
+    store_half(p + 2, max_min / 63.0f);
+    pack_scale_min_k4(ls, lm, p + 4);
+    const float d = load_half(p), dmin = load_half(p + 2);
+    for (int j = 0; j < 8; ++j) {
+      const float ds = d * ls[j], dm = dmin * lm[j];
+      for (int i = 0; i < 32; ++i) {
+        const int l = ds != 0.0f ? nearest_int((src[32 * j + i] + dm) / ds) : 0;
+        L[32 * j + i] = static_cast<uint8_t>(std::clamp(l, 0, 31));
+      }
+    }
+    uint8_t* qh = p + 16;
+    uint8_t* ql = p + 48;
+    std::memset(qh, 0, 32);
+    unsigned m1 = 1, m2 = 2;
+    for (int j = 0; j < kQk; j += 64, ql += 32, m1 <<= 2, m2 <<= 2) {
+      for (int l = 0; l < 32; ++l) {
+        int l1 = L[j + l], l2 = L[j + l + 32];
+        if (l1 > 15) { l1 -= 16; qh[l] = static_cast<uint8_t>(qh[l] | m1); }
+        if (l2 > 15) { l2 -= 16; qh[l] = static_cast<uint8_t>(qh[l] | m2); }
+        ql[l] = static_cast<uint8_t>(l1 | (l2 << 4));
+      }
+    }
+  }
+}
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 8;
+  static constexpr bool kBias = true;
+  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
+    const float d = half_f16c(p), dmin = half_f16c(p + 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, p + 4, &sc, &m);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 48 + 32 * (j / 2)));
+      const __m256i lo = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), m4);
+      const __m256i hbit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+      g[j].q = _mm256_or_si256(lo, _mm256_slli_epi16(hbit, 4));
+      g[j].s0 = g[j].s1 = d * sc;
+      g[j].b0 = g[j].b1 = -(dmin * m);
+    }
+  }
+};
+
+using Kernels = BlockKernels<Traits, dequantize_ref>;
+
+}  // namespace
+
+const WeightFormat kQ5_KFormat = {GgmlType::kQ5_K, "q5_K", kQk, kBytes, dequantize_ref, quantize_ref,
+                                  Kernels::dequantize, Kernels::dot};
+
+}  // namespace vlkv::quant

@@ -1,0 +1,113 @@
+// Internals shared by the weight-format files of src/quant/ (not used outside it):
+// the per-type WeightFormat entries, SIMD target attributes, little-endian field
+// access and the scalar chunked dot that backs every format's kScalar level.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "quant/weight_format.h"
+
+// SIMD variants are compiled per function with these (no -march flags); callers pick one
+// through simd_level(). The AVX-512 set includes the AVX2 one, so AVX2 helpers inline into it.
+#define VLKV_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -W(maybe-)uninitialized
+// once inlined (GCC bug 105593, fixed in 13). The files of src/quant/ include this header,
+// so the false positive is silenced for them only.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace vlkv::quant {
+
+// One entry per file in src/quant/; weight_format.cpp collects them into the registry.
+extern const WeightFormat kF32Format;
+extern const WeightFormat kF16Format;
+extern const WeightFormat kBf16Format;
+extern const WeightFormat kQ8_0Format;
+extern const WeightFormat kQ4_0Format;
+extern const WeightFormat kQ4_1Format;
+extern const WeightFormat kQ5_0Format;
+extern const WeightFormat kQ5_1Format;
+extern const WeightFormat kQ4_KFormat;
+extern const WeightFormat kQ5_KFormat;
+extern const WeightFormat kQ6_KFormat;
+
+// GGUF stores all fields little-endian; x86 is little-endian, memcpy avoids unaligned UB.
+inline float load_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+inline void store_half(uint8_t* p, float f) {
+  const uint16_t h = fp32_to_fp16(f);
+  std::memcpy(p, &h, 2);
+}
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Round to nearest, ties to even (what ggml's nearest_int does for |f| < 2^22).
+inline int nearest_int(float f) { return static_cast<int>(std::lrint(f)); }
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block,
+// unpacked from its 12 packed bytes exactly as ggml's get_scale_min_k4.
+inline void unpack_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+// Inverse of unpack_scale_min_k4 for all 8 sub-blocks (values 0..63).
+inline void pack_scale_min_k4(const uint8_t* ls, const uint8_t* lm, uint8_t* q) {
+  std::memset(q, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      q[j] = ls[j];
+      q[j + 4] = lm[j];
+    } else {
+      q[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      q[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      q[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+}
+
+// kScalar dot of every format: dequantize a chunk with the reference, then an f32 dot
+// with 8 partial sums. Deq must accept any multiple of kBlockElems elements.
+template <void (*Deq)(const void*, float*, int64_t), int64_t kBlockElems, size_t kBlockBytes>
+float dot_scalar(const void* row, const float* x, int64_t n) {
+  constexpr int64_t kChunk = kBlockElems >= 256 ? kBlockElems : (256 / kBlockElems) * kBlockElems;
+  const auto* p = static_cast<const uint8_t*>(row);
+  float buf[kChunk];  // [kChunk] dequantized weights
+  float acc[8] = {};
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    Deq(p + (i / kBlockElems) * kBlockBytes, buf, len);
+    int64_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+      for (int k = 0; k < 8; ++k) acc[k] += buf[j + k] * x[i + j + k];
+    }
+    for (; j < len; ++j) acc[0] += buf[j] * x[i + j];
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+}  // namespace vlkv::quant
