@@ -1,0 +1,240 @@
+#include "random_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "gguf/ggml_type_info.h"
+#include "gguf/gguf_writer.h"
+#include "quant/weight_format.h"
+
+namespace vlkv {
+namespace {
+
+// llama.cpp's llama_ftype for a file whose matrices are all `t` (-1: none fits).
+int64_t llama_file_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ4_0: return 2;
+    case GgmlType::kQ4_1: return 3;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kQ5_0: return 8;
+    case GgmlType::kQ5_1: return 9;
+    case GgmlType::kQ2_K: return 10;
+    case GgmlType::kQ3_K: return 11;   // Q3_K_S
+    case GgmlType::kQ4_K: return 14;   // Q4_K_S
+    case GgmlType::kQ5_K: return 16;   // Q5_K_S
+    case GgmlType::kQ6_K: return 18;
+    case GgmlType::kBF16: return 32;
+    default: return -1;
+  }
+}
+
+// SentencePiece token types (llama.cpp's llama_token_type).
+constexpr int32_t kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokByte = 6;
+const std::string kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's word boundary
+
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  void add(std::string piece, float score, int32_t type) {
+    tokens.push_back(std::move(piece));
+    scores.push_back(score);
+    types.push_back(type);
+  }
+};
+
+// <unk> <s> </s>, the 256 byte tokens, then synthetic pieces with descending scores:
+// "▁", each printable ASCII char with and without "▁", then lowercase strings of
+// length 2, 3, ... with and without "▁". Byte fallback makes every text tokenizable.
+Vocab make_vocab(int64_t n_vocab) {
+  Vocab v;
+  v.add("<unk>", 0.0f, kTokUnknown);
+  v.add("<s>", 0.0f, kTokControl);
+  v.add("</s>", 0.0f, kTokControl);
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+    v.add(buf, 0.0f, kTokByte);
+  }
+  auto add_normal = [&](const std::string& piece) {
+    if (static_cast<int64_t>(v.tokens.size()) < n_vocab) {
+      v.add(piece, -static_cast<float>(v.tokens.size()), kTokNormal);
+    }
+  };
+  add_normal(kSpace);
+  for (char c = '!'; c <= '~'; ++c) {
+    add_normal(kSpace + c);
+    add_normal(std::string(1, c));
+  }
+  for (size_t len = 2; static_cast<int64_t>(v.tokens.size()) < n_vocab; ++len) {
+    std::string s(len, 'a');
+    while (static_cast<int64_t>(v.tokens.size()) < n_vocab) {
+      add_normal(kSpace + s);
+      add_normal(s);
+      size_t i = len;  // next string in lexicographic order over a..z
+      while (i > 0 && s[i - 1] == 'z') s[--i] = 'a';
+      if (i == 0) break;
+      ++s[i - 1];
+    }
+  }
+  return v;
+}
+
+// A per-tensor seed, so each tensor's values do not depend on the order of generation.
+uint64_t tensor_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = seed ^ 0x9e3779b97f4a7c15ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  h ^= h >> 31;  // splitmix-style finalizer
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+
+// Encodes one f32 row as `type` into dst (row_bytes bytes).
+Status encode_row(GgmlType type, const float* src, int64_t n, uint8_t* dst) {
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return Status::ok();
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = type == GgmlType::kF16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return Status::ok();
+    default: {
+      const WeightFormat* wf = find_weight_format(type);
+      if (!wf || !wf->quantize_row_ref) {
+        return unsupported(std::string("no quantizer for weight type ") + ggml_type_info(type)->name);
+      }
+      wf->quantize_row_ref(src, dst, n);
+      return Status::ok();
+    }
+  }
+}
+
+enum class Init { kEmbedding, kLinear, kNorm };
+
+// Adds a tensor whose rows are drawn and encoded when the writer streams it out.
+Status add_random(GgufWriter& w, const std::string& name, GgmlType type, std::vector<int64_t> dims, Init init,
+                  uint64_t seed) {
+  const int64_t row = dims[0];
+  const int64_t n_rows = dims.size() > 1 ? dims[1] : 1;
+  // Fan-in of y = W x is the row length (ggml's dims[0]).
+  const float stddev = init == Init::kEmbedding ? std::sqrt(0.5f)
+                       : init == Init::kLinear  ? 1.0f / std::sqrt(static_cast<float>(row))
+                                                : 0.1f;
+  const float mean = init == Init::kNorm ? 1.0f : 0.0f;
+  const uint64_t rng_seed = tensor_seed(seed, name);
+  auto fill = [=](uint8_t* dst, size_t n_bytes) -> Status {
+    std::mt19937_64 rng(rng_seed);
+    std::normal_distribution<float> dist(mean, stddev);
+    std::vector<float> buf(static_cast<size_t>(row));  // [row]
+    const size_t row_bytes = n_bytes / static_cast<size_t>(n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (float& x : buf) x = dist(rng);
+      VLKV_RETURN_IF_ERROR(encode_row(type, buf.data(), row, dst + static_cast<size_t>(r) * row_bytes));
+    }
+    return Status::ok();
+  };
+  return w.add_tensor(name, type, std::move(dims), fill);
+}
+
+Status check_spec(const RandomModelSpec& s) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"n_embd", s.n_embd}, {"n_layers", s.n_layers}, {"n_heads", s.n_heads}, {"n_kv_heads", s.n_kv_heads},
+      {"head_dim", s.head_dim}, {"n_ff", s.n_ff}, {"n_vocab", s.n_vocab}, {"context_length", s.context_length}};
+  for (const auto& [what, v] : sizes) {
+    if (v <= 0 || v > std::numeric_limits<int32_t>::max()) {
+      return invalid_argument(std::string("random model: ") + what + " = " + std::to_string(v) + " is out of range");
+    }
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    return invalid_argument("random model: n_heads " + std::to_string(s.n_heads) + " is not a multiple of n_kv_heads " +
+                            std::to_string(s.n_kv_heads));
+  }
+  if (s.n_vocab < 259) return invalid_argument("random model: n_vocab must be >= 259 (3 special + 256 byte tokens)");
+  if (s.head_dim % 2 != 0) return invalid_argument("random model: head_dim must be even (RoPE rotates pairs)");
+  const GgmlTypeInfo* info = ggml_type_info(s.weight_type);
+  if (!info) return invalid_argument("random model: unknown weight type");
+  for (int64_t row : {s.n_embd, s.n_heads * s.head_dim, s.n_ff}) {
+    if (row % info->block_elems != 0) {
+      return invalid_argument("random model: row length " + std::to_string(row) + " is not a multiple of the " +
+                              info->name + " block size " + std::to_string(info->block_elems));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status write_random_llama(const RandomModelSpec& spec, const std::string& path) {
+  VLKV_RETURN_IF_ERROR(check_spec(spec));
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.type", "model");
+  w.set_string("general.name", spec.name);
+  w.set_u32("llama.block_count", u32(spec.n_layers));
+  w.set_u32("llama.context_length", u32(spec.context_length));
+  w.set_u32("llama.embedding_length", u32(spec.n_embd));
+  w.set_u32("llama.feed_forward_length", u32(spec.n_ff));
+  w.set_u32("llama.attention.head_count", u32(spec.n_heads));
+  w.set_u32("llama.attention.head_count_kv", u32(spec.n_kv_heads));
+  w.set_f32("llama.rope.freq_base", spec.rope_freq_base);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", spec.rms_eps);
+  if (spec.head_dim * spec.n_heads != spec.n_embd) {
+    w.set_u32("llama.attention.key_length", u32(spec.head_dim));
+    w.set_u32("llama.attention.value_length", u32(spec.head_dim));
+  }
+  w.set_u32("llama.vocab_size", u32(spec.n_vocab));
+  w.set_u32("llama.rope.dimension_count", u32(spec.head_dim));
+  if (const int64_t ftype = llama_file_type(spec.weight_type); ftype >= 0) w.set_u32("general.file_type", u32(ftype));
+  const GgmlTypeInfo* info = ggml_type_info(spec.weight_type);
+  if (info->block_elems > 1) w.set_u32("general.quantization_version", 2);
+
+  const Vocab vocab = make_vocab(spec.n_vocab);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set("tokenizer.ggml.tokens", gguf_string_array(vocab.tokens));
+  w.set("tokenizer.ggml.scores", gguf_f32_array(vocab.scores));
+  w.set("tokenizer.ggml.token_type", gguf_i32_array(vocab.types));
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  w.set_bool("tokenizer.ggml.add_space_prefix", true);
+
+  // Tensors in llama.cpp's order and dims (ggml order: dims[0] is the input/row length).
+  const GgmlType wt = spec.weight_type;
+  const GgmlType f32 = GgmlType::kF32;
+  const int64_t d = spec.n_embd, q = spec.n_heads * spec.head_dim, kv = spec.n_kv_heads * spec.head_dim;
+  const uint64_t seed = spec.seed;
+  VLKV_RETURN_IF_ERROR(add_random(w, "token_embd.weight", wt, {d, spec.n_vocab}, Init::kEmbedding, seed));
+  VLKV_RETURN_IF_ERROR(add_random(w, "output_norm.weight", f32, {d}, Init::kNorm, seed));
+  if (!spec.tied_output) {
+    VLKV_RETURN_IF_ERROR(add_random(w, "output.weight", wt, {d, spec.n_vocab}, Init::kLinear, seed));
+  }
+  for (int64_t l = 0; l < spec.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_norm.weight", f32, {d}, Init::kNorm, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q.weight", wt, {d, q}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k.weight", wt, {d, kv}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.weight", wt, {d, kv}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_output.weight", wt, {q, d}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_norm.weight", f32, {d}, Init::kNorm, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_gate.weight", wt, {d, spec.n_ff}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_up.weight", wt, {d, spec.n_ff}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_down.weight", wt, {spec.n_ff, d}, Init::kLinear, seed));
+  }
+  return w.write_to_file(path);
+}
+
+}  // namespace vlkv
