@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "kv/token_kind.h"
@@ -32,6 +33,8 @@ struct KvCacheConfig {
   int max_tokens_per_seq = 1 << 20;    // hard cap against absurd requests
 };
 
+// Not thread safe: the engine serializes calls; attend() parallelizes internally on
+// the pool it is given.
 class KvCache {
  public:
   // InvalidArgument for an unknown method or bad parameters/geometry.
@@ -64,6 +67,19 @@ class KvCache {
   // Stored bits per K/V element including metadata, for the active method (as configured).
   virtual double bits_per_element() const = 0;
   virtual std::string method_name() const = 0;
+
+  // ---- additions for the engine, the benchmarks and the tests ----
+  // Steady-state bytes per token over all layers, K and V (the method's report).
+  virtual double bytes_per_token() const = 0;
+  // Tokens stored in one layer: n_tokens(seq), plus n_new once attended in the current step.
+  virtual int64_t layer_tokens(SeqId seq, int layer) const = 0;
+  // Pages held by one sequence, in bytes (sum over sequences == bytes_in_use()).
+  virtual uint64_t sequence_bytes(SeqId seq) const = 0;
+  // Debug / tests: the stored K and V rows of one (seq, layer, kv head), decoded with
+  // the codecs' scalar reference, in storage order (segment by segment).
+  //   k, v: resized to [layer_tokens, head_dim]; k rows of a layer storing no K are left 0.
+  virtual Status read_back(SeqId seq, int layer, int kv_head, std::vector<float>* k,
+                           std::vector<float>* v) const = 0;
 };
 
 }  // namespace vlkv

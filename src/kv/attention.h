@@ -1,0 +1,31 @@
+// Attention of one (sequence, layer) step: the new tokens' queries attend over the
+// cached segments (fused codec scores/accumulate, no f32 copy of the cache) and over
+// the new tokens themselves (causal, full f32), merged with an online softmax,
+// flash-decoding style (cached chunks split across threads, then merged). Reads the
+// cache only; storing the new tokens is the method's job afterwards.
+#pragma once
+
+#include "base/thread_pool.h"
+#include "kv/codec.h"
+#include "kv/segment.h"
+
+namespace vlkv {
+
+struct AttendShape {
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
+  int head_dim = 0;
+};
+
+// layer:      the layer as at the last commit (cached tokens to attend over).
+// key_source: for segments without K (lazy layers), the layer whose segment of the
+//             same index supplies the keys; null when every segment has its own K.
+// f32:        the f32 codec (used to run the fused kernels over the new tokens).
+//   q:   [n_new, n_heads, head_dim]     post-RoPE
+//   k,v: [n_new, n_kv_heads, head_dim]
+//   out: [n_new, n_heads, head_dim]     softmax(scale * q.k) v over cached + causal new tokens
+void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                  const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
+                  ThreadPool& pool);
+
+}  // namespace vlkv

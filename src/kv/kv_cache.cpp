@@ -1,0 +1,209 @@
+// KvCache implementation: sequences in a PageTable over a PagePool, attention via
+// attend_layer(), storage delegated to the configured Method, and the pending-step
+// bookkeeping (per-layer snapshots, pages taken / released) behind commit/rollback.
+#include "kv/kv_cache.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "kv/attention.h"
+#include "kv/codec_registry.h"
+#include "kv/method_registry.h"
+#include "kv/page_table.h"
+
+namespace vlkv {
+namespace {
+
+class KvCacheImpl final : public KvCache {
+ public:
+  KvCacheImpl(const KvCacheConfig& config, std::unique_ptr<Method> method, std::shared_ptr<const Codec> f32)
+      : config_(config), method_(std::move(method)), f32_(std::move(f32)),
+        pool_(config.budget_bytes, config.page_bytes), table_(pool_) {}
+
+  Result<SeqId> add_sequence() override {
+    const KvGeometry& g = config_.geometry;
+    SeqCache seq;
+    seq.layers.resize(g.n_layers);
+    for (int l = 0; l < g.n_layers; ++l) {
+      seq.layers[l].heads.resize(g.n_kv_heads);
+      seq.layers[l].state = method_->new_layer_state(l);
+    }
+    return table_.add(std::move(seq));
+  }
+
+  void remove_sequence(SeqId seq) override { table_.remove(seq); }
+  Status copy_sequence(SeqId src, SeqId dst) override { return table_.copy(src, dst); }
+
+  int64_t n_tokens(SeqId seq) const override { return get(seq).n_tokens; }
+  int64_t layer_tokens(SeqId seq, int layer) const override {
+    VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);
+    return get(seq).layers[layer].n_tokens;
+  }
+
+  Status attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v, const TokenKind* kinds,
+                int n_new, float scale, float* out, ThreadPool& pool) override;
+
+  void commit(SeqId seq_id, int n_new) override {
+    SeqCache& seq = get(seq_id);
+    if (!seq.pending.active()) {
+      VLKV_CHECK_MSG(n_new == 0, "commit without attend()");
+      return;
+    }
+    VLKV_CHECK_MSG(seq.pending.n_new == n_new, "commit count differs from the attended step");
+    for (const auto& layer : seq.layers)
+      VLKV_CHECK_MSG(layer.n_tokens == seq.n_tokens + n_new, "commit before every layer was attended");
+    for (PageId p : seq.pending.deferred_free) pool_.free(p);
+    seq.pending = PendingStep{};
+    seq.n_tokens += n_new;
+  }
+
+  void rollback(SeqId seq_id) override { rollback(get(seq_id)); }
+
+  uint64_t bytes_in_use() const override { return pool_.bytes_in_use(); }
+  uint64_t budget_bytes() const override { return pool_.budget_bytes(); }
+  double bits_per_element() const override { return method_->bits_per_element(); }
+  std::string method_name() const override { return method_->spec(); }
+  double bytes_per_token() const override { return method_->bytes_per_token(); }
+  uint64_t sequence_bytes(SeqId seq) const override {
+    return static_cast<uint64_t>(table_.n_pages(seq)) * pool_.page_bytes();
+  }
+
+  Status read_back(SeqId seq_id, int layer, int kv_head, std::vector<float>* k,
+                   std::vector<float>* v) const override {
+    const KvGeometry& g = config_.geometry;
+    if (layer < 0 || layer >= g.n_layers || kv_head < 0 || kv_head >= g.n_kv_heads)
+      return invalid_argument("read_back: layer or kv head out of range");
+    const SeqCache* seq = table_.find(seq_id);
+    if (!seq) return invalid_argument("read_back: unknown sequence");
+    const LayerCache& lc = seq->layers[layer];
+    const int d = g.head_dim;
+    k->assign(static_cast<size_t>(lc.n_tokens) * d, 0.0f);
+    v->assign(k->size(), 0.0f);
+    int64_t row = 0;
+    for (const Segment& s : lc.heads[kv_head].segments) {
+      if (s.k.present()) read_stream(s.k, 0, s.n_tokens, d, k->data() + row * d);
+      read_stream(s.v, 0, s.n_tokens, d, v->data() + row * d);
+      row += s.n_tokens;
+    }
+    if (row != lc.n_tokens) return Status(StatusCode::kInternal, "read_back: segments hold a different token count");
+    return Status::ok();
+  }
+
+ private:
+  SeqCache& get(SeqId seq) {
+    SeqCache* s = table_.find(seq);
+    VLKV_CHECK_MSG(s != nullptr, "unknown sequence id");
+    return *s;
+  }
+  const SeqCache& get(SeqId seq) const {
+    const SeqCache* s = table_.find(seq);
+    VLKV_CHECK_MSG(s != nullptr, "unknown sequence id");
+    return *s;
+  }
+
+  void rollback(SeqCache& seq) {
+    if (!seq.pending.active()) return;
+    for (size_t l = 0; l < seq.layers.size(); ++l)
+      if (seq.pending.before[l]) seq.layers[l] = std::move(*seq.pending.before[l]);
+    for (PageId p : seq.pending.new_pages) pool_.free(p);
+    seq.pending = PendingStep{};  // deferred frees are back in the restored layers
+  }
+
+  KvCacheConfig config_;
+  std::unique_ptr<Method> method_;
+  std::shared_ptr<const Codec> f32_;  // runs the fused kernels over the new tokens
+  PagePool pool_;
+  PageTable table_;
+};
+
+Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v,
+                           const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool) {
+  const KvGeometry& g = config_.geometry;
+  SeqCache* seq_ptr = table_.find(seq_id);
+  if (!seq_ptr) return invalid_argument("attend: unknown sequence " + std::to_string(seq_id));
+  SeqCache& seq = *seq_ptr;
+  if (layer < 0 || layer >= g.n_layers) return invalid_argument("attend: layer " + std::to_string(layer) + " out of range");
+  if (n_new <= 0 || !q || !k || !v || !out) return invalid_argument("attend: empty step or null buffer");
+  if (seq.pending.active() && seq.pending.n_new != n_new)
+    return invalid_argument("attend: n_new differs from this step's other layers (commit first)");
+  if (seq.pending.active() && seq.pending.before[layer])
+    return invalid_argument("attend: layer " + std::to_string(layer) + " attended twice in one step");
+  if (seq.n_tokens + n_new > config_.max_tokens_per_seq)
+    return invalid_argument("attend: sequence would exceed max_tokens_per_seq (" +
+                            std::to_string(config_.max_tokens_per_seq) + ")");
+  if (!seq.pending.active()) {
+    seq.pending.n_new = n_new;
+    seq.pending.before.resize(g.n_layers);
+  }
+  LayerCache& lc = seq.layers[layer];
+  seq.pending.before[layer] = lc.clone_meta();
+
+  // 1. Attention over the cache as at the last commit plus the new tokens (full f32).
+  const LayerPlan plan = method_->layer_plan(layer);
+  const LayerCache* key_source = nullptr;
+  if (plan.score_layer >= 0) {  // a base layer already attended this step: use its pre-step snapshot
+    const auto& snap = seq.pending.before[plan.score_layer];
+    key_source = plan.score_layer != layer && snap ? &*snap : &seq.layers[plan.score_layer];
+  }
+  attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out,
+               AttendShape{g.n_heads, g.n_kv_heads, g.head_dim}, pool);
+
+  // 2. The method stores the new tokens.
+  std::vector<TokenKind> text_kinds;
+  if (!kinds) {
+    text_kinds.assign(n_new, TokenKind::kText);
+    kinds = text_kinds.data();
+  }
+  StoreInput in;
+  in.layer = layer;
+  in.n_cached = lc.n_tokens;
+  in.n_new = n_new;
+  in.k = k;
+  in.v = v;
+  in.kinds = kinds;
+  LayerEditor editor(pool_, lc, seq.pending, layer, g.head_dim);
+  Status st = method_->store(in, editor);
+  if (!st.is_ok()) {
+    const int64_t at = seq.n_tokens + n_new;
+    rollback(seq);  // the sequence is as it was before this step
+    if (st.code() == StatusCode::kOutOfMemory)
+      return Status(st.code(), st.message() + " at token " + std::to_string(at) + " (sequence " +
+                                   std::to_string(seq_id) + ", layer " + std::to_string(layer) +
+                                   ", method " + method_->spec() + "); raise --kv-budget or choose a smaller method");
+    return st.with_context("storing layer " + std::to_string(layer));
+  }
+  lc.n_tokens += n_new;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
+  const KvGeometry& g = config.geometry;
+  if (g.n_layers <= 0 || g.n_heads <= 0 || g.n_kv_heads <= 0 || g.head_dim <= 0 || g.n_heads % g.n_kv_heads != 0)
+    return invalid_argument("KV geometry: need positive n_layers, n_heads, n_kv_heads, head_dim and "
+                            "n_heads % n_kv_heads == 0");
+  if (config.page_bytes < 64 || config.page_bytes % 64 != 0)
+    return invalid_argument("KV page_bytes must be a positive multiple of 64");
+  if (config.budget_bytes / config.page_bytes >= (1ull << 31))
+    return invalid_argument("KV budget / page_bytes exceeds 2^31 pages; raise page_bytes");
+  if (config.max_tokens_per_seq <= 0) return invalid_argument("max_tokens_per_seq must be positive");
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> method, create_method(config.method, g));
+  for (const Codec* c : method->codecs()) {
+    VLKV_RETURN_IF_ERROR(c->check_head_dim(g.head_dim));
+    if (c->block_bytes(g.head_dim) > static_cast<int64_t>(config.page_bytes))
+      return invalid_argument("KV page_bytes " + std::to_string(config.page_bytes) + " is smaller than one block (" +
+                              std::to_string(c->block_bytes(g.head_dim)) + " bytes) of codec " + c->name());
+  }
+  for (int l = 0; l < g.n_layers; ++l) {
+    const LayerPlan plan = method->layer_plan(l);
+    if (plan.stats != kStatNone)
+      return unsupported("KV method " + method->spec() + " needs attention statistics, not computed yet");
+    if (!plan.stores_k && (plan.score_layer < 0 || plan.score_layer >= l))
+      return Status(StatusCode::kInternal, "a layer without K needs an earlier score_layer");
+  }
+  VLKV_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> f32, make_codec("f32"));
+  return std::unique_ptr<KvCache>(new KvCacheImpl(config, std::move(method), std::move(f32)));
+}
+
+}  // namespace vlkv

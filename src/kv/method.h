@@ -1,0 +1,79 @@
+// A KV compression method: per layer it decides which codec(s) incoming tokens get
+// and in which segments they land (via LayerEditor), what attention statistics it
+// needs, what stays full precision (a recent window is just an f32/f16 segment it
+// folds into compressed segments when full), and for Q Cache which layers store no K.
+// Methods are immutable after creation; per-(sequence, layer) state lives in LayerState.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/codec.h"
+#include "kv/kv_cache.h"
+#include "kv/layer_editor.h"
+#include "kv/token_kind.h"
+
+namespace vlkv {
+
+// Attention statistics a method may ask attend() to compute during a step (bit set).
+// None is computed yet: a method asking for one is Unsupported at KvCache::create.
+enum AttentionStat : uint32_t {
+  kStatNone = 0,
+  kStatKeyMass = 1u << 0,  // per key: attention mass from probe queries (ZipVL, AKVQ-VL pivots)
+};
+
+// Filled by attend() for the bits in LayerPlan::stats.
+struct AttentionStats {
+  const float* key_mass = nullptr;  // [n_kv_heads, n_cached + n_new], summed over a GQA group
+};
+
+struct LayerPlan {
+  // false: the layer stores no K (Q Cache lazy layer). Its V segments mirror the
+  // segments of layer score_layer one for one (same index, same token counts) and
+  // attention takes those segments' keys; the decoder passes the base layer's q and k
+  // for the lazy layer (it computes no projections of its own).
+  bool stores_k = true;
+  int score_layer = -1;
+  uint32_t stats = kStatNone;  // AttentionStat bits needed before store()
+};
+
+// One layer's new tokens, handed to store() after attention over them is done.
+struct StoreInput {
+  int layer = 0;
+  int64_t n_cached = 0;  // tokens of this layer already stored (positions of the new ones follow)
+  int n_new = 0;
+  const float* k = nullptr;  // [n_new, n_kv_heads, head_dim] post-RoPE
+  const float* v = nullptr;  // [n_new, n_kv_heads, head_dim]
+  const TokenKind* kinds = nullptr;         // [n_new]
+  const AttentionStats* stats = nullptr;    // non-null when the plan asked for stats
+};
+
+class Method {
+ public:
+  virtual ~Method() = default;
+
+  // Canonical spec with every parameter, e.g. "f16" or "kivi:bits=2,g=32,window=128".
+  virtual const std::string& spec() const = 0;
+  virtual LayerPlan layer_plan(int /*layer*/) const { return {}; }
+  // Every codec the method may store with (the cache checks they fit in a page).
+  virtual std::vector<const Codec*> codecs() const = 0;
+  // Fresh per-(sequence, layer) state; null when the method keeps none.
+  virtual std::unique_ptr<LayerState> new_layer_state(int /*layer*/) const { return nullptr; }
+
+  // Encodes one layer's new tokens into the cache. Called once per attend(); an
+  // error (OutOfMemory) makes the cache roll the whole step back.
+  virtual Status store(const StoreInput& in, LayerEditor& editor) const = 0;
+
+  // Steady-state stored bits per K/V element including metadata (long contexts,
+  // excluding page tails and a not-yet-folded window).
+  virtual double bits_per_element() const = 0;
+  // Steady-state bytes per token over all layers, kv heads, K and V.
+  virtual double bytes_per_token() const = 0;
+  // Round-trip bound: |stored - x| <= error_bound() * max|x| over the token's head
+  // vector (or the codec block); 0 for lossless methods.
+  virtual double error_bound() const = 0;
+};
+
+}  // namespace vlkv

@@ -1,0 +1,64 @@
+// Per-sequence page tables: which pages (and segments) each sequence holds, kept
+// apart from page contents (PagePool). Add / remove / copy sequences. Not thread
+// safe: the owning KvCache serializes calls.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "kv/page_pool.h"
+#include "kv/segment.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+using SeqId = int32_t;
+
+// An uncommitted step (attend() calls since the last commit) of one sequence.
+struct PendingStep {
+  int n_new = -1;                                 // -1: no step in progress
+  std::vector<std::optional<LayerCache>> before;  // [n_layers] layer as at the last commit, once attended
+  std::vector<PageId> new_pages;                  // allocated since the last commit (freed by rollback)
+  std::vector<PageId> deferred_free;              // released since the last commit (freed by commit)
+  bool active() const { return n_new >= 0; }
+};
+
+struct SeqCache {
+  int64_t n_tokens = 0;            // committed tokens (all layers)
+  std::vector<LayerCache> layers;  // [n_layers]
+  PendingStep pending;
+};
+
+class PageTable {
+ public:
+  explicit PageTable(PagePool& pool) : pool_(pool) {}
+  ~PageTable();
+  PageTable(const PageTable&) = delete;
+  PageTable& operator=(const PageTable&) = delete;
+
+  SeqId add(SeqCache seq);
+  // Frees every page the sequence holds (including an uncommitted step's). Unknown seq: check failure.
+  void remove(SeqId seq);
+  // Deep copy of src's pages into dst (which must exist; its old pages are freed).
+  // Neither may have an uncommitted step. OutOfMemory leaves dst unchanged.
+  // Future: copy-on-write (page reference counts in the pool, copy on append to a shared page).
+  Status copy(SeqId src, SeqId dst);
+
+  SeqCache* find(SeqId seq);
+  const SeqCache* find(SeqId seq) const;
+  std::vector<SeqId> ids() const;
+  // Pages held by seq (tree + pages awaiting a deferred free).
+  int64_t n_pages(SeqId seq) const;
+
+  // Frees every page of the sequence's tree and pending step (helper for remove/copy).
+  void release(SeqCache& seq);
+
+ private:
+  PagePool& pool_;
+  std::map<SeqId, SeqCache> seqs_;
+  SeqId next_id_ = 0;
+};
+
+}  // namespace vlkv

@@ -1,0 +1,84 @@
+// Cache bookkeeping for one sequence: per layer, per kv head, a list of segments;
+// each segment is a run of tokens whose K and V rows live in pages, each stream
+// encoded by one codec. Pure metadata: page contents belong to the PagePool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/codec.h"
+#include "kv/page_pool.h"
+
+namespace vlkv {
+
+// The K or the V rows of one segment. codec == nullptr: the stream is absent
+// (a Q Cache lazy layer stores no K: its scores come from the base layer).
+struct Stream {
+  const Codec* codec = nullptr;        // owned by the method, outlives the cache contents
+  int32_t blocks_per_page = 0;         // page_bytes / block_bytes
+  int32_t block_bytes = 0;
+  std::vector<PageId> pages;           // [n_pages] in token order
+  std::vector<uint8_t*> page_data;     // [n_pages] pool.data(pages[i]), cached for views
+
+  bool present() const { return codec != nullptr; }
+  // Tokens [first_token, first_token + n_tokens) as a kernel view; both ends on block boundaries.
+  SegmentView view(int64_t first_token, int64_t n_tokens, int head_dim) const {
+    SegmentView s;
+    s.pages = page_data.data();
+    s.first_block = first_token / codec->tokens_per_block();
+    s.n_tokens = n_tokens;
+    s.blocks_per_page = blocks_per_page;
+    s.block_bytes = block_bytes;
+    s.tokens_per_block = codec->tokens_per_block();
+    s.head_dim = head_dim;
+    return s;
+  }
+};
+
+// A run of tokens of one (sequence, layer, kv head) stored with one K codec and one
+// V codec. Segments only hold whole blocks: a method keeps the tail of an unfilled
+// token group in a full-precision window segment until the group fills.
+struct Segment {
+  uint32_t tag = 0;      // method-defined role (e.g. 0 compressed, 1 residual window, 2 important)
+  int64_t n_tokens = 0;  // a multiple of both streams' tokens_per_block
+  Stream k;              // [n_tokens, head_dim] in k.codec's layout (or absent)
+  Stream v;              // [n_tokens, head_dim] in v.codec's layout
+};
+
+struct HeadCache {
+  std::vector<Segment> segments;  // decode attention is order-independent over these
+};
+
+// Per-layer method state (e.g. kinds of window tokens, accumulated importance);
+// small metadata outside the pool. clone() backs copy_sequence and rollback.
+class LayerState {
+ public:
+  virtual ~LayerState() = default;
+  virtual std::unique_ptr<LayerState> clone() const = 0;
+};
+
+struct LayerCache {
+  int64_t n_tokens = 0;            // tokens stored in this layer (committed + this step's, once attended)
+  std::vector<HeadCache> heads;    // [n_kv_heads]
+  std::unique_ptr<LayerState> state;  // may be null
+
+  // Same page ids, cloned state: for snapshots (the pages themselves are not copied).
+  LayerCache clone_meta() const {
+    LayerCache c;
+    c.n_tokens = n_tokens;
+    c.heads = heads;
+    if (state) c.state = state->clone();
+    return c;
+  }
+  template <class F>
+  void for_each_page(F&& f) const {
+    for (const auto& h : heads)
+      for (const auto& s : h.segments) {
+        for (PageId p : s.k.pages) f(p);
+        for (PageId p : s.v.pages) f(p);
+      }
+  }
+};
+
+}  // namespace vlkv
