@@ -57,9 +57,16 @@ struct Traits {
     g->s0 = g->s1 = half_f16c(p);
     g->b0 = g->b1 = 0.0f;
   }
+  static constexpr size_t kQsOffset = 2;
+  static constexpr int kChunkBytes = 16;
+  static constexpr int kChunks = 1;
+  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
+    // (code - 8) * d, the reference's product (code - 8 is exact in f32).
+    luts[0] = luts[1] = _mm512_mul_ps(_mm512_sub_ps(iota16_ps(), _mm512_set1_ps(8.0f)), _mm512_set1_ps(half_f16c(p)));
+  }
 };
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+using Kernels = LutKernels<Traits, dequantize_ref>;
 
 }  // namespace
 

@@ -55,9 +55,16 @@ struct Traits {
     g->s0 = g->s1 = half_f16c(p);
     g->b0 = g->b1 = half_f16c(p + 2);
   }
+  static constexpr size_t kQsOffset = 4;
+  static constexpr int kChunkBytes = 16;
+  static constexpr int kChunks = 1;
+  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
+    // code * d + m with one rounding, as the reference (code * d is exact).
+    luts[0] = luts[1] = _mm512_fmadd_ps(iota16_ps(), _mm512_set1_ps(half_f16c(p)), _mm512_set1_ps(half_f16c(p + 2)));
+  }
 };
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+using Kernels = LutKernels<Traits, dequantize_ref>;
 
 }  // namespace
 

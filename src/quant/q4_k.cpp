@@ -87,9 +87,23 @@ struct Traits {
       g[j].b0 = g[j].b1 = -(dmin * m);
     }
   }
+  static constexpr size_t kQsOffset = 16;
+  static constexpr int kChunkBytes = 32;
+  static constexpr int kChunks = 4;
+  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
+    // (d * sc) * code - dmin * m with one rounding, as the reference (the product is exact).
+    const float d = half_f16c(p), dmin = half_f16c(p + 2);
+    const __m512 iota = iota16_ps();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, p + 4, &sc, &m);
+      luts[j] = _mm512_fmadd_ps(iota, _mm512_set1_ps(d * sc), _mm512_set1_ps(-(dmin * m)));
+    }
+  }
 };
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+using Kernels = LutKernels<Traits, dequantize_ref>;
 
 }  // namespace
 

@@ -180,6 +180,99 @@ VLKV_TARGET_AVX512 float dot_avx512(const void* row, const float* x, int64_t n) 
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
+// AVX-512 table form for the 4-bit formats (Q4_0, Q4_1, Q4_K): every weight is lut[code]
+// with a 16-entry f32 table per sub-block (computed with the same f32 operations as the
+// reference, so the result is bit-identical), so a weight costs a byte widening, a vpermps
+// and an FMA instead of widen + convert + scale + FMA. A format's traits add:
+//   static constexpr size_t kQsOffset;        // where the code bytes start in a block
+//   static constexpr int kChunkBytes;         // 16 or 32 code bytes per chunk
+//   static constexpr int kChunks;             // chunks per block
+//   VLKV_TARGET_AVX512 static void make_luts(const uint8_t* block, __m512* luts);
+// Chunk c holds kChunkBytes weights in its low nibbles (table luts[2c]) followed by
+// kChunkBytes weights in its high nibbles (table luts[2c + 1]).
+template <class T, bool kStore>
+VLKV_TARGET_AVX512 inline void lut_block_avx512(const uint8_t* p, const float* x, float* dst, __m512& acc0,
+                                                __m512& acc1, __m512& acc2, __m512& acc3) {
+  __m512 luts[2 * T::kChunks];
+  T::make_luts(p, luts);
+  const uint8_t* qs = p + T::kQsOffset;
+#pragma GCC unroll 8
+  for (int c = 0; c < T::kChunks; ++c) {
+#pragma GCC unroll 2
+    for (int h = 0; h < T::kChunkBytes / 16; ++h) {
+      const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h)));
+      const __m512 w_lo = _mm512_permutexvar_ps(idx, luts[2 * c]);  // uses the low 4 bits of idx
+      const __m512 w_hi = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), luts[2 * c + 1]);
+      const int lo = 2 * T::kChunkBytes * c + 16 * h, hi = lo + T::kChunkBytes;
+      if constexpr (kStore) {
+        _mm512_storeu_ps(dst + lo, w_lo);
+        _mm512_storeu_ps(dst + hi, w_hi);
+      } else if ((c + h) % 2 == 0) {
+        acc0 = _mm512_fmadd_ps(w_lo, _mm512_loadu_ps(x + lo), acc0);
+        acc1 = _mm512_fmadd_ps(w_hi, _mm512_loadu_ps(x + hi), acc1);
+      } else {
+        acc2 = _mm512_fmadd_ps(w_lo, _mm512_loadu_ps(x + lo), acc2);
+        acc3 = _mm512_fmadd_ps(w_hi, _mm512_loadu_ps(x + hi), acc3);
+      }
+    }
+    qs += T::kChunkBytes;
+  }
+}
+
+template <class T>
+VLKV_TARGET_AVX512 float dot_lut_avx512(const void* row, const float* x, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  const int64_t nb = n / T::kBlockElems;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  int64_t b = 0;
+  if constexpr (T::kChunks == 1 && T::kChunkBytes == 16) {  // two small blocks per step: 4 chains
+    for (; b + 2 <= nb; b += 2, p += 2 * T::kBlockBytes, x += 2 * T::kBlockElems) {
+      lut_block_avx512<T, false>(p, x, nullptr, acc0, acc1, acc2, acc3);
+      lut_block_avx512<T, false>(p + T::kBlockBytes, x + T::kBlockElems, nullptr, acc2, acc3, acc0, acc1);
+    }
+  }
+  for (; b < nb; ++b, p += T::kBlockBytes, x += T::kBlockElems) {
+    lut_block_avx512<T, false>(p, x, nullptr, acc0, acc1, acc2, acc3);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+template <class T>
+VLKV_TARGET_AVX512 void dequantize_lut_avx512(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  const int64_t nb = n / T::kBlockElems;
+  __m512 unused = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, p += T::kBlockBytes, dst += T::kBlockElems) {
+    lut_block_avx512<T, true>(p, nullptr, dst, unused, unused, unused, unused);
+  }
+}
+
+// Codes 0..15 as floats, the argument of every table.
+VLKV_TARGET_AVX512 inline __m512 iota16_ps() {
+  return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+template <class T, void (*DeqRef)(const void*, float*, int64_t)>
+struct LutKernels {
+  static void dequantize(const void* src, float* dst, int64_t n) {
+    switch (simd_level()) {
+      case SimdLevel::kAvx512: return dequantize_lut_avx512<T>(src, dst, n);
+      case SimdLevel::kAvx2: return dequantize_avx2<T>(src, dst, n);
+      case SimdLevel::kScalar: break;
+    }
+    DeqRef(src, dst, n);
+  }
+  static float dot(const void* row, const float* x, int64_t n) {
+    switch (simd_level()) {
+      case SimdLevel::kAvx512: return dot_lut_avx512<T>(row, x, n);
+      case SimdLevel::kAvx2: return dot_avx2<T>(row, x, n);
+      case SimdLevel::kScalar: break;
+    }
+    return dot_scalar<DeqRef, T::kBlockElems, T::kBlockBytes>(row, x, n);
+  }
+};
+
 // The three levels of a block format, chosen per call.
 template <class T, void (*DeqRef)(const void*, float*, int64_t)>
 struct BlockKernels {
