@@ -157,7 +157,9 @@ Result<std::vector<std::string>> GgufFile::get_string_array(std::string_view key
 Result<std::vector<double>> GgufFile::get_f64_array(std::string_view key) const {
   VLKV_FIND_OR_RETURN(v, key);
   const auto* a = std::get_if<GgufValue::Array>(&v->data);
-  if (!a || !(integer_type(a->element_type) || float_type(a->element_type))) return wrong_type(path_, key, *v, "array of numbers");
+  if (!a || !(integer_type(a->element_type) || float_type(a->element_type))) {
+    return wrong_type(path_, key, *v, "array of numbers");
+  }
   std::vector<double> out(a->items.size());
   for (size_t i = 0; i < out.size(); ++i) to_f64(a->items[i], &out[i]);
   return out;

@@ -183,7 +183,9 @@ Status GgufParser::read_kv(uint64_t index) {
   const uint64_t at = pos_;
   std::string key;
   VLKV_RETURN_IF_ERROR(read_string(&key, "metadata key"));
-  if (key.empty()) return fail("metadata entry " + std::to_string(index) + " at offset " + std::to_string(at) + " has an empty key");
+  if (key.empty()) {
+    return fail("metadata entry " + std::to_string(index) + " at offset " + std::to_string(at) + " has an empty key");
+  }
   if (f_.kv_index_.count(key)) return fail("duplicate metadata key '" + key + "'");
   uint32_t type_raw = 0;
   VLKV_RETURN_IF_ERROR(read(&type_raw, "metadata value type"));
@@ -319,13 +321,14 @@ Status GgufParser::run() {
   VLKV_RETURN_IF_ERROR(read(&n_tensors, "tensor count"));
   VLKV_RETURN_IF_ERROR(read(&n_kv, "metadata count"));
   if (n_tensors > limits_.max_tensors) {
-    return fail("tensor count " + std::to_string(n_tensors) + " exceeds the limit " + std::to_string(limits_.max_tensors));
+    return fail("tensor count " + std::to_string(n_tensors) + " exceeds the limit " +
+                std::to_string(limits_.max_tensors));
   }
   if (n_kv > limits_.max_kv) {
     return fail("metadata count " + std::to_string(n_kv) + " exceeds the limit " + std::to_string(limits_.max_kv));
   }
-  // Both counts are now <= 2^20 (or the caller's limits), so the products below cannot overflow
-  // for sane limits; still compare by division to stay safe with any limit.
+  // Each count must fit on its own (compared by division: no overflow whatever the limits),
+  // then both together; nothing is reserved before this.
   const uint64_t rem = remaining();
   if (n_kv > rem / kMinKvBytes || n_tensors > rem / kMinTensorInfoBytes ||
       n_kv * kMinKvBytes > rem - n_tensors * kMinTensorInfoBytes) {

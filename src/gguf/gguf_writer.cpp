@@ -208,8 +208,8 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vecto
   Tensor t{name, type, std::move(dims), 0, {}, nullptr};
   const Result<uint64_t> expected = ggml_tensor_bytes(type, t.dims);
   if (expected.is_ok() && expected.value() != n_bytes) {
-    return invalid_argument("tensor '" + name + "' is given " + std::to_string(n_bytes) + " bytes, its type and dims need " +
-                            std::to_string(expected.value()));
+    return invalid_argument("tensor '" + name + "' is given " + std::to_string(n_bytes) +
+                            " bytes, its type and dims need " + std::to_string(expected.value()));
   }
   if (expected.is_ok()) {
     const auto* p = static_cast<const uint8_t*>(data);

@@ -44,7 +44,8 @@ TEST(GgufBadInput, ValidBaselineParses) {
 TEST(GgufBadInput, EveryTruncationFails) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
-  w.set("a", gguf_array(GgufValueType::kArray, {gguf_string_array({"x", "yz"}), gguf_array(GgufValueType::kInt16, {gguf_i16(1)})}));
+  w.set("a", gguf_array(GgufValueType::kArray,
+                        {gguf_string_array({"x", "yz"}), gguf_array(GgufValueType::kInt16, {gguf_i16(1)})}));
   w.set_f32("f", 1.0f);
   w.set_bool("b", true);
   w.set_alignment(16);
@@ -165,7 +166,9 @@ TEST(GgufBadInput, TensorBytesOutsideFile) {
   expect_error(one_tensor({8}, 0, ~0ull - 31).b, "overflows");
 }
 
-TEST(GgufBadInput, MisalignedOffset) { expect_error(one_tensor({8}, 0, 4, 64).b, "not a multiple of the alignment 32"); }
+TEST(GgufBadInput, MisalignedOffset) {
+  expect_error(one_tensor({8}, 0, 4, 64).b, "not a multiple of the alignment 32");
+}
 
 TEST(GgufBadInput, TensorTypeAndDims) {
   expect_error(one_tensor({8}, 4).b, "unknown ggml type id 4");
