@@ -76,15 +76,10 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
   p->excludes(pf);
   app->add_option("-n,--n-predict", o->gen.max_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  app->add_option("--temp", o->gen.sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
-  app->add_option("--top-k", o->gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();
-  app->add_option("--top-p", o->gen.sampling.top_p, "Top-p (1: off)")->capture_default_str();
-  app->add_option("--min-p", o->gen.sampling.min_p, "Min-p (0: off)")->capture_default_str();
-  app->add_option("--repeat-penalty", o->gen.sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
-  app->add_option("--repeat-last-n", o->gen.sampling.repeat_last_n, "Tokens the penalty looks back over")
-      ->capture_default_str();
-  app->add_option("-s,--seed", o->gen.sampling.seed, "Random seed")->capture_default_str();
+  // Sampling flags come from the parameter table in vlkv/sampler_params.h.
+  SamplerParams::visit(o->gen.sampling, [&](auto& field, const char* flag, const char* help) {
+    app->add_option(std::string("--") + flag, field, help)->capture_default_str();
+  });
   app->add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past end-of-generation tokens");
   app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
   app->add_option("-c,--ctx-size", o->engine.n_ctx, "Context size (0: the model's)")->capture_default_str();

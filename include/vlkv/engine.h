@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vlkv/sampler_params.h"
 #include "vlkv/status.h"
 
 namespace vlkv {
@@ -22,20 +23,11 @@ struct EngineParams {
   int64_t n_batch = 512;                      // prompt tokens per forward pass
 };
 
-struct SamplingParams {
-  float temperature = 0.8f;   // <= 0: greedy
-  int top_k = 40;             // <= 0: off
-  float top_p = 0.95f;        // 1: off
-  float min_p = 0.05f;        // 0: off
-  float repeat_penalty = 1.0f;
-  int repeat_last_n = 64;
-  uint64_t seed = 0xC0FFEE;
-};
 
 struct GenerateParams {
   int64_t max_tokens = 128;
   bool ignore_eos = false;
-  SamplingParams sampling;
+  SamplerParams sampling;
 };
 
 struct GenerateStats {

@@ -7,34 +7,11 @@
 #include <vector>
 
 #include "text/tokenizer.h"
+#include "vlkv/sampler_params.h"
 #include "vlkv/status.h"
 
 namespace vlkv {
 
-struct SamplerParams {
-  static constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;  // as LLAMA_DEFAULT_SEED: seed from the OS
-
-  float temperature = 0.8f;     // <= 0: greedy (argmax)
-  int32_t top_k = 40;           // <= 0: off
-  float top_p = 0.95f;          // in (0, 1]; 1: off
-  float min_p = 0.05f;          // in [0, 1]; 0: off
-  float repeat_penalty = 1.0f;  // > 0; 1: off
-  int32_t repeat_last_n = 64;   // tokens of history penalized; 0: off, -1: all accepted tokens
-  uint32_t seed = kRandomSeed;
-
-  // The parameter table (DESIGN.md): calls v(field, flag, help) for every field, in order.
-  // The default is the field's value in SamplerParams{}. Drives the CLI, JSON and bench output.
-  template <typename Self, typename Visitor>
-  static void visit(Self& p, Visitor&& v) {
-    v(p.temperature, "temp", "sampling temperature; <= 0 picks the most likely token");
-    v(p.top_k, "top-k", "keep the k most likely tokens; <= 0 keeps all");
-    v(p.top_p, "top-p", "keep the smallest set of tokens whose probability reaches p; 1 = off");
-    v(p.min_p, "min-p", "drop tokens less likely than min_p times the most likely; 0 = off");
-    v(p.repeat_penalty, "repeat-penalty", "divide logits of recent tokens by this; 1 = off");
-    v(p.repeat_last_n, "repeat-last-n", "how many recent tokens to penalize; 0 = off, -1 = all");
-    v(p.seed, "seed", "random seed; 4294967295 = random");
-  }
-};
 
 // Ok, or InvalidArgument naming the absurd field (nan, top_p outside (0,1], ...).
 // A negative temperature is valid and means greedy, as in llama.cpp.

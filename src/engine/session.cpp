@@ -62,14 +62,7 @@ Status Session::generate(const std::string& prompt, const GenerateParams& params
                          const std::function<bool(const std::string&)>& on_piece, GenerateStats* stats) {
   using Clock = std::chrono::steady_clock;
   if (params.max_tokens < 0) return invalid_argument("number of tokens to generate must be >= 0");
-  SamplerParams sp;
-  sp.temperature = params.sampling.temperature;
-  sp.top_k = params.sampling.top_k;
-  sp.top_p = params.sampling.top_p;
-  sp.min_p = params.sampling.min_p;
-  sp.repeat_penalty = params.sampling.repeat_penalty;
-  sp.repeat_last_n = params.sampling.repeat_last_n;
-  sp.seed = params.sampling.seed;
+  const SamplerParams& sp = params.sampling;
   VLKV_RETURN_IF_ERROR(validate_sampler_params(sp));
   Sampler sampler(sp);
 

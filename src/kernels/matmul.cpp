@@ -31,9 +31,11 @@ const WeightFormat& format_of(const WeightMatrix& w) {
 // Decode: one fused dot per row, rows split across threads.
 void matvec(const WeightMatrix& w, const WeightFormat& fmt, const float* x, float* y,
             ThreadPool& pool) {
+  // A thread is worth waking for ~32K weights or more.
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / w.n_cols);
   pool.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) y[r] = fmt.dot(w.data + r * w.row_bytes, x, w.n_cols);
-  });
+  }, min_rows);
 }
 
 // Prefill: for rows [r0, r1) (at most kRowBlock) and every token, y[t][r] = w[r] . x[t].

@@ -53,7 +53,7 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
   auto per_token = [&](const std::function<void(int64_t)>& fn) {
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) fn(t);
-    });
+    }, /*min_per_thread=*/8);
   };
   auto add_bias = [&](std::vector<float>& y, const std::vector<float>& bias, int64_t dim) {
     if (bias.empty()) return;
