@@ -38,7 +38,8 @@ fuzz-smoke: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVLKV_BUILD_FUZZ=ON -DVLKV_BUILD_TESTS=OFF -DVLKV_BUILD_BENCH=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gguf_fuzzer
-	./$(FUZZ_BUILD)/fuzz/gguf_fuzzer -runs=50000 -max_total_time=60 -max_len=65536 fuzz/corpus/gguf
+	@mkdir -p $(FUZZ_BUILD)/corpus  # new inputs go here, the committed seeds stay as they are
+	./$(FUZZ_BUILD)/fuzz/gguf_fuzzer -runs=50000 -max_total_time=60 -max_len=65536 $(FUZZ_BUILD)/corpus fuzz/corpus/gguf
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)

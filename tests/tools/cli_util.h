@@ -31,8 +31,13 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
   const std::string err_path = ::testing::TempDir() + "vlkv_cli_err_" + std::to_string(getpid()) + "_" +
                                std::to_string(counter++) + ".txt";
   std::string cmd = shell_quote(VLKV_CLI_PATH);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
-  cmd += " 2>" + shell_quote(err_path);
+  // Appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+  for (const std::string& a : args) {
+    cmd += ' ';
+    cmd += shell_quote(a);
+  }
+  cmd += " 2>";
+  cmd += shell_quote(err_path);
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

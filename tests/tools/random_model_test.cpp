@@ -1,5 +1,6 @@
 // write_random_llama: the file opens with GgufFile and has llama.cpp's keys, names and dims.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -9,9 +10,7 @@
 #include "gguf/gguf_reader.h"
 #include "quant/weight_format.h"
 
-// tools/*.cpp are compiled into the vlkv executable, not into a library that this test
-// links, so the one file under test is compiled in here.
-#include "../../tools/random_model.cpp"  // NOLINT(bugprone-suspicious-include)
+#include "random_model.h"
 
 namespace vlkv {
 namespace {
