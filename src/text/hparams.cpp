@@ -49,8 +49,12 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
     hp.arch = TextArch::kQwen2;
     hp.rope.style = RopeStyle::kNeox;
     hp.qkv_bias = true;
+  } else if (a == "qwen2vl") {
+    hp.arch = TextArch::kQwen2Vl;
+    hp.rope.style = RopeStyle::kNeox;
+    hp.qkv_bias = true;
   } else {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen2vl)");
   }
 
   VLKV_ASSIGN_OR_RETURN(hp.n_embd, read_dim(gguf, a + ".embedding_length", kMaxDim, true, 0));
@@ -105,6 +109,21 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
     VLKV_ASSIGN_OR_RETURN(double linear, read_float(gguf, a + ".rope.scale_linear", 1.0));
     if (!(linear > 0)) return invalid_file("rope.scale_linear must be > 0");
     hp.rope.freq_scale = static_cast<float>(1.0 / linear);
+  }
+  if (hp.arch == TextArch::kQwen2Vl) {
+    Result<std::vector<int64_t>> sections = gguf.get_i64_array(a + ".rope.dimension_sections");
+    if (!sections.is_ok()) return invalid_file("qwen2vl model without rope.dimension_sections");
+    if (sections->size() > 4) return invalid_file("rope.dimension_sections has more than 4 entries");
+    int64_t total = 0;
+    for (size_t i = 0; i < sections->size(); ++i) {
+      if ((*sections)[i] < 0 || (*sections)[i] > hp.head_dim) return invalid_file("rope.dimension_sections out of range");
+      hp.rope_sections[i] = static_cast<int>((*sections)[i]);
+      total += (*sections)[i];
+    }
+    if (total * 2 > hp.rope.n_rot) {
+      return invalid_file("rope.dimension_sections cover " + std::to_string(total * 2) + " dims, more than the " +
+                          std::to_string(hp.rope.n_rot) + " rotated");
+    }
   }
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
 

@@ -3,6 +3,7 @@
 // file gets a Status, never a decoder with impossible shapes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -15,7 +16,9 @@ namespace vlkv {
 enum class TextArch {
   kLlama,   // llama 2/3, SmolLM2, Vicuna, llama2.c models: normal RoPE, no biases
   kQwen2,   // NeoX RoPE, biases on q/k/v
-  // kQwen2Vl: M-RoPE with rope sections — added with the vision path.
+  kQwen2Vl, // qwen2 + M-RoPE: rotary pairs split into sections driven by (t, h, w) positions.
+            // For text tokens t = h = w, so M-RoPE equals NeoX RoPE; image positions come
+            // with the vision path.
 };
 
 struct TextHparams {
@@ -32,6 +35,7 @@ struct TextHparams {
   float rms_eps = 1e-5f;      // {arch}.attention.layer_norm_rms_epsilon
   RopeParams rope;            // style from arch; base, scale, n_rot from metadata
   float attn_scale = 0.0f;    // 1/sqrt(head_dim)
+  std::array<int, 4> rope_sections{};  // qwen2vl: rotary pairs per position component (t, h, w, -)
   bool tied_output = false;   // no output.weight: reuse token_embd
   bool qkv_bias = false;
 };

@@ -92,7 +92,7 @@ TEST_P(GoldenText, F16CacheWithinF16Thresholds) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenText, testing::Values("stories260K", "stories260K-hd32", "rand-llama-hd64"),
+INSTANTIATE_TEST_SUITE_P(Models, GoldenText, testing::Values("stories260K", "stories260K-hd32", "rand-llama-hd64", "qwen2vl-tiny-text"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) if (c == '-') c = '_';

@@ -41,7 +41,7 @@ TEST_P(CliGreedy, MatchesLlamaCppByteForByte) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CliGreedy,
-                         testing::Combine(testing::Values("stories260K", "rand-llama-hd64"),
+                         testing::Combine(testing::Values("stories260K", "rand-llama-hd64", "qwen2vl-tiny-text"),
                                           testing::Values("f16", "f32")),
                          [](const auto& info) {
                            std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
