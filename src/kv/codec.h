@@ -44,7 +44,7 @@ class Codec {
  public:
   virtual ~Codec() = default;
 
-  // Canonical spec, e.g. "f16" or (future) "int4_token:g=32".
+  // Canonical spec, e.g. "f16" or "int4:g=32,clip=1".
   virtual const std::string& name() const = 0;
   // InvalidArgument when the codec cannot store heads of this size (e.g. WHT needs 2^k).
   virtual Status check_head_dim(int head_dim) const = 0;
@@ -79,6 +79,26 @@ class Codec {
   //   p:   [n_q, ld]
   //   out: [n_q, head_dim]
   virtual void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const = 0;
+
+  // ---- optional linear transforms (e.g. Walsh-Hadamard-rotated codecs) ----
+  // Rows stored in a rotated basis keep decode() in the original basis, but the fused
+  // ops work in the rotated one:
+  //  - keys: scores() expects queries already passed through transform_query().
+  //    Attention transforms each query tile once per step for every distinct id,
+  //    not once per chunk; codecs returning the same nonzero id share one transformed
+  //    copy (the transform must then be the same map). 0: no transform (the default).
+  //  - values: accumulate() adds sum_t p_t * (v_t M) in the rotated basis. Attention
+  //    keeps a separate accumulator for each nonzero id and applies
+  //    untransform_output() (out <- out M^-1) to it once, at the end of the step.
+  virtual int query_transform() const { return 0; }
+  //   q: [n_q, head_dim], in place
+  virtual void transform_query(float* /*q*/, int /*n_q*/, int /*head_dim*/) const {}
+  virtual int output_transform() const { return 0; }
+  //   out: [n_rows, head_dim], in place
+  virtual void untransform_output(float* /*out*/, int /*n_rows*/, int /*head_dim*/) const {}
+  // Round-trip bound for this head_dim when it is tighter than error_bound() (which
+  // holds for every head_dim the codec accepts); same meaning.
+  virtual double error_bound_at(int /*head_dim*/) const { return error_bound(); }
 };
 
 }  // namespace vlkv
