@@ -1,0 +1,51 @@
+// Images and video frames as the public API takes them: decoded RGB8 pixels,
+// loaded from files or memory under limits that bound what hostile input can
+// make us allocate. Decoding lives in src/vision (stb_image, FFmpeg).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+// One RGB8 picture, rows top to bottom, 3 bytes per pixel.
+struct Image {
+  int32_t width = 0;
+  int32_t height = 0;
+  std::vector<uint8_t> pixels;  // [height, width, 3] R, G, B
+
+  bool valid() const {
+    return width > 0 && height > 0 && pixels.size() == static_cast<size_t>(width) * height * 3;
+  }
+};
+
+// Limits against hostile media; a file beyond any of them is rejected before
+// its pixels are decoded (the header's dimensions are read first).
+struct MediaLimits {
+  uint64_t max_file_bytes = 256ull << 20;  // 256 MiB per image or video file
+  int64_t max_pixels = 64ll << 20;         // width * height of one image or frame (~8K x 8K)
+  int32_t max_side = 16384;                // longest side of one image or frame, pixels
+  int32_t max_frames = 1024;               // frames taken from one video
+};
+
+// Decodes PNG, JPEG, BMP, GIF (first frame), TGA, PSD, PNM, HDR (tone-mapped) images.
+Result<Image> load_image(const std::string& path, const MediaLimits& limits = {});
+Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& limits = {});
+
+// Uniform frame sampling: exactly one of n_frames (spread evenly over the whole
+// clip) or fps (one frame every 1/fps seconds of stream time) is > 0.
+struct VideoSampling {
+  int32_t n_frames = 0;
+  double fps = 0;
+};
+
+// Decodes a video file's best video stream and returns the sampled frames as
+// RGB8 (at most limits.max_frames; more requested frames is an InvalidArgument).
+Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
+                                      const MediaLimits& limits = {});
+
+}  // namespace vlkv

@@ -1,0 +1,91 @@
+#include "vision/vision_model.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+namespace vlkv {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, VisionModelFactory, std::less<>> factories;
+};
+
+Registry& registry() {
+  static Registry r;  // constructed on first use: safe from other static initializers
+  return r;
+}
+
+}  // namespace
+
+int64_t MediaEmbedding::n_visual_tokens() const {
+  int64_t n = 0;
+  for (const MediaPiece& p : pieces) {
+    if (p.kind == MediaPiece::Kind::kEmbeddings) n += p.embd.n_tokens;
+  }
+  return n;
+}
+
+bool register_vision_model(std::string name, VisionModelFactory factory) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.factories.emplace(std::move(name), std::move(factory)).second;
+}
+
+std::vector<std::string> registered_vision_models() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : r.factories) names.push_back(name);
+  return names;
+}
+
+Result<std::unique_ptr<VisionModel>> VisionModel::load(const GgufFile& mmproj) {
+  Result<std::string> arch = mmproj.get_string("general.architecture");
+  if (!arch.is_ok() || *arch != "clip") {
+    return invalid_file(mmproj.path() + ": not a multimodal projector (general.architecture is '" +
+                        (arch.is_ok() ? *arch : std::string("missing")) + "', expected 'clip')");
+  }
+  Result<bool> has_vision = mmproj.get_bool("clip.has_vision_encoder");
+  if (has_vision.is_ok() && !*has_vision) {
+    return unsupported(mmproj.path() + ": this mmproj has no vision encoder (clip.has_vision_encoder = false)");
+  }
+  Result<std::string> type = mmproj.get_string("clip.projector_type");
+  if (!type.is_ok()) {
+    // Old LLaVA-1.5 files predate the key; llama.cpp treats them as "mlp".
+    if (type.status().code() != StatusCode::kNotFound) return type.status().with_context(mmproj.path());
+    type = std::string("mlp");
+  }
+  VisionModelFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.factories.find(*type);
+    if (it != r.factories.end()) factory = it->second;
+  }
+  if (!factory) {
+    std::string known;
+    for (const std::string& n : registered_vision_models()) known += (known.empty() ? "" : ", ") + n;
+    return unsupported(mmproj.path() + ": projector type '" + *type + "' is not supported (supported: " + known + ")");
+  }
+  Result<std::unique_ptr<VisionModel>> model = factory(mmproj);
+  if (!model.is_ok()) return model.status().with_context(mmproj.path());
+  return model;
+}
+
+Result<MediaEmbedding> VisionModel::encode_video(const std::vector<Image>& frames, ThreadPool& pool,
+                                                 const VisionProgress& progress) const {
+  if (frames.empty()) return invalid_argument("a video with no frames");
+  MediaEmbedding out;
+  const int64_t total = static_cast<int64_t>(frames.size());
+  for (int64_t i = 0; i < total; ++i) {
+    Result<MediaEmbedding> one = encode_image(frames[static_cast<size_t>(i)], pool);
+    if (!one.is_ok()) return one.status().with_context("frame " + std::to_string(i));
+    for (MediaPiece& p : one->pieces) out.pieces.push_back(std::move(p));
+    if (progress) progress(i + 1, total);
+  }
+  return out;
+}
+
+}  // namespace vlkv

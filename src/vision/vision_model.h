@@ -1,0 +1,86 @@
+// The vision side of a VLM: one interface for every encoder + projector pair
+// (CLIP/mlp for LLaVA, SigLIP/idefics3 for SmolVLM, Qwen2-VL ViT/merger), chosen
+// by the mmproj's clip.projector_type. Implementations register themselves by
+// name (VLKV_REGISTER_VISION_MODEL in their .cpp); the engine never names them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "gguf/gguf_reader.h"
+#include "vision/image.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+// A run of visual tokens: projector output for one image, tile or frame group.
+struct EmbeddingRun {
+  int64_t n_tokens = 0;
+  std::vector<float> data;  // [n_tokens, n_embd] projector output, row-major
+  // The tokens' layout on the image grid, row-major [grid_t, grid_h, grid_w]
+  // (grid_t * grid_h * grid_w == n_tokens), after any merge/pixel shuffle.
+  // Qwen2-VL's M-RoPE positions come from it; llama-style decoders ignore it.
+  int32_t grid_t = 1;
+  int32_t grid_h = 0;
+  int32_t grid_w = 0;
+};
+
+// One piece of the token sequence that replaces a media marker: either text the
+// engine tokenizes as its own segment (add_special = false, parse_special = true,
+// as libmtmd does; e.g. "<fake_token_around_image><row_1_col_1>", "\n",
+// "<|vision_start|>"), or a run of embeddings (TokenKind::kVisual in the cache).
+struct MediaPiece {
+  enum class Kind { kText, kEmbeddings };
+  Kind kind = Kind::kText;
+  std::string text;       // kText
+  EmbeddingRun embd;      // kEmbeddings
+};
+
+// The whole replacement of one media marker, in sequence order.
+struct MediaEmbedding {
+  std::vector<MediaPiece> pieces;
+  int64_t n_visual_tokens() const;
+};
+
+// Called while encoding many frames: done of total units (frames or tiles).
+using VisionProgress = std::function<void(int64_t done, int64_t total)>;
+
+class VisionModel {
+ public:
+  // Reads clip.projector_type and builds the registered implementation; the
+  // GgufFile must outlive the model (weights are views into its mapping).
+  // Unsupported for an unknown projector type, InvalidFile for bad shapes/keys.
+  static Result<std::unique_ptr<VisionModel>> load(const GgufFile& mmproj);
+  virtual ~VisionModel() = default;
+
+  virtual std::string_view projector_type() const = 0;  // llama.cpp's name: "mlp", "idefics3", "qwen2vl_merger"
+  virtual int64_t n_embd_out() const = 0;               // projector output size: must equal the text n_embd
+
+  // The tensors the ViT receives for one image, in encode order (tiles then
+  // global image for idefics3; one tensor for llava and qwen2vl).
+  virtual Result<std::vector<ImageTensor>> preprocess(const Image& image) const = 0;
+
+  // Image -> the token pieces that replace its marker (special text + embeddings).
+  virtual Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const = 0;
+
+  // Video frames -> pieces. Default: every frame encoded as an image, in order.
+  // Qwen2-VL overrides it to pair frames into temporal patches.
+  virtual Result<MediaEmbedding> encode_video(const std::vector<Image>& frames, ThreadPool& pool,
+                                              const VisionProgress& progress) const;
+};
+
+// Registry: projector type name -> factory. Self-registration from static
+// initializers (the vision layer is linked whole-archive, like kv methods).
+using VisionModelFactory = std::function<Result<std::unique_ptr<VisionModel>>(const GgufFile&)>;
+bool register_vision_model(std::string name, VisionModelFactory factory);
+std::vector<std::string> registered_vision_models();
+
+#define VLKV_REGISTER_VISION_MODEL(name, factory) \
+  static const bool VLKV_CONCAT_(vlkv_vision_registered_, __LINE__) = ::vlkv::register_vision_model(name, factory)
+
+}  // namespace vlkv
