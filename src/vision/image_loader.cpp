@@ -1,0 +1,88 @@
+// Still images through stb_image (libstb-dev): PNG, JPEG, BMP, GIF (first frame),
+// TGA, PSD, PNM, HDR. The header's dimensions are checked against MediaLimits
+// before any pixel is decoded, so a small file declaring a huge image (a
+// decompression bomb) costs nothing.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sys/stat.h>
+
+#include "vision/image.h"
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wall"
+#pragma GCC diagnostic ignored "-Wextra"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#define STBI_NO_STDIO                     // we read files ourselves, under a size limit
+#define STBI_MAX_DIMENSIONS (1 << 16)     // stb's own guard; ours (MediaLimits) is tighter
+#include "stb_image.h"
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace vlkv {
+namespace {
+
+Status check_dims(int64_t w, int64_t h, const MediaLimits& limits, const std::string& what) {
+  if (w <= 0 || h <= 0) return invalid_file(what + ": the image has no pixels (" + std::to_string(w) + "x" +
+                                            std::to_string(h) + ")");
+  if (w > limits.max_side || h > limits.max_side || w * h > limits.max_pixels) {
+    return invalid_file(what + ": image of " + std::to_string(w) + "x" + std::to_string(h) +
+                        " pixels exceeds the limit (" + std::to_string(limits.max_side) + " per side, " +
+                        std::to_string(limits.max_pixels) + " in all)");
+  }
+  return Status::ok();
+}
+
+Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits, const std::string& what) {
+  if (size == 0) return invalid_file(what + ": empty image data");
+  if (size > limits.max_file_bytes) return invalid_file(what + ": image data larger than the limit");
+  if (size > static_cast<size_t>(INT32_MAX)) return invalid_file(what + ": image data too large");
+  const int len = static_cast<int>(size);
+  int w = 0, h = 0, channels = 0;
+  if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
+    return invalid_file(what + ": not a readable image (" + stbi_failure_reason() + ")");
+  }
+  VLKV_RETURN_IF_ERROR(check_dims(w, h, limits, what));
+  int dw = 0, dh = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_memory(data, len, &dw, &dh, &channels, 3),
+                                                   stbi_image_free);
+  if (!pixels) return invalid_file(what + ": cannot decode the image (" + stbi_failure_reason() + ")");
+  if (dw != w || dh != h) return invalid_file(what + ": image dimensions changed while decoding");
+  Image img;
+  img.width = w;
+  img.height = h;
+  img.pixels.assign(pixels.get(), pixels.get() + static_cast<size_t>(w) * h * 3);
+  return img;
+}
+
+}  // namespace
+
+Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& limits) {
+  return decode(data, size, limits, "image");
+}
+
+Result<Image> load_image(const std::string& path, const MediaLimits& limits) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return not_found(path + ": cannot open image file");
+  if (!S_ISREG(st.st_mode)) return invalid_argument(path + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > limits.max_file_bytes) {
+    return invalid_file(path + ": image file of " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
+                        std::to_string(limits.max_file_bytes));
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!f) return not_found(path + ": cannot open image file");
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  if (!bytes.empty() && std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+    return io_error(path + ": cannot read image file");
+  }
+  return decode(bytes.data(), bytes.size(), limits, path);
+}
+
+}  // namespace vlkv

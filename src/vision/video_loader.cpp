@@ -1,0 +1,191 @@
+// Video frames through FFmpeg's libraries (libavformat demuxes, libavcodec
+// decodes, libswscale converts straight to RGB24). Frames are sampled uniformly
+// in stream time: n_frames evenly over the clip, or one every 1/fps seconds;
+// each sample takes the first decoded frame at or after its time.
+#include <cmath>
+#include <memory>
+#include <sys/stat.h>
+
+#include "vision/image.h"
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/imgutils.h>
+#include <libswscale/swscale.h>
+}
+
+namespace vlkv {
+namespace {
+
+std::string av_error(int code) {
+  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(code, buf, sizeof buf);
+  return buf;
+}
+
+struct FormatCloser { void operator()(AVFormatContext* c) const { avformat_close_input(&c); } };
+struct CodecFreer { void operator()(AVCodecContext* c) const { avcodec_free_context(&c); } };
+struct FrameFreer { void operator()(AVFrame* f) const { av_frame_free(&f); } };
+struct PacketFreer { void operator()(AVPacket* p) const { av_packet_free(&p); } };
+struct SwsFreer { void operator()(SwsContext* s) const { sws_freeContext(s); } };
+
+class FrameSampler {
+ public:
+  FrameSampler(const std::string& path, const MediaLimits& limits) : path_(path), limits_(limits) {}
+
+  Result<std::vector<Image>> run(const VideoSampling& sampling) {
+    VLKV_RETURN_IF_ERROR(open());
+    VLKV_RETURN_IF_ERROR(plan(sampling));
+    std::unique_ptr<AVPacket, PacketFreer> pkt(av_packet_alloc());
+    std::unique_ptr<AVFrame, FrameFreer> frame(av_frame_alloc());
+    if (!pkt || !frame) return out_of_memory("cannot allocate FFmpeg buffers");
+    int rc = 0;
+    while (!done() && (rc = av_read_frame(fmt_.get(), pkt.get())) >= 0) {
+      if (pkt->stream_index == stream_) {
+        rc = avcodec_send_packet(dec_.get(), pkt.get());
+        av_packet_unref(pkt.get());
+        if (rc < 0 && rc != AVERROR(EAGAIN)) return invalid_file(path_ + ": corrupt video data (" + av_error(rc) + ")");
+        VLKV_RETURN_IF_ERROR(drain(frame.get()));
+      } else {
+        av_packet_unref(pkt.get());
+      }
+    }
+    if (rc < 0 && rc != AVERROR_EOF) return invalid_file(path_ + ": cannot read the video (" + av_error(rc) + ")");
+    if (!done()) {  // flush the decoder's delayed frames
+      avcodec_send_packet(dec_.get(), nullptr);
+      VLKV_RETURN_IF_ERROR(drain(frame.get()));
+    }
+    if (frames_.empty()) return invalid_file(path_ + ": no video frame could be decoded");
+    return std::move(frames_);
+  }
+
+ private:
+  Status open() {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) return not_found(path_ + ": cannot open video file");
+    if (!S_ISREG(st.st_mode)) return invalid_argument(path_ + ": not a regular file");
+    if (static_cast<uint64_t>(st.st_size) > limits_.max_file_bytes) {
+      return invalid_file(path_ + ": video file of " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
+                          std::to_string(limits_.max_file_bytes));
+    }
+    av_log_set_level(AV_LOG_QUIET);  // errors come back as Status, not on stderr
+    AVFormatContext* raw = nullptr;
+    int rc = avformat_open_input(&raw, path_.c_str(), nullptr, nullptr);
+    if (rc < 0) return invalid_file(path_ + ": not a readable video (" + av_error(rc) + ")");
+    fmt_.reset(raw);
+    rc = avformat_find_stream_info(fmt_.get(), nullptr);
+    if (rc < 0) return invalid_file(path_ + ": cannot read stream info (" + av_error(rc) + ")");
+    const AVCodec* codec = nullptr;
+    stream_ = av_find_best_stream(fmt_.get(), AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (stream_ < 0 || !codec) return invalid_file(path_ + ": no decodable video stream");
+    AVStream* s = fmt_->streams[stream_];
+    VLKV_RETURN_IF_ERROR(check_dims(s->codecpar->width, s->codecpar->height));
+    dec_.reset(avcodec_alloc_context3(codec));
+    if (!dec_) return out_of_memory("cannot allocate a video decoder");
+    rc = avcodec_parameters_to_context(dec_.get(), s->codecpar);
+    if (rc < 0) return invalid_file(path_ + ": bad codec parameters (" + av_error(rc) + ")");
+    dec_->thread_count = 1;
+    rc = avcodec_open2(dec_.get(), codec, nullptr);
+    if (rc < 0) return invalid_file(path_ + ": cannot open the video decoder (" + av_error(rc) + ")");
+    time_base_ = av_q2d(s->time_base);
+    start_ = s->start_time != AV_NOPTS_VALUE ? s->start_time * time_base_ : 0.0;
+    if (s->duration != AV_NOPTS_VALUE && s->duration > 0) duration_ = s->duration * time_base_;
+    else if (fmt_->duration > 0) duration_ = static_cast<double>(fmt_->duration) / AV_TIME_BASE;
+    return Status::ok();
+  }
+
+  Status check_dims(int64_t w, int64_t h) const {
+    if (w <= 0 || h <= 0) return invalid_file(path_ + ": video frames have no pixels");
+    if (w > limits_.max_side || h > limits_.max_side || w * h > limits_.max_pixels) {
+      return invalid_file(path_ + ": video frames of " + std::to_string(w) + "x" + std::to_string(h) +
+                          " pixels exceed the limit");
+    }
+    return Status::ok();
+  }
+
+  // Sample times in seconds of stream time.
+  Status plan(const VideoSampling& s) {
+    if ((s.n_frames > 0) == (s.fps > 0)) return invalid_argument("give exactly one of a frame count or a frame rate");
+    if (s.n_frames < 0 || s.fps < 0 || !std::isfinite(s.fps)) return invalid_argument("bad frame sampling");
+    if (duration_ <= 0) return invalid_file(path_ + ": the video's duration is unknown");
+    if (s.n_frames > 0) {
+      if (s.n_frames > limits_.max_frames) {
+        return invalid_argument(std::to_string(s.n_frames) + " frames requested; the limit is " +
+                                std::to_string(limits_.max_frames));
+      }
+      for (int32_t i = 0; i < s.n_frames; ++i) targets_.push_back(start_ + duration_ * i / s.n_frames);
+    } else {
+      const double n = std::floor(duration_ * s.fps - 1e-9) + 1;
+      if (n > limits_.max_frames) {
+        return invalid_argument("sampling at " + std::to_string(s.fps) + " fps gives " + std::to_string(int64_t(n)) +
+                                " frames; the limit is " + std::to_string(limits_.max_frames));
+      }
+      for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) targets_.push_back(start_ + i / s.fps);
+    }
+    return Status::ok();
+  }
+
+  bool done() const { return next_ >= targets_.size(); }
+
+  Status drain(AVFrame* frame) {
+    for (;;) {
+      const int rc = avcodec_receive_frame(dec_.get(), frame);
+      if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return Status::ok();
+      if (rc < 0) return invalid_file(path_ + ": corrupt video frame (" + av_error(rc) + ")");
+      const int64_t pts = frame->best_effort_timestamp;
+      const double t = pts != AV_NOPTS_VALUE ? pts * time_base_ : targets_[next_];
+      // The first frame at or after a sample time serves it (1e-4 s slack for rounding).
+      bool taken = false;
+      while (!done() && targets_[next_] <= t + 1e-4) {
+        if (!taken) {
+          VLKV_RETURN_IF_ERROR(convert(frame));
+          taken = true;
+        } else {
+          frames_.push_back(frames_.back());
+        }
+        ++next_;
+      }
+      av_frame_unref(frame);
+      if (done()) return Status::ok();
+    }
+  }
+
+  Status convert(const AVFrame* f) {
+    VLKV_RETURN_IF_ERROR(check_dims(f->width, f->height));
+    sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, static_cast<AVPixelFormat>(f->format),
+                                    f->width, f->height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+    if (!sws_) return unsupported(path_ + ": cannot convert this pixel format to RGB");
+    Image img;
+    img.width = f->width;
+    img.height = f->height;
+    img.pixels.resize(static_cast<size_t>(f->width) * f->height * 3);
+    uint8_t* dst[4] = {img.pixels.data(), nullptr, nullptr, nullptr};
+    int dst_stride[4] = {f->width * 3, 0, 0, 0};
+    const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
+    if (rows != f->height) return invalid_file(path_ + ": frame conversion failed");
+    frames_.push_back(std::move(img));
+    return Status::ok();
+  }
+
+  std::string path_;
+  MediaLimits limits_;
+  std::unique_ptr<AVFormatContext, FormatCloser> fmt_;
+  std::unique_ptr<AVCodecContext, CodecFreer> dec_;
+  std::unique_ptr<SwsContext, SwsFreer> sws_;
+  int stream_ = -1;
+  double time_base_ = 0, start_ = 0, duration_ = 0;
+  std::vector<double> targets_;  // sample times, ascending
+  size_t next_ = 0;              // first unserved target
+  std::vector<Image> frames_;
+};
+
+}  // namespace
+
+Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
+                                      const MediaLimits& limits) {
+  FrameSampler sampler(path, limits);
+  return sampler.run(sampling);
+}
+
+}  // namespace vlkv
