@@ -2,6 +2,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <type_traits>
+#include <variant>
 #include <memory>
 
 #include "commands.h"
@@ -20,6 +22,36 @@ std::string human_bytes(uint64_t b) {
   else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
   else std::snprintf(buf, sizeof buf, "%" PRIu64 " B", b);
   return buf;
+}
+
+// A metadata value on one line: strings quoted and cut, arrays by count and first items.
+std::string format_value(const GgufValue& v, int depth = 0) {
+  constexpr size_t kMaxString = 60;
+  constexpr size_t kMaxItems = 6;
+  return std::visit(
+      [&](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          std::string s = x.size() > kMaxString ? x.substr(0, kMaxString) + "..." : x;
+          for (char& c : s) if (c == '\n') c = ' ';
+          return "\"" + s + "\"";
+        } else if constexpr (std::is_same_v<T, GgufValue::Array>) {
+          std::string s = "[" + std::to_string(x.items.size()) + " " + gguf_value_type_name(x.element_type);
+          if (depth > 0) return s + "]";
+          s += ":";
+          for (size_t i = 0; i < x.items.size() && i < kMaxItems; ++i) s += " " + format_value(x.items[i], depth + 1);
+          return s + (x.items.size() > kMaxItems ? " ...]" : "]");
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%g", x);
+          return buf;
+        } else {
+          return std::to_string(x);
+        }
+      },
+      v.data);
 }
 
 int info(const std::string& path, bool all_metadata) {
@@ -59,7 +91,7 @@ int info(const std::string& path, bool all_metadata) {
   if (all_metadata) {
     std::printf("\nmetadata:\n");
     for (const auto& [key, value] : g.metadata()) {
-      std::printf("  %-48s %s\n", key.c_str(), gguf_value_type_name(value.type));
+      std::printf("  %-44s %-7s %s\n", key.c_str(), gguf_value_type_name(value.type), format_value(value).c_str());
     }
   }
 
