@@ -3,8 +3,10 @@
 #include "kernels/ops.h"
 
 #include <cmath>
+#include <vector>
 
 #include "base/check.h"
+#include "base/fp16.h"
 
 namespace vlkv {
 
@@ -75,6 +77,167 @@ void softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+namespace {
+
+constexpr int kMaxRopePairs = 512;
+
+// The frequency ladder of one position, as ggml_rope_cache_init builds it: theta starts
+// at the (float) position and is multiplied by theta_scale once per pair.
+inline float next_theta(float& theta, float theta_scale) {
+  const float t = theta;
+  theta *= theta_scale;
+  return t;
+}
+
+}  // namespace
+
+void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p) {
+  VLKV_CHECK(p.n_rot > 0 && p.n_rot <= head_dim && p.n_rot % 2 == 0);
+  const int n_pairs = p.n_rot / 2;
+  VLKV_CHECK(n_pairs <= kMaxRopePairs);
+  const int s0 = sections[0], s01 = sections[0] + sections[1], s012 = s01 + sections[2];
+  const int sect_dims = s012 + sections[3];
+  VLKV_CHECK(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0);
+  // As ggml_mrope_cache_init (not vision): the four ladders advance together, each
+  // pair picks the one of its sector; rope_yarn then applies freq_scale.
+  float cos_cache[kMaxRopePairs];
+  float sin_cache[kMaxRopePairs];
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  float th[4] = {static_cast<float>(pos[0]), static_cast<float>(pos[1]), static_cast<float>(pos[2]),
+                 static_cast<float>(pos[3])};
+  for (int i = 0; i < n_pairs; ++i) {
+    const int sector = i % sect_dims;
+    const int which = sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3;
+    const float theta = p.freq_scale * th[which];
+    cos_cache[i] = std::cos(theta);
+    sin_cache[i] = std::sin(theta);
+    for (float& t : th) next_theta(t, theta_scale);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
+    for (int i = 0; i < n_pairs; ++i) {
+      const float x0 = head[i];
+      const float x1 = head[i + n_pairs];
+      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
+      head[i + n_pairs] = x0 * sin_cache[i] + x1 * cos_cache[i];
+    }
+  }
+}
+
+void rope_vision(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], float freq_base) {
+  VLKV_CHECK(head_dim > 0 && head_dim % 4 == 0);
+  const int n_rot = head_dim / 2;   // ggml's n_dims for the vision mode
+  const int n_pairs = head_dim / 2;  // every dimension rotates: pairs (i, i + n_rot)
+  VLKV_CHECK(n_pairs <= kMaxRopePairs);
+  const int s0 = sections[0], s01 = sections[0] + sections[1], s012 = s01 + sections[2];
+  const int sect_dims = s012 + sections[3];
+  VLKV_CHECK(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0);
+  float cos_cache[kMaxRopePairs];
+  float sin_cache[kMaxRopePairs];
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  float th[4] = {0, 0, 0, 0};
+  for (int i = 0; i < n_pairs; ++i) {
+    const int sector = i % sect_dims;
+    // Independent sections: a ladder restarts at its position where its section begins.
+    if (sector == 0) th[0] = static_cast<float>(pos[0]);
+    if (sector == s0) th[1] = static_cast<float>(pos[1]);
+    if (sector == s01) th[2] = static_cast<float>(pos[2]);
+    if (sector == s012) th[3] = static_cast<float>(pos[3]);
+    const int which = sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3;
+    cos_cache[i] = std::cos(th[which]);
+    sin_cache[i] = std::sin(th[which]);
+    for (float& t : th) next_theta(t, theta_scale);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
+    for (int i = 0; i < n_pairs; ++i) {
+      const float x0 = head[i];
+      const float x1 = head[i + n_rot];
+      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
+      head[i + n_rot] = x0 * sin_cache[i] + x1 * cos_cache[i];
+    }
+  }
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
+  VLKV_CHECK(n > 0);
+  // As ggml_compute_forward_norm_f32: the sum in double, mean in float; centred squares
+  // in float summed in double; one float scale; then ggml_mul and ggml_add as separate steps.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum) / static_cast<float>(n);
+  double sum2 = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - mean;
+    out[i] = d;
+    sum2 += static_cast<double>(d * d);
+  }
+  const float variance = static_cast<float>(sum2 / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    float y = out[i] * scale;
+    if (weight) y = y * weight[i];
+    if (bias) y = y + bias[i];
+    out[i] = y;
+  }
+}
+
+namespace {
+
+constexpr float kGeluCoefA = 0.044715f;
+constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+constexpr float kGeluQuickCoef = -1.702f;
+
+inline float gelu_f32(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x))); }
+inline float gelu_quick_f32(float x) { return x * (1.0f / (1.0f + std::exp(kGeluQuickCoef * x))); }
+
+// f16-indexed tables of f16-rounded results, as ggml builds ggml_table_gelu_f16 and
+// ggml_table_gelu_quick_f16 at init (stored here as the floats those f16 values are).
+struct ActivationTables {
+  std::vector<float> gelu, gelu_quick;  // [65536] indexed by the f16 bits of x
+  ActivationTables() : gelu(65536), gelu_quick(65536) {
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float v = fp16_to_fp32(static_cast<uint16_t>(i));
+      gelu[i] = fp16_to_fp32(fp32_to_fp16(gelu_f32(v)));
+      gelu_quick[i] = fp16_to_fp32(fp32_to_fp16(gelu_quick_f32(v)));
+    }
+  }
+};
+
+const ActivationTables& activation_tables() {
+  static const ActivationTables tables;  // thread-safe one-time init
+  return tables;
+}
+
+}  // namespace
+
+void gelu(const float* x, int64_t n, float* out) {
+  const std::vector<float>& table = activation_tables().gelu;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (v <= -10.0f) {
+      out[i] = 0.0f;
+    } else if (v >= 10.0f) {
+      out[i] = v;
+    } else {
+      out[i] = table[fp32_to_fp16(v)];
+    }
+  }
+}
+
+void gelu_exact(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(x[i]);
+}
+
+void gelu_quick(const float* x, int64_t n, float* out) {
+  const std::vector<float>& table = activation_tables().gelu_quick;
+  for (int64_t i = 0; i < n; ++i) out[i] = table[fp32_to_fp16(x[i])];
+}
+
+void gelu_quick_exact(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_quick_f32(x[i]);
 }
 
 }  // namespace vlkv
