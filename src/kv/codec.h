@@ -61,6 +61,11 @@ class Codec {
   // Round-trip bound: |decode(encode(x)) - x| <= error_bound() * max|x over the block|
   // (+ 2^-24 absolute for values in the f16 subnormal range). 0 for lossless codecs.
   virtual double error_bound() const = 0;
+  // Relative RMS round-trip error on blocks of i.i.d. Gaussian data:
+  // sqrt(sum (decode(encode(x)) - x)^2 / sum x^2) <= rms_error_bound(). Declared by the
+  // 1-bit and ternary codecs, whose max-abs error_bound() is true but uninformative.
+  // Negative: not declared.
+  virtual double rms_error_bound() const { return -1.0; }
 
   // ---- scalar reference ----
   //   x:     [tokens_per_block rows, head_dim], row r at x + r * x_stride (floats)

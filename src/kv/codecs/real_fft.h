@@ -1,0 +1,48 @@
+// Small real Fourier transforms over a run of channels, for the 1-bit key codecs
+// (VidKV's FFT over the "normal" channels). No dependency: a radix-2 FFT for
+// power-of-two lengths (O(n log n)) and a precomputed O(n^2) DFT table for other
+// lengths (channel counts here are <= 512, so the table is at most 256 K entries
+// and only non-power-of-two channel splits pay for it). Immutable after
+// construction; safe to use from many threads.
+#pragma once
+
+#include <vector>
+
+namespace vlkv {
+
+class RealFft {
+ public:
+  static constexpr int kMaxN = 512;
+  // 1 <= n <= kMaxN.
+  explicit RealFft(int n);
+  int n() const { return n_; }
+
+  // Orthonormal real Fourier transform c = F x (F orthogonal, so F^-1 = F^T and
+  // Parseval holds: |c| = |x|). Half-spectrum ("halfcomplex") order, n reals:
+  //   c[0]      = X_0 / sqrt(n)
+  //   c[2k-1]   = sqrt(2/n) Re X_k,  c[2k] = sqrt(2/n) Im X_k    for 1 <= k < n/2
+  //   c[n-1]    = X_{n/2} / sqrt(n)                              (n even only)
+  // with X_k = sum_j x_j e^{-2 pi i j k / n}.
+  //   x, c: [n]; may alias.
+  void forward(const float* x, float* c) const;
+  // x = F^T c (the exact inverse of forward). c, x: [n]; may alias.
+  void inverse(const float* c, float* x) const;
+
+  // Unnormalized full complex spectrum of a real vector (what the released VidKV
+  // code keeps: 2n reals). re[k] + i im[k] = X_k for k in [0, n).
+  void complex_forward(const float* x, float* re, float* im) const;
+  // x_j = Re( (1/n) sum_k (re[k] + i im[k]) e^{+2 pi i j k / n} ). Its adjoint is
+  // q -> (Re DFT(q), Im DFT(q)) / n, which is how scores transform the query.
+  void complex_inverse_real(const float* re, const float* im, float* x) const;
+
+ private:
+  // In-place complex DFT of length n: sign -1 forward, +1 inverse (unnormalized).
+  void cdft(double* re, double* im, int sign) const;
+
+  int n_;
+  bool pow2_;
+  std::vector<double> cos_, sin_;  // [n] cos/sin(2 pi m / n)
+  std::vector<int> bitrev_;        // [n] (power-of-two n only)
+};
+
+}  // namespace vlkv

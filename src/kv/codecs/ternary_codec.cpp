@@ -1,0 +1,266 @@
+// ternary: 1.58-bit per-channel values/keys over G tokens (VidKV's values; see
+// sign1_codecs.h). Block of G tokens, head_dim d:
+//   [d] f16                   scale_c = mean_t |x_tc|
+//   [ceil(G*d/5)] bytes       trits, element i = t*d + c at byte i/5, base-3 digit i%5
+//                             (least significant first), digit = code + 1
+// code = +1 if x > thr*scale, -1 if x < -thr*scale, else 0; decode: code * scale.
+// Fused ops decode a block's trits once through a 256-entry table (byte -> 5 int8 codes),
+// then run float SIMD over the int8 codes; the scalar reference reads digits directly.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "kv/codec_registry.h"
+#include "kv/codecs/float_kernels.h"
+#include "kv/codecs/sign1_codecs.h"
+#include "kv/codecs/sign1_planes.h"
+
+namespace vlkv {
+namespace {
+
+constexpr int kPow3[5] = {1, 3, 9, 27, 81};
+
+inline int trit_at(const uint8_t* trits, int64_t i) { return (trits[i / 5] / kPow3[i % 5]) % 3 - 1; }
+
+struct TritTable {
+  alignas(64) int8_t codes[256][8];  // [byte][digit] code in {-1,0,1}; bytes >= 243 never stored -> 0
+  TritTable() {
+    for (int b = 0; b < 256; ++b)
+      for (int i = 0; i < 8; ++i) codes[b][i] = static_cast<int8_t>(b < 243 && i < 5 ? (b / kPow3[i]) % 3 - 1 : 0);
+  }
+};
+const TritTable& trit_table() {
+  static const TritTable t;
+  return t;
+}
+
+// codes[0, n) from the packed trits; codes needs n + 8 bytes (8-byte table stores).
+void unpack_trits(const uint8_t* trits, int64_t n, int8_t* codes) {
+  const auto& lut = trit_table().codes;
+  const int64_t nb = (n + 4) / 5;
+  for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
+}
+
+#define VLKV_T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_T_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
+// int8 codes -> floats. (maskz forms: GCC 12's unmasked ones trip -Wmaybe-uninitialized.)
+VLKV_T_AVX512 inline __m512 cvt16_(__m128i c) {
+  return _mm512_maskz_cvtepi32_ps(0xffff, _mm512_maskz_cvtepi8_epi32(0xffff, c));
+}
+
+// logits[t] = scale * dot(qs, codes[t])       qs: [d], codes: [G, d]
+VLKV_T_AVX2 void code_dots_avx2(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr) {
+  const int d8 = d & ~7;
+  for (int t = 0; t < G; ++t) {
+    const int8_t* c = codes + static_cast<int64_t>(t) * d;
+    __m256 a = _mm256_setzero_ps();
+    for (int i = 0; i < d8; i += 8) {
+      const __m256 cv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + i))));
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i), cv, a);
+    }
+    float s = float_kernels::hsum8(a);
+    for (int i = d8; i < d; ++i) s += qs[i] * c[i];
+    lr[t] = s * scale;
+  }
+}
+
+VLKV_T_AVX512 void code_dots_avx512(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr) {
+  for (int t = 0; t < G; ++t) {
+    const int8_t* c = codes + static_cast<int64_t>(t) * d;
+    __m512 a = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16) {
+      const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
+      const __m512 cv = cvt16_(_mm_maskz_loadu_epi8(m, c + i));
+      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qs + i), cv, a);
+    }
+    lr[t] = float_kernels::hsum16(a) * scale;
+  }
+}
+
+// out[c] += sig[c] * sum_t p[t] * codes[t, c]
+VLKV_T_AVX2 void code_accum_avx2(const float* p, const int8_t* codes, int G, int d, const float* sig, float* o) {
+  const int d8 = d & ~7;
+  for (int i = 0; i < d8; i += 8) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int t = 0;
+    for (; t + 2 <= G; t += 2) {
+      const int8_t* c = codes + static_cast<int64_t>(t) * d + i;
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c)))), a0);
+      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 1),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d)))), a1);
+    }
+    if (t < G)
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t),
+                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                               reinterpret_cast<const __m128i*>(codes + static_cast<int64_t>(t) * d + i)))), a0);
+    _mm256_storeu_ps(o + i, _mm256_fmadd_ps(_mm256_loadu_ps(sig + i), _mm256_add_ps(a0, a1), _mm256_loadu_ps(o + i)));
+  }
+  for (int i = d8; i < d; ++i) {
+    float s = 0.0f;
+    for (int t = 0; t < G; ++t) s += p[t] * codes[static_cast<int64_t>(t) * d + i];
+    o[i] += sig[i] * s;
+  }
+}
+
+VLKV_T_AVX512 void code_accum_avx512(const float* p, const int8_t* codes, int G, int d, const float* sig, float* o) {
+  for (int i = 0; i < d; i += 16) {
+    const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    int t = 0;
+    for (; t + 2 <= G; t += 2) {
+      const int8_t* c = codes + static_cast<int64_t>(t) * d + i;
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), cvt16_(_mm_maskz_loadu_epi8(m, c)), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(p[t + 1]), cvt16_(_mm_maskz_loadu_epi8(m, c + d)), a1);
+    }
+    if (t < G)
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[t]),
+                           cvt16_(_mm_maskz_loadu_epi8(m, codes + static_cast<int64_t>(t) * d + i)), a0);
+    const __m512 acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, sig + i), _mm512_add_ps(a0, a1), _mm512_maskz_loadu_ps(m, o + i));
+    _mm512_mask_storeu_ps(o + i, m, acc);
+  }
+}
+
+#undef VLKV_T_AVX2
+#undef VLKV_T_AVX512
+
+class TernaryCodec final : public Codec {
+ public:
+  explicit TernaryCodec(const TernaryParams& p) : p_(p) {
+    char thr[32];
+    std::snprintf(thr, sizeof thr, "%g", p.thr);
+    name_ = "ternary:G=" + std::to_string(p.group) + ",thr=" + thr;
+  }
+  const std::string& name() const override { return name_; }
+  Status check_head_dim(int head_dim) const override {
+    return head_dim > 0 ? Status::ok() : invalid_argument(name_ + ": head_dim must be positive");
+  }
+  int tokens_per_block() const override { return p_.group; }
+  int64_t block_bytes(int head_dim) const override {
+    return 2 * static_cast<int64_t>(head_dim) + (static_cast<int64_t>(p_.group) * head_dim + 4) / 5;
+  }
+  // Code 0: |x| <= thr*scale <= thr*max|x|; code +-1: ||x| - scale| <= max(|x|, scale) <= max|x|
+  // (scale = mean|x| <= max|x|, + f16 rounding).
+  double error_bound() const override { return std::max(1.0, p_.thr) * (1.0 + 1.0 / 1024); }
+  // Gaussian data, thr = 0.5: ~0.52 (see the test); declared for thr <= 1 only.
+  double rms_error_bound() const override { return p_.thr <= 1.0 ? 0.56 : -1.0; }
+
+  void encode(const float* x, int64_t x_stride, int head_dim, uint8_t* block) const override {
+    const int d = head_dim, G = p_.group;
+    uint8_t* trits = block + 2 * d;
+    const int64_t n = static_cast<int64_t>(G) * d;
+    std::fill(trits, trits + (n + 4) / 5, uint8_t{0});
+    for (int c = 0; c < d; ++c) {
+      double s = 0;
+      for (int t = 0; t < G; ++t) s += std::abs(x[t * x_stride + c]);
+      sign1::store_f16(block + 2 * c, static_cast<float>(s / G));
+      const float th = static_cast<float>(p_.thr) * sign1::load_f16(block + 2 * c);
+      for (int t = 0; t < G; ++t) {
+        const float v = x[t * x_stride + c];
+        const int digit = v > th ? 2 : v < -th ? 0 : 1;
+        const int64_t i = static_cast<int64_t>(t) * d + c;
+        trits[i / 5] = static_cast<uint8_t>(trits[i / 5] + digit * kPow3[i % 5]);
+      }
+    }
+  }
+
+  void decode(const uint8_t* block, int head_dim, float* x) const override {
+    const int d = head_dim, G = p_.group;
+    const uint8_t* trits = block + 2 * d;
+    for (int t = 0; t < G; ++t)
+      for (int c = 0; c < d; ++c)
+        x[static_cast<int64_t>(t) * d + c] = static_cast<float>(trit_at(trits, static_cast<int64_t>(t) * d + c)) *
+                                             sign1::load_f16(block + 2 * c);
+  }
+
+  void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
+              int64_t ld) const override {
+    const int d = seg.head_dim, G = p_.group;
+    const SimdLevel level = simd_level();
+    thread_local std::vector<float> qs;
+    thread_local std::vector<int8_t> codes;
+    qs.resize(d);
+    codes.resize(static_cast<size_t>(G) * d + 8);
+    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+      const uint8_t* blk = seg.block(b);
+      const uint8_t* trits = blk + 2 * d;
+      if (level != SimdLevel::kScalar) unpack_trits(trits, static_cast<int64_t>(G) * d, codes.data());
+      for (int r = 0; r < n_q; ++r) {
+        for (int c = 0; c < d; ++c) qs[c] = q[static_cast<int64_t>(r) * d + c] * sign1::load_f16(blk + 2 * c);
+        float* lr = logits + r * ld + b * G;
+        switch (level) {
+          case SimdLevel::kAvx512: code_dots_avx512(qs.data(), codes.data(), G, d, scale, lr); break;
+          case SimdLevel::kAvx2: code_dots_avx2(qs.data(), codes.data(), G, d, scale, lr); break;
+          default:
+            for (int t = 0; t < G; ++t) {
+              float s = 0.0f;
+              for (int c = 0; c < d; ++c) s += qs[c] * static_cast<float>(trit_at(trits, static_cast<int64_t>(t) * d + c));
+              lr[t] = s * scale;
+            }
+        }
+      }
+    }
+  }
+
+  void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
+    const int d = seg.head_dim, G = p_.group;
+    const SimdLevel level = simd_level();
+    thread_local std::vector<float> sig;
+    thread_local std::vector<int8_t> codes;
+    sig.resize(d);
+    codes.resize(static_cast<size_t>(G) * d + 8);
+    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+      const uint8_t* blk = seg.block(b);
+      const uint8_t* trits = blk + 2 * d;
+      for (int c = 0; c < d; ++c) sig[c] = sign1::load_f16(blk + 2 * c);
+      if (level != SimdLevel::kScalar) unpack_trits(trits, static_cast<int64_t>(G) * d, codes.data());
+      for (int r = 0; r < n_q; ++r) {
+        const float* pr = p + r * ld + b * G;
+        float* o = out + static_cast<int64_t>(r) * d;
+        switch (level) {
+          case SimdLevel::kAvx512: code_accum_avx512(pr, codes.data(), G, d, sig.data(), o); break;
+          case SimdLevel::kAvx2: code_accum_avx2(pr, codes.data(), G, d, sig.data(), o); break;
+          default:
+            for (int c = 0; c < d; ++c) {
+              float s = 0.0f;
+              for (int t = 0; t < G; ++t) s += pr[t] * static_cast<float>(trit_at(trits, static_cast<int64_t>(t) * d + c));
+              o[c] += sig[c] * s;
+            }
+        }
+      }
+    }
+  }
+
+ private:
+  TernaryParams p_;
+  std::string name_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<const Codec>> make_ternary_codec(const TernaryParams& p) {
+  if (p.group < 1 || p.group > 256)
+    return invalid_argument("ternary: G=" + std::to_string(p.group) + " must be in [1, 256] (tokens per group)");
+  if (!(p.thr >= 0.0 && p.thr <= 4.0))
+    return invalid_argument("ternary: thr=" + std::to_string(p.thr) + " must be in [0, 4] (threshold / mean|x|)");
+  return std::shared_ptr<const Codec>(std::make_shared<TernaryCodec>(p));
+}
+
+VLKV_REGISTER_CODEC(
+    ternary,
+    CodecInfo{"ternary",
+              "ternary {-1,0,+1} per channel over G tokens, scale mean|x| (f16), threshold thr*scale; "
+              "5 trits per byte",
+              {{"G", "32", "tokens per group (1..256)"},
+               {"thr", "0.5", "threshold as a multiple of the group's mean|x|"}},
+              [](const Spec& s) -> Result<std::shared_ptr<const Codec>> {
+                TernaryParams p;
+                VLKV_ASSIGN_OR_RETURN(const int64_t g, s.get_int("G", 32, 1, 1 << 20));
+                p.group = static_cast<int>(g);
+                VLKV_ASSIGN_OR_RETURN(p.thr, s.get_double("thr", 0.5, 0.0, 4.0));
+                return make_ternary_codec(p);
+              }});
+
+}  // namespace vlkv

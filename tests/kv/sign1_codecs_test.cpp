@@ -1,0 +1,417 @@
+// The 1-bit / ternary / mixed 2-1-bit codecs (sign1c, ternary, mixk) and the real FFT
+// behind them: FFT vs a naive DFT, known-answer blocks, exact dequantized values,
+// relative RMS on Gaussian and outlier-heavy data within the declared bounds, fused
+// scores/accumulate vs the scalar path and vs decode() at every SIMD level, exact bits
+// per element, and bad specs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numbers>
+#include <random>
+
+#include "base/fp16.h"
+#include "kv/codec_registry.h"
+#include "kv/codecs/real_fft.h"
+#include "kv/codecs/sign1_codecs.h"
+#include "kv/codecs/sign1_transform.h"
+#include "kv_test_util.h"
+
+namespace vlkv {
+namespace {
+
+std::shared_ptr<const Codec> codec(const std::string& spec) {
+  auto c = make_codec(spec);
+  EXPECT_TRUE(c.is_ok()) << spec << ": " << c.status().message();
+  return c.is_ok() ? *c : nullptr;
+}
+
+float f16r(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& e : x) e = dist(rng);
+  return x;
+}
+
+// Keys-like: Gaussian rows, every 8th channel scaled 15x, per-channel offsets.  [n, d]
+std::vector<float> outlier_heavy(int n, int d, uint32_t seed) {
+  std::vector<float> x = gaussian(static_cast<size_t>(n) * d, seed);
+  std::mt19937 rng(seed + 1);
+  std::uniform_real_distribution<float> off(-2.0f, 2.0f);
+  std::vector<float> bias(d);
+  for (auto& b : bias) b = off(rng);
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) x[static_cast<size_t>(t) * d + c] = x[static_cast<size_t>(t) * d + c] * (c % 8 == 3 ? 15.0f : 1.0f) + bias[c];
+  return x;
+}
+
+// ---------------- FFT ----------------
+TEST(RealFft, MatchesNaiveDftAndIsOrthonormal) {
+  for (int n : {1, 2, 3, 5, 8, 12, 16, 31, 48, 64, 96, 128, 256}) {
+    const std::vector<float> x = kvtest::random_vec(n, n, -2.0f, 2.0f);
+    std::vector<double> re(n), im(n);
+    for (int k = 0; k < n; ++k)
+      for (int j = 0; j < n; ++j) {
+        const double a = -2.0 * std::numbers::pi * static_cast<double>(j) * k / n;
+        re[k] += x[j] * std::cos(a);
+        im[k] += x[j] * std::sin(a);
+      }
+    RealFft f(n);
+    std::vector<float> c(n), y(n), fr(n), fi(n);
+    f.forward(x.data(), c.data());
+    const double tol = 1e-5 * std::sqrt(static_cast<double>(n)) * 2.0;
+    EXPECT_NEAR(c[0], re[0] / std::sqrt(n), tol) << n;
+    for (int k = 1; 2 * k < n; ++k) {
+      EXPECT_NEAR(c[2 * k - 1], re[k] * std::sqrt(2.0 / n), tol) << n << " k=" << k;
+      EXPECT_NEAR(c[2 * k], im[k] * std::sqrt(2.0 / n), tol) << n << " k=" << k;
+    }
+    if (n % 2 == 0 && n > 1) {
+      EXPECT_NEAR(c[n - 1], re[n / 2] / std::sqrt(n), tol) << n;
+    }
+    double ex = 0, ec = 0;
+    for (int i = 0; i < n; ++i) ex += x[i] * x[i], ec += c[i] * c[i];
+    EXPECT_NEAR(ec, ex, 1e-5 * ex) << "Parseval n=" << n;
+    f.inverse(c.data(), y.data());
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], x[i], 1e-5) << n;
+    f.complex_forward(x.data(), fr.data(), fi.data());
+    for (int k = 0; k < n; ++k) {
+      EXPECT_NEAR(fr[k], re[k], tol * std::sqrt(n)) << n;
+      EXPECT_NEAR(fi[k], im[k], tol * std::sqrt(n)) << n;
+    }
+    f.complex_inverse_real(fr.data(), fi.data(), y.data());
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], x[i], 1e-5) << n;
+  }
+}
+
+TEST(RealFft, AdjointOfEveryTransform) {
+  using sign1::FftMode;
+  for (FftMode m : {FftMode::kNone, FftMode::kReal, FftMode::kComplex})
+    for (int n : {7, 32, 64}) {
+      const auto& T = sign1::coef_transform(m, n);
+      const std::vector<float> q = kvtest::random_vec(n, 1 + n), c = kvtest::random_vec(T.n_coef(), 2 + n);
+      std::vector<float> x(n), qc(T.n_coef());
+      T.synthesize(c.data(), x.data());
+      T.adjoint(q.data(), qc.data());
+      double a = 0, b = 0;
+      for (int i = 0; i < n; ++i) a += static_cast<double>(q[i]) * x[i];
+      for (int k = 0; k < T.n_coef(); ++k) b += static_cast<double>(qc[k]) * c[k];
+      EXPECT_NEAR(a, b, 1e-5 * (std::abs(a) + 1)) << sign1::fft_mode_name(m) << " n=" << n;
+    }
+}
+
+// ---------------- known answers ----------------
+TEST(Sign1c, KnownAnswerBlock) {
+  auto c = codec("sign1c:G=8");
+  const int d = 2;
+  // channel 0: mean|x| = 1.5; channel 1: all zero except one -4 -> mean 0.5
+  const float x[8][2] = {{1, 0}, {-2, 0}, {1, 0}, {-2, 0}, {1, -4}, {2, 0}, {-1, 0}, {2, 0}};
+  ASSERT_EQ(c->block_bytes(d), 2 * 2 + 2 * 1);
+  std::vector<uint8_t> blk(c->block_bytes(d));
+  c->encode(&x[0][0], d, d, blk.data());
+  uint16_t h0, h1;
+  std::memcpy(&h0, &blk[0], 2);
+  std::memcpy(&h1, &blk[2], 2);
+  EXPECT_EQ(fp16_to_fp32(h0), 1.5f);
+  EXPECT_EQ(fp16_to_fp32(h1), 0.5f);
+  EXPECT_EQ(blk[4], 0b01001010);  // channel 0 negative at tokens 1, 3, 6
+  EXPECT_EQ(blk[5], 0b00010000);  // channel 1 negative at token 4 (0 codes as +)
+  std::vector<float> y(16);
+  c->decode(blk.data(), d, y.data());
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(y[2 * t], x[t][0] < 0 ? -1.5f : 1.5f);  // +-scale, never {0, s}
+    EXPECT_EQ(y[2 * t + 1], x[t][1] < 0 ? -0.5f : 0.5f);
+  }
+}
+
+TEST(Ternary, KnownAnswerBlock) {
+  auto c = codec("ternary:G=5");
+  const int d = 1;  // mean|x| = 1.0, threshold 0.5
+  const float x[5] = {0.2f, -0.6f, 1.7f, -0.4f, 2.1f};
+  ASSERT_EQ(c->block_bytes(d), 2 + 1);
+  std::vector<uint8_t> blk(c->block_bytes(d));
+  c->encode(x, d, d, blk.data());
+  uint16_t h;
+  std::memcpy(&h, &blk[0], 2);
+  EXPECT_EQ(fp16_to_fp32(h), f16r(1.0f));
+  // codes 0,-1,+1,0,+1 -> digits 1,0,2,1,2 -> 1 + 0*3 + 2*9 + 1*27 + 2*81 = 208
+  EXPECT_EQ(blk[2], 208);
+  std::vector<float> y(5);
+  c->decode(blk.data(), d, y.data());
+  const float want[5] = {0, -1, 1, 0, 1};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(y[i], want[i]);
+}
+
+TEST(Mixk, KnownAnswerBlock) {
+  auto c = codec("mixk:G=8,frac=0.5");
+  const int d = 4;
+  // ranges: ch0 3 (0..3), ch1 0.2, ch2 6 (-3..3), ch3 0.4  -> outliers {0, 2}
+  float x[8][4];
+  for (int t = 0; t < 8; ++t) {
+    x[t][0] = static_cast<float>(t % 4);          // codes 0,1,2,3 exact at s = 1, m = 0
+    x[t][1] = t % 2 ? 0.1f : -0.1f;
+    x[t][2] = t < 4 ? -3.0f : 3.0f;               // codes 0 / 3, s = 2, m = -3
+    x[t][3] = t == 5 ? -0.4f : 0.0f;
+  }
+  // mask 1 + 4*2 + 2*2 + (2*2 + 2) * 1 = 1 + 8 + 4 + 6
+  ASSERT_EQ(c->block_bytes(d), 19);
+  std::vector<uint8_t> blk(19);
+  c->encode(&x[0][0], d, d, blk.data());
+  EXPECT_EQ(blk[0], 0b0101);
+  std::vector<float> y(32);
+  c->decode(blk.data(), d, y.data());
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(y[4 * t + 0], x[t][0]);
+    EXPECT_EQ(y[4 * t + 2], x[t][2]);
+    EXPECT_EQ(y[4 * t + 1], x[t][1] < 0 ? -f16r(0.1f) : f16r(0.1f));
+    EXPECT_EQ(y[4 * t + 3], t == 5 ? -f16r(0.05f) : f16r(0.05f));
+  }
+  EXPECT_EQ(blk[13], 0b10101010);  // ch0 low bits: codes 1, 3 at t = 1, 3, 5, 7
+  EXPECT_EQ(blk[14], 0b11110000);  // ch2 low bits: code 3 at t >= 4
+  EXPECT_EQ(blk[15], 0b11001100);  // ch0 high bits: codes 2, 3
+  EXPECT_EQ(blk[16], 0b11110000);  // ch2 high bits
+}
+
+// ---------------- exact dequantized values ----------------
+TEST(Sign1c, DequantizesToPlusMinusScaleExactly) {
+  auto c = codec("sign1c:G=32");
+  const int d = 64, G = 32;
+  const std::vector<float> x = outlier_heavy(G, d, 3);
+  std::vector<uint8_t> blk(c->block_bytes(d));
+  std::vector<float> y(x.size());
+  c->encode(x.data(), d, d, blk.data());
+  c->decode(blk.data(), d, y.data());
+  for (int ch = 0; ch < d; ++ch) {
+    double s = 0;
+    for (int t = 0; t < G; ++t) s += std::abs(x[t * d + ch]);
+    const float sc = f16r(static_cast<float>(s / G));
+    for (int t = 0; t < G; ++t) ASSERT_EQ(y[t * d + ch], x[t * d + ch] < 0 ? -sc : sc) << ch << " " << t;
+  }
+}
+
+TEST(Ternary, DequantizesToCodeTimesScaleExactly) {
+  auto c = codec("ternary:G=32,thr=0.5");
+  const int d = 72, G = 32;
+  const std::vector<float> x = outlier_heavy(G, d, 4);
+  std::vector<uint8_t> blk(c->block_bytes(d));
+  std::vector<float> y(x.size());
+  c->encode(x.data(), d, d, blk.data());
+  c->decode(blk.data(), d, y.data());
+  for (int ch = 0; ch < d; ++ch) {
+    double s = 0;
+    for (int t = 0; t < G; ++t) s += std::abs(x[t * d + ch]);
+    const float sc = f16r(static_cast<float>(s / G)), th = 0.5f * sc;
+    for (int t = 0; t < G; ++t) {
+      const float v = x[t * d + ch];
+      ASSERT_EQ(y[t * d + ch], v > th ? sc : v < -th ? -sc : 0.0f) << ch << " " << t;
+    }
+  }
+}
+
+// ---------------- relative RMS ----------------
+double rel_rms(const Codec& c, const std::vector<float>& x, int n, int d) {
+  const int G = c.tokens_per_block();
+  std::vector<uint8_t> blk(c.block_bytes(d));
+  std::vector<float> y(static_cast<size_t>(G) * d);
+  double e = 0, s = 0;
+  for (int b = 0; b < n / G; ++b) {
+    const float* xb = &x[static_cast<size_t>(b) * G * d];
+    c.encode(xb, d, d, blk.data());
+    c.decode(blk.data(), d, y.data());
+    for (size_t i = 0; i < y.size(); ++i) e += (y[i] - xb[i]) * static_cast<double>(y[i] - xb[i]), s += static_cast<double>(xb[i]) * xb[i];
+  }
+  return std::sqrt(e / s);
+}
+
+const char* const kSpecs[] = {
+    "sign1c:G=32",     "sign1c:G=32,fft=real",       "sign1c:G=32,fft=complex",       "ternary:G=32",
+    "mixk:G=32,frac=0.5", "mixk:G=32,frac=0.5,fft=real", "mixk:G=32,frac=0.5,fft=complex", "mixk:G=32,frac=0.25,fft=real",
+};
+
+TEST(Sign1Codecs, RelativeRmsWithinDeclaredBounds) {
+  for (int d : {64, 128}) {
+    const int n = 64 * 32;
+    const std::vector<float> g = gaussian(static_cast<size_t>(n) * d, d), o = outlier_heavy(n, d, d + 1);
+    for (const char* spec : kSpecs) {
+      auto c = codec(spec);
+      const double rg = rel_rms(*c, g, n, d), ro = rel_rms(*c, o, n, d);
+      std::printf("  %-34s d=%3d  %.4f bits/elem  rel RMS gaussian %.4f  outlier-heavy %.4f\n", spec, d,
+                  c->bits_per_element(d), rg, ro);
+      EXPECT_GT(c->rms_error_bound(), 0.0) << spec;
+      EXPECT_LE(rg, c->rms_error_bound()) << spec << " d=" << d;
+      EXPECT_LE(ro, c->rms_error_bound()) << spec << " d=" << d;
+    }
+  }
+}
+
+TEST(Sign1Codecs, RoundTripWithinMaxAbsBound) {
+  for (const char* spec : kSpecs) {
+    auto c = codec(spec);
+    for (int d : {8, 36, 64, 128}) {
+      const int G = c->tokens_per_block();
+      const std::vector<float> x = outlier_heavy(G, d, 11 + d);
+      std::vector<uint8_t> blk(c->block_bytes(d));
+      std::vector<float> y(x.size());
+      c->encode(x.data(), d, d, blk.data());
+      c->decode(blk.data(), d, y.data());
+      double mx = 0;
+      for (float e : x) mx = std::max(mx, static_cast<double>(std::abs(e)));
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_LE(std::abs(y[i] - x[i]), c->error_bound() * mx) << spec << " " << i;
+    }
+  }
+}
+
+// ---------------- bits per element ----------------
+TEST(Sign1Codecs, ExactBitsPerElement) {
+  struct Want { const char* spec; int d; double bits; };
+  const Want wants[] = {
+      {"sign1c:G=32", 128, 1.5},           {"sign1c:G=32,fft=real", 128, 1.5},
+      {"sign1c:G=32,fft=complex", 128, 3.0}, {"sign1c:G=32", 64, 1.5},
+      {"sign1c:G=64", 128, 1.25},
+      {"ternary:G=32", 128, (256 + 820) * 8.0 / 4096},  // 2.1015625
+      {"ternary:G=32", 64, (128 + 410) * 8.0 / 2048},
+      {"mixk:G=32,frac=0.5,fft=real", 128, (16 + 256 + 128 + 192 * 4) * 8.0 / 4096},  // 2.28125
+      {"mixk:G=32,frac=0.5,fft=none", 64, (8 + 128 + 64 + 96 * 4) * 8.0 / 2048},
+      {"mixk:G=32,frac=0.5,fft=complex", 128, (16 + 256 + 256 + 256 * 4) * 8.0 / 4096},  // 3.03125
+  };
+  for (const Want& w : wants) EXPECT_DOUBLE_EQ(codec(w.spec)->bits_per_element(w.d), w.bits) << w.spec << " d=" << w.d;
+  // VidKV 1.5/1.58 setting: keys mixk + values ternary <= 2.2 stored bits per element on average.
+  const double k = codec("mixk:G=32,frac=0.5,fft=real")->bits_per_element(128);
+  const double v = codec("ternary:G=32")->bits_per_element(128);
+  EXPECT_LE((k + v) / 2, 2.2);
+}
+
+// ---------------- bad specs ----------------
+TEST(Sign1Codecs, BadSpecsAreClearErrors) {
+  for (const char* spec : {"sign1c:G=12", "sign1c:G=0", "sign1c:G=512", "sign1c:fft=fast", "mixk:G=20",
+                           "mixk:frac=1.5", "mixk:fft=yes", "ternary:G=0", "ternary:thr=-1", "ternary:g=32"}) {
+    auto c = make_codec(spec);
+    ASSERT_FALSE(c.is_ok()) << spec;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << spec;
+    EXPECT_FALSE(c.status().message().empty());
+  }
+  EXPECT_NE(make_codec("sign1c:G=12").status().message().find("multiple of 8"), std::string::npos);
+  EXPECT_NE(make_codec("mixk:fft=yes").status().message().find("none, real, complex"), std::string::npos);
+  const Status s = codec("sign1c:G=32,fft=real")->check_head_dim(1000);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(codec("sign1c:G=32,fft=real")->check_head_dim(8).is_ok());
+  EXPECT_EQ(codec("mixk:G=32,frac=0.5,fft=real")->name(), "mixk:G=32,frac=0.5,fft=real");
+  EXPECT_EQ(codec("ternary")->name(), "ternary:G=32,thr=0.5");
+}
+
+// ---------------- fused ops ----------------
+struct Paged {
+  std::vector<std::vector<uint8_t>> pages;  // [n_pages][page_bytes]
+  std::vector<const uint8_t*> ptrs;
+  SegmentView view;
+};
+
+Paged build(const Codec& c, const std::vector<float>& x /*[n, d]*/, int n, int d, int blocks_per_page, int skip) {
+  Paged p;
+  const int tpb = c.tokens_per_block();
+  const int64_t bb = c.block_bytes(d);
+  const int n_pages = (n / tpb + skip + blocks_per_page - 1) / blocks_per_page;
+  p.pages.assign(n_pages, std::vector<uint8_t>(blocks_per_page * bb));  // no slack: catches over-reads under ASan
+  for (auto& pg : p.pages) p.ptrs.push_back(pg.data());
+  for (int b = 0; b < n / tpb; ++b) {
+    const int g = b + skip;
+    c.encode(&x[static_cast<size_t>(b) * tpb * d], d, d, p.pages[g / blocks_per_page].data() + (g % blocks_per_page) * bb);
+  }
+  p.view.pages = p.ptrs.data();
+  p.view.first_block = skip;
+  p.view.n_tokens = n;
+  p.view.blocks_per_page = blocks_per_page;
+  p.view.block_bytes = static_cast<int32_t>(bb);
+  p.view.tokens_per_block = tpb;
+  p.view.head_dim = d;
+  return p;
+}
+
+class FusedOps : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
+  auto cp = codec(GetParam());
+  ASSERT_TRUE(cp);
+  const Codec& c = *cp;
+  kvtest::SimdLevelGuard guard;
+  for (int d : {8, 36, 64, 72, 128}) {
+    for (bool outliers : {false, true}) {
+      for (int n_q : {1, 4, 7}) {
+        const int tpb = c.tokens_per_block();
+        const int n = tpb * 5;
+        // Outlier-heavy data keeps mixk's channel map stable across blocks (the cached path).
+        const std::vector<float> x = outliers ? outlier_heavy(n, d, n + d) : gaussian(static_cast<size_t>(n) * d, n + d);
+        const std::vector<float> q = kvtest::random_vec(static_cast<size_t>(n_q) * d, 3 + d, -2.0f, 2.0f);
+        const std::vector<float> p = kvtest::random_vec(static_cast<size_t>(n_q) * n, 5 + d, 0.0f, 1.0f);
+        Paged paged = build(c, x, n, d, /*blocks_per_page=*/2, /*skip=*/1);
+        std::vector<float> dec(static_cast<size_t>(n) * d);
+        for (int b = 0; b < n / tpb; ++b) c.decode(paged.view.block(b), d, &dec[static_cast<size_t>(b) * tpb * d]);
+        const float scale = 0.125f;
+        // Reference from decode() in double; magnitudes bound the f32 rounding (+ the FFT's).
+        std::vector<double> ref_s(static_cast<size_t>(n_q) * n), mag_s(ref_s.size());
+        std::vector<double> ref_o(static_cast<size_t>(n_q) * d, 0.5), mag_o(ref_o.size(), 0.5);
+        for (int r = 0; r < n_q; ++r)
+          for (int t = 0; t < n; ++t) {
+            double s = 0, qq = 0, kk = 0;
+            for (int i = 0; i < d; ++i) {
+              const double a = q[r * d + i], b = dec[static_cast<size_t>(t) * d + i];
+              s += a * b;
+              qq += a * a;
+              kk += b * b;
+            }
+            ref_s[r * n + t] = s * scale;
+            mag_s[r * n + t] = std::sqrt(qq * kk) * d * scale;
+            for (int i = 0; i < d; ++i) {
+              ref_o[r * d + i] += p[r * n + t] * static_cast<double>(dec[static_cast<size_t>(t) * d + i]);
+              mag_o[r * d + i] += std::abs(p[r * n + t]) * std::sqrt(kk);
+            }
+          }
+        std::vector<float> s0, o0;
+        for (SimdLevel level : kvtest::simd_levels()) {
+          set_simd_level_for_testing(level);
+          std::vector<float> logits(static_cast<size_t>(n_q) * (n + 3), -1.0f);
+          c.scores(q.data(), n_q, paged.view, scale, logits.data(), n + 3);
+          std::vector<float> out(static_cast<size_t>(n_q) * d, 0.5f);
+          c.accumulate(p.data(), n, n_q, paged.view, out.data());
+          for (int r = 0; r < n_q; ++r) {
+            for (int t = 0; t < n; ++t)
+              ASSERT_NEAR(logits[r * (n + 3) + t], ref_s[r * n + t], 2e-6 * mag_s[r * n + t])
+                  << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
+            for (int t = n; t < n + 3; ++t) ASSERT_EQ(logits[r * (n + 3) + t], -1.0f);
+            for (int i = 0; i < d; ++i)
+              ASSERT_NEAR(out[r * d + i], ref_o[r * d + i], 2e-6 * mag_o[r * d + i])
+                  << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
+          }
+          if (level == SimdLevel::kScalar) {
+            s0 = logits;
+            o0 = out;
+          } else {  // against the scalar path directly: only summation order differs
+            for (size_t i = 0; i < s0.size(); ++i)
+              ASSERT_NEAR(logits[i], s0[i], 1e-6 * (std::abs(s0[i]) + mag_s[0])) << simd_level_name(level) << " " << i;
+            for (size_t i = 0; i < o0.size(); ++i)
+              ASSERT_NEAR(out[i], o0[i], 1e-6 * (std::abs(o0[i]) + mag_o[i])) << simd_level_name(level) << " " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Specs, FusedOps,
+                         ::testing::Values("sign1c:G=32", "sign1c:G=8", "sign1c:G=24,fft=real", "sign1c:G=64,fft=complex",
+                                           "ternary:G=32", "ternary:G=7,thr=0.7", "mixk:G=32,frac=0.5",
+                                           "mixk:G=32,frac=0.5,fft=real", "mixk:G=16,frac=0.25,fft=real",
+                                           "mixk:G=40,frac=0.5,fft=complex", "mixk:G=32,frac=0,fft=real",
+                                           "mixk:G=32,frac=1"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace vlkv
