@@ -1,0 +1,146 @@
+#include "vision/qwen2vl_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/ops.h"
+#include "vision/vit_common_image.h"
+
+namespace vlkv {
+
+Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, int64_t min_pixels, int64_t max_pixels) {
+  const float f = static_cast<float>(align);
+  auto round_by = [&](float x) { return static_cast<int32_t>(std::round(x / f)) * align; };
+  auto ceil_by = [&](float x) { return static_cast<int32_t>(std::ceil(x / f)) * align; };
+  auto floor_by = [&](float x) { return static_cast<int32_t>(std::floor(x / f)) * align; };
+  int32_t h_bar = std::max(align, round_by(static_cast<float>(height)));
+  int32_t w_bar = std::max(align, round_by(static_cast<float>(width)));
+  if (static_cast<int64_t>(h_bar) * w_bar > max_pixels) {
+    const float beta = std::sqrt(static_cast<float>(static_cast<int64_t>(height) * width) / static_cast<float>(max_pixels));
+    h_bar = std::max(align, floor_by(static_cast<float>(height) / beta));
+    w_bar = std::max(align, floor_by(static_cast<float>(width) / beta));
+  } else if (static_cast<int64_t>(h_bar) * w_bar < min_pixels) {
+    const float beta = std::sqrt(static_cast<float>(min_pixels) / static_cast<float>(static_cast<int64_t>(height) * width));
+    h_bar = ceil_by(static_cast<float>(height) * beta);
+    w_bar = ceil_by(static_cast<float>(width) * beta);
+  }
+  return {w_bar, h_bar};
+}
+
+Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
+  Qwen2VlProjector p;
+  VLKV_ASSIGN_OR_RETURN(p.hp_, read_vit_hparams(g));
+  const VitHparams& hp = p.hp_;
+  if (hp.projector_type != "qwen2vl_merger") return invalid_file("mmproj: projector type is not qwen2vl_merger");
+  if (hp.head_dim % 4 != 0) return invalid_file("mmproj: Qwen2-VL head dimension must be a multiple of 4");
+  Result<int64_t> merge = g.get_i64("clip.vision.spatial_merge_size");
+  if (merge.is_ok()) {
+    if (*merge < 1 || *merge > 8) return invalid_file("mmproj: spatial_merge_size out of range");
+    p.merge_ = *merge;
+  } else if (merge.status().code() != StatusCode::kNotFound) {
+    return merge.status();
+  }
+  if (g.find_tensor("v.patch_embd.bias")) return unsupported("mmproj: Qwen2-VL patch embedding with a bias");
+  VLKV_ASSIGN_OR_RETURN(p.patch_kernel0_, bind_vit_patch_kernel(g, "v.patch_embd.weight", hp.patch_size, hp.n_embd));
+  VLKV_ASSIGN_OR_RETURN(p.patch_kernel1_, bind_vit_patch_kernel(g, "v.patch_embd.weight.1", hp.patch_size, hp.n_embd));
+  VLKV_ASSIGN_OR_RETURN(p.layers_, bind_vit_layers(g, hp));
+  if (g.find_tensor("v.pre_ln.weight")) return unsupported("mmproj: Qwen2-VL with a pre-LayerNorm is not supported");
+  if (g.find_tensor("v.post_ln.weight")) {
+    VLKV_ASSIGN_OR_RETURN(p.post_ln_w_, bind_vit_vector(g, "v.post_ln.weight", hp.n_embd));
+    VLKV_ASSIGN_OR_RETURN(p.post_ln_b_, bind_vit_vector(g, "v.post_ln.bias", hp.n_embd));
+  }
+  const int64_t merged = hp.n_embd * p.merge_ * p.merge_;
+  const GgufTensorInfo* m0 = g.find_tensor("mm.0.weight");
+  const GgufTensorInfo* m2 = g.find_tensor("mm.2.weight");
+  if (!m0 || !m2 || m0->dims.size() != 2 || m2->dims.size() != 2) {
+    return invalid_file("mmproj: missing or malformed merger tensors mm.0 / mm.2");
+  }
+  VLKV_ASSIGN_OR_RETURN(p.mm0_, bind_vit_matrix(g, "mm.0.weight", merged, m0->dims[1]));
+  VLKV_ASSIGN_OR_RETURN(p.mm0_b_, bind_vit_vector(g, "mm.0.bias", m0->dims[1]));
+  VLKV_ASSIGN_OR_RETURN(p.mm2_, bind_vit_matrix(g, "mm.2.weight", m0->dims[1], m2->dims[1]));
+  VLKV_ASSIGN_OR_RETURN(p.mm2_b_, bind_vit_vector(g, "mm.2.bias", m2->dims[1]));
+  return p;
+}
+
+Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image) const {
+  if (!image.valid()) return invalid_argument("qwen2vl: empty or malformed image");
+  const Qwen2VlSize size = qwen2vl_target_size(image.width, image.height, static_cast<int32_t>(align()),
+                                               min_pixels(), max_pixels());
+  if (size.width <= 0 || size.height <= 0 || static_cast<int64_t>(size.width) * size.height > max_pixels()) {
+    return invalid_argument("qwen2vl: cannot fit a " + std::to_string(image.width) + "x" +
+                            std::to_string(image.height) + " image into the token limits");
+  }
+  return normalize_image(resize_image(image, size.width, size.height, ResizeAlgo::kBilinear), hp_.image_mean,
+                         hp_.image_std);
+}
+
+Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& frame1, std::vector<float>& embd,
+                                ThreadPool& pool) const {
+  const int64_t a = align();
+  if (frame0.width != frame1.width || frame0.height != frame1.height || frame0.width % a != 0 ||
+      frame0.height % a != 0 || frame0.width <= 0 || frame0.height <= 0 ||
+      frame0.data.size() != static_cast<size_t>(3 * frame0.width * frame0.height) ||
+      frame1.data.size() != frame0.data.size()) {
+    return invalid_argument("qwen2vl: frames must be 3 x H x W with H, W multiples of " + std::to_string(a));
+  }
+  const int64_t d = hp_.n_embd, ps = hp_.patch_size, m = merge_;
+  const int64_t pw = frame0.width / ps, ph = frame0.height / ps, n = pw * ph;
+
+  // Patch embedding: the two temporal kernels, summed; patches row-major (py, px).
+  std::vector<float> e0(n * d), e1(n * d);  // [n, n_embd]
+  vit_patch_embed(frame0, ps, patch_kernel0_, e0.data(), pool);
+  vit_patch_embed(frame1, ps, patch_kernel1_, e1.data(), pool);
+  add_inplace(e0.data(), e1.data(), n * d);
+
+  // Reorder into merge-block order (by, bx, dy, dx) so each merged token's m*m patches
+  // are consecutive; pos holds each token's (y, x) patch coordinates.
+  std::vector<float> x(n * d);           // [n, n_embd] residual stream, block order
+  std::vector<int64_t> pos_y(n), pos_x(n);
+  int64_t t = 0;
+  for (int64_t by = 0; by < ph / m; ++by) {
+    for (int64_t bx = 0; bx < pw / m; ++bx) {
+      for (int64_t dy = 0; dy < m; ++dy) {
+        for (int64_t dx = 0; dx < m; ++dx, ++t) {
+          const int64_t py = by * m + dy, px = bx * m + dx;
+          std::copy_n(&e0[(py * pw + px) * d], d, &x[t * d]);
+          pos_y[t] = py;
+          pos_x[t] = px;
+        }
+      }
+    }
+  }
+
+  // 2D RoPE: the first half of each head's rotary pairs turns with y, the second with x.
+  const int hd = static_cast<int>(hp_.head_dim);
+  const int sections[4] = {hd / 4, hd / 4, hd / 4, hd / 4};
+  const VitRope rope = [&](float* qk, int64_t n_tokens) {
+    pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t p[4] = {pos_y[i], pos_x[i], pos_y[i], pos_x[i]};
+        rope_vision(qk + i * d, static_cast<int>(hp_.n_heads), hd, p, sections, 10000.0f);
+      }
+    }, /*min_per_thread=*/16);
+  };
+  for (const VitLayer& l : layers_) vit_block(hp_, l, x.data(), n, rope, pool);
+  if (!post_ln_w_.empty()) {
+    std::vector<float> row(d);
+    for (int64_t i = 0; i < n; ++i) {
+      layer_norm(&x[i * d], post_ln_w_.data(), post_ln_b_.data(), d, hp_.eps, row.data());
+      std::copy(row.begin(), row.end(), &x[i * d]);
+    }
+  }
+
+  // Merger: m*m consecutive tokens as one row [n / m^2, m^2 * n_embd] -> Linear, GELU, Linear.
+  const int64_t n_out = n / (m * m);
+  std::vector<float> hidden(n_out * mm0_.n_rows);  // [n_out, hidden]
+  matmul(mm0_, x.data(), n_out, hidden.data(), pool);
+  add_bias_rows(hidden.data(), mm0_b_, n_out, mm0_.n_rows);
+  gelu(hidden.data(), n_out * mm0_.n_rows, hidden.data());
+  embd.resize(static_cast<size_t>(n_out * mm2_.n_rows));
+  matmul(mm2_, hidden.data(), n_out, embd.data(), pool);
+  add_bias_rows(embd.data(), mm2_b_, n_out, mm2_.n_rows);
+  return Status::ok();
+}
+
+}  // namespace vlkv

@@ -1,0 +1,275 @@
+#include "vision/vit_common.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/ops.h"
+#include "quant/weight_format.h"
+
+namespace vlkv {
+namespace {
+
+constexpr int64_t kMaxVitDim = 1 << 16;
+constexpr int64_t kMaxVitLayers = 1024;
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "{";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "}";
+}
+
+Result<int64_t> read_dim(const GgufFile& g, const std::string& key, bool required, int64_t fallback = 0) {
+  Result<int64_t> v = g.get_i64(key);
+  if (!v.is_ok()) {
+    if (v.status().code() == StatusCode::kNotFound) {
+      if (!required) return fallback;
+      return invalid_file("mmproj: missing metadata key '" + key + "'");
+    }
+    return v.status();
+  }
+  if (*v <= 0 || *v > kMaxVitDim) {
+    return invalid_file("mmproj: metadata '" + key + "' = " + std::to_string(*v) + " is out of range");
+  }
+  return *v;
+}
+
+Result<bool> read_bool(const GgufFile& g, const std::string& key) {
+  Result<bool> v = g.get_bool(key);
+  if (!v.is_ok()) {
+    if (v.status().code() == StatusCode::kNotFound) return false;
+    return v.status();
+  }
+  return *v;
+}
+
+Status read_triplet(const GgufFile& g, const std::string& key, float out[3]) {
+  Result<std::vector<double>> v = g.get_f64_array(key);
+  if (!v.is_ok()) {
+    if (v.status().code() == StatusCode::kNotFound) return invalid_file("mmproj: missing metadata key '" + key + "'");
+    return v.status();
+  }
+  if (v->size() != 3) return invalid_file("mmproj: '" + key + "' must hold 3 values");
+  for (int c = 0; c < 3; ++c) {
+    if (!std::isfinite((*v)[c])) return invalid_file("mmproj: '" + key + "' is not finite");
+    out[c] = static_cast<float>((*v)[c]);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<VitHparams> read_vit_hparams(const GgufFile& g) {
+  VitHparams hp;
+  Result<std::string> type = g.get_string("clip.projector_type");
+  if (!type.is_ok()) return invalid_file("mmproj: missing 'clip.projector_type'");
+  hp.projector_type = *type;
+  VLKV_ASSIGN_OR_RETURN(hp.image_size, read_dim(g, "clip.vision.image_size", true));
+  VLKV_ASSIGN_OR_RETURN(hp.patch_size, read_dim(g, "clip.vision.patch_size", true));
+  VLKV_ASSIGN_OR_RETURN(hp.n_embd, read_dim(g, "clip.vision.embedding_length", true));
+  VLKV_ASSIGN_OR_RETURN(hp.n_ff, read_dim(g, "clip.vision.feed_forward_length", true));
+  VLKV_ASSIGN_OR_RETURN(hp.n_layers, read_dim(g, "clip.vision.block_count", true));
+  VLKV_ASSIGN_OR_RETURN(hp.n_heads, read_dim(g, "clip.vision.attention.head_count", true));
+  VLKV_ASSIGN_OR_RETURN(hp.projection_dim, read_dim(g, "clip.vision.projection_dim", false, 0));
+  if (hp.n_layers > kMaxVitLayers) return invalid_file("mmproj: too many ViT layers");
+  if (hp.n_embd % hp.n_heads != 0) return invalid_file("mmproj: embedding_length is not a multiple of head_count");
+  hp.head_dim = hp.n_embd / hp.n_heads;
+  if (hp.image_size % hp.patch_size != 0) return invalid_file("mmproj: image_size is not a multiple of patch_size");
+  Result<double> eps = g.get_f64("clip.vision.attention.layer_norm_epsilon");
+  if (eps.is_ok()) {
+    if (!(*eps > 0 && *eps < 1)) return invalid_file("mmproj: layer_norm_epsilon out of range");
+    hp.eps = static_cast<float>(*eps);
+  } else if (eps.status().code() != StatusCode::kNotFound) {
+    return eps.status();
+  }
+  VLKV_RETURN_IF_ERROR(read_triplet(g, "clip.vision.image_mean", hp.image_mean));
+  VLKV_RETURN_IF_ERROR(read_triplet(g, "clip.vision.image_std", hp.image_std));
+  for (int c = 0; c < 3; ++c) {
+    if (!(hp.image_std[c] > 0)) return invalid_file("mmproj: image_std must be > 0");
+  }
+  VLKV_ASSIGN_OR_RETURN(bool use_gelu, read_bool(g, "clip.use_gelu"));
+  VLKV_ASSIGN_OR_RETURN(bool use_silu, read_bool(g, "clip.use_silu"));
+  if (use_gelu && use_silu) return invalid_file("mmproj: both clip.use_gelu and clip.use_silu are set");
+  hp.ffn_op = use_gelu ? VitFfnOp::kGelu : use_silu ? VitFfnOp::kSilu : VitFfnOp::kGeluQuick;
+  return hp;
+}
+
+Result<WeightMatrix> bind_vit_matrix(const GgufFile& g, const std::string& name, int64_t n_cols, int64_t n_rows) {
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) return invalid_file("mmproj: missing tensor '" + name + "'");
+  int64_t cols = 1;
+  for (size_t i = 0; i + 1 < t->dims.size(); ++i) cols *= t->dims[i];
+  if (t->dims.size() < 2 || cols != n_cols || t->dims.back() != n_rows) {
+    return invalid_file("mmproj: tensor '" + name + "' has dims " + dims_str(t->dims) + ", expected " +
+                        std::to_string(n_cols) + " x " + std::to_string(n_rows));
+  }
+  const WeightFormat* f = find_weight_format(t->type);
+  if (!f || n_cols % f->block_elems != 0) {
+    return unsupported("mmproj: tensor '" + name + "' has unsupported weight type " + ggml_type_name(t->type));
+  }
+  VLKV_ASSIGN_OR_RETURN(size_t rb, row_bytes(t->type, n_cols));
+  if (rb * static_cast<uint64_t>(n_rows) != t->n_bytes) {
+    return invalid_file("mmproj: tensor '" + name + "' byte size does not match its shape");
+  }
+  return WeightMatrix{t->type, t->data, n_rows, n_cols, rb};
+}
+
+Result<std::vector<float>> bind_vit_vector(const GgufFile& g, const std::string& name, int64_t n) {
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) return invalid_file("mmproj: missing tensor '" + name + "'");
+  if (t->dims.size() != 1 || t->dims[0] != n) {
+    return invalid_file("mmproj: tensor '" + name + "' has dims " + dims_str(t->dims) + ", expected {" +
+                        std::to_string(n) + "}");
+  }
+  const WeightFormat* f = find_weight_format(t->type);
+  if (!f || n % f->block_elems != 0) {
+    return unsupported("mmproj: tensor '" + name + "' has unsupported type " + ggml_type_name(t->type));
+  }
+  VLKV_ASSIGN_OR_RETURN(size_t rb, row_bytes(t->type, n));
+  if (rb != t->n_bytes) return invalid_file("mmproj: tensor '" + name + "' byte size does not match its shape");
+  std::vector<float> out(static_cast<size_t>(n));
+  f->dequantize_row_ref(t->data, out.data(), n);
+  return out;
+}
+
+Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& g, const std::string& name, int64_t patch, int64_t n_out) {
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) return invalid_file("mmproj: missing tensor '" + name + "'");
+  if (t->dims != std::vector<int64_t>{patch, patch, 3, n_out}) {
+    return invalid_file("mmproj: tensor '" + name + "' has dims " + dims_str(t->dims) + ", expected {" +
+                        std::to_string(patch) + ", " + std::to_string(patch) + ", 3, " + std::to_string(n_out) + "}");
+  }
+  return bind_vit_matrix(g, name, 3 * patch * patch, n_out);
+}
+
+Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparams& hp) {
+  std::vector<VitLayer> layers(static_cast<size_t>(hp.n_layers));
+  const int64_t d = hp.n_embd;
+  for (int64_t i = 0; i < hp.n_layers; ++i) {
+    VitLayer& l = layers[static_cast<size_t>(i)];
+    const std::string p = "v.blk." + std::to_string(i) + ".";
+    VLKV_ASSIGN_OR_RETURN(l.ln1_w, bind_vit_vector(g, p + "ln1.weight", d));
+    VLKV_ASSIGN_OR_RETURN(l.ln1_b, bind_vit_vector(g, p + "ln1.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.wq, bind_vit_matrix(g, p + "attn_q.weight", d, d));
+    VLKV_ASSIGN_OR_RETURN(l.bq, bind_vit_vector(g, p + "attn_q.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.wk, bind_vit_matrix(g, p + "attn_k.weight", d, d));
+    VLKV_ASSIGN_OR_RETURN(l.bk, bind_vit_vector(g, p + "attn_k.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.wv, bind_vit_matrix(g, p + "attn_v.weight", d, d));
+    VLKV_ASSIGN_OR_RETURN(l.bv, bind_vit_vector(g, p + "attn_v.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.wo, bind_vit_matrix(g, p + "attn_out.weight", d, d));
+    VLKV_ASSIGN_OR_RETURN(l.bo, bind_vit_vector(g, p + "attn_out.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.ln2_w, bind_vit_vector(g, p + "ln2.weight", d));
+    VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector(g, p + "ln2.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_up, bind_vit_matrix(g, p + "ffn_up.weight", d, hp.n_ff));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector(g, p + "ffn_up.bias", hp.n_ff));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector(g, p + "ffn_down.bias", d));
+  }
+  return layers;
+}
+
+void add_bias_rows(float* y, const std::vector<float>& bias, int64_t n, int64_t dim) {
+  if (bias.empty()) return;
+  for (int64_t t = 0; t < n; ++t) add_inplace(y + t * dim, bias.data(), dim);
+}
+
+void vit_activation(VitFfnOp op, float* x, int64_t n) {
+  switch (op) {
+    case VitFfnOp::kGelu: gelu(x, n, x); break;
+    case VitFfnOp::kGeluQuick: gelu_quick(x, n, x); break;
+    case VitFfnOp::kSilu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+      break;
+  }
+}
+
+void vit_attention(const float* q, const float* k, const float* v, int64_t n, int64_t n_heads, int64_t head_dim,
+                   float scale, float* out, ThreadPool& pool) {
+  const int64_t dim = n_heads * head_dim;
+  std::vector<float> qh(n * head_dim);   // [n, head_dim] this head's queries
+  std::vector<float> kh(n * head_dim);   // [n, head_dim] keys: a matrix of n rows
+  std::vector<float> vt(head_dim * n);   // [head_dim, n] values transposed: head_dim rows
+  std::vector<float> scores(n * n);      // [n queries, n keys]
+  std::vector<float> oh(n * head_dim);   // [n, head_dim]
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t t = 0; t < n; ++t) {
+      std::memcpy(&qh[t * head_dim], q + t * dim + h * head_dim, sizeof(float) * head_dim);
+      std::memcpy(&kh[t * head_dim], k + t * dim + h * head_dim, sizeof(float) * head_dim);
+      for (int64_t d = 0; d < head_dim; ++d) vt[d * n + t] = v[t * dim + h * head_dim + d];
+    }
+    const WeightMatrix km{GgmlType::kF32, reinterpret_cast<const uint8_t*>(kh.data()), n, head_dim,
+                          sizeof(float) * static_cast<size_t>(head_dim)};
+    matmul(km, qh.data(), n, scores.data(), pool);
+    // As ggml_soft_max_ext: logits scaled first, then the softmax.
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) {
+        float* row = &scores[t * n];
+        for (int64_t j = 0; j < n; ++j) row[j] *= scale;
+        softmax(row, n);
+      }
+    }, /*min_per_thread=*/16);
+    const WeightMatrix vm{GgmlType::kF32, reinterpret_cast<const uint8_t*>(vt.data()), head_dim, n,
+                          sizeof(float) * static_cast<size_t>(n)};
+    matmul(vm, scores.data(), n, oh.data(), pool);
+    for (int64_t t = 0; t < n; ++t) {
+      std::memcpy(out + t * dim + h * head_dim, &oh[t * head_dim], sizeof(float) * head_dim);
+    }
+  }
+}
+
+void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool) {
+  const int64_t d = hp.n_embd;
+  std::vector<float> xn(n * d);        // [n, n_embd] normalized
+  std::vector<float> q(n * d), k(n * d), v(n * d);  // [n, n_heads, head_dim]
+  std::vector<float> attn(n * d);      // [n, n_heads, head_dim]
+  std::vector<float> proj(n * d);      // [n, n_embd]
+  std::vector<float> up(n * hp.n_ff);  // [n, n_ff]
+
+  for (int64_t t = 0; t < n; ++t) layer_norm(x + t * d, l.ln1_w.data(), l.ln1_b.data(), d, hp.eps, &xn[t * d]);
+  matmul(l.wq, xn.data(), n, q.data(), pool);
+  matmul(l.wk, xn.data(), n, k.data(), pool);
+  matmul(l.wv, xn.data(), n, v.data(), pool);
+  add_bias_rows(q.data(), l.bq, n, d);
+  add_bias_rows(k.data(), l.bk, n, d);
+  add_bias_rows(v.data(), l.bv, n, d);
+  if (rope) {
+    rope(q.data(), n);
+    rope(k.data(), n);
+  }
+  vit_attention(q.data(), k.data(), v.data(), n, hp.n_heads, hp.head_dim,
+                1.0f / std::sqrt(static_cast<float>(hp.head_dim)), attn.data(), pool);
+  matmul(l.wo, attn.data(), n, proj.data(), pool);
+  add_bias_rows(proj.data(), l.bo, n, d);
+  add_inplace(x, proj.data(), n * d);
+
+  for (int64_t t = 0; t < n; ++t) layer_norm(x + t * d, l.ln2_w.data(), l.ln2_b.data(), d, hp.eps, &xn[t * d]);
+  matmul(l.ffn_up, xn.data(), n, up.data(), pool);
+  add_bias_rows(up.data(), l.ffn_up_b, n, hp.n_ff);
+  vit_activation(hp.ffn_op, up.data(), n * hp.n_ff);
+  matmul(l.ffn_down, up.data(), n, proj.data(), pool);
+  add_bias_rows(proj.data(), l.ffn_down_b, n, d);
+  add_inplace(x, proj.data(), n * d);
+}
+
+void vit_patch_embed(const ImageTensor& img, int64_t patch, const WeightMatrix& kernel, float* out, ThreadPool& pool) {
+  VLKV_CHECK(img.width % patch == 0 && img.height % patch == 0);
+  VLKV_CHECK(kernel.n_cols == 3 * patch * patch);
+  const int64_t pw = img.width / patch, ph = img.height / patch;
+  const int64_t n_patches = pw * ph;
+  const int64_t plane = static_cast<int64_t>(img.width) * img.height;
+  std::vector<float> cols(n_patches * kernel.n_cols);  // [n_patches, 3 * patch * patch] (c, ky, kx)
+  for (int64_t py = 0; py < ph; ++py) {
+    for (int64_t px = 0; px < pw; ++px) {
+      float* dst = &cols[(py * pw + px) * kernel.n_cols];
+      for (int64_t c = 0; c < 3; ++c) {
+        for (int64_t ky = 0; ky < patch; ++ky) {
+          const float* src = &img.data[c * plane + (py * patch + ky) * img.width + px * patch];
+          std::memcpy(dst + (c * patch + ky) * patch, src, sizeof(float) * patch);
+        }
+      }
+    }
+  }
+  matmul(kernel, cols.data(), n_patches, out, pool);
+}
+
+}  // namespace vlkv

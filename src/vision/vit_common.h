@@ -1,0 +1,89 @@
+// Shared pieces of the ViT encoders in mmproj GGUFs (SigLIP for idefics3, the
+// Qwen2-VL ViT; CLIP could reuse them): clip.vision.* hyperparameters, the
+// v.blk.N.* weights of a pre-norm transformer block, the block's forward pass
+// with full (non-causal) attention, and patch embedding as a matmul.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "gguf/gguf_reader.h"
+#include "kernels/matmul.h"
+#include "vision/image.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+enum class VitFfnOp {
+  kGelu,       // clip.use_gelu: tanh GELU (ggml_gelu)
+  kGeluQuick,  // neither use_gelu nor use_silu (llama.cpp's default)
+  kSilu,       // clip.use_silu
+};
+
+struct VitHparams {
+  std::string projector_type;  // clip.projector_type
+  int64_t image_size = 0;      // clip.vision.image_size
+  int64_t patch_size = 0;      // clip.vision.patch_size
+  int64_t n_embd = 0;          // clip.vision.embedding_length
+  int64_t n_ff = 0;            // clip.vision.feed_forward_length
+  int64_t n_layers = 0;        // clip.vision.block_count
+  int64_t n_heads = 0;         // clip.vision.attention.head_count
+  int64_t head_dim = 0;        // n_embd / n_heads
+  int64_t projection_dim = 0;  // clip.vision.projection_dim (0 when absent)
+  float eps = 1e-6f;           // clip.vision.attention.layer_norm_epsilon
+  float image_mean[3] = {0.5f, 0.5f, 0.5f};
+  float image_std[3] = {0.5f, 0.5f, 0.5f};
+  VitFfnOp ffn_op = VitFfnOp::kGeluQuick;
+};
+
+// Reads and validates clip.vision.* (bounds stop absurd sizes before any allocation).
+Result<VitHparams> read_vit_hparams(const GgufFile& gguf);
+
+struct VitLayer {
+  std::vector<float> ln1_w, ln1_b;   // [n_embd]
+  WeightMatrix wq, wk, wv, wo;       // [n_embd rows, n_embd cols]
+  std::vector<float> bq, bk, bv, bo; // [n_embd]
+  std::vector<float> ln2_w, ln2_b;   // [n_embd]
+  WeightMatrix ffn_up;               // [n_ff, n_embd]
+  std::vector<float> ffn_up_b;       // [n_ff]
+  WeightMatrix ffn_down;             // [n_embd, n_ff]
+  std::vector<float> ffn_down_b;     // [n_embd]
+};
+
+// Tensor binding with shape checks (ggml dims {n_cols, n_rows}); the GgufFile must
+// outlive the views. A vector is copied to f32.
+Result<WeightMatrix> bind_vit_matrix(const GgufFile& gguf, const std::string& name, int64_t n_cols, int64_t n_rows);
+Result<std::vector<float>> bind_vit_vector(const GgufFile& gguf, const std::string& name, int64_t n);
+// A conv kernel with ggml dims {k, k, 3, n_out} as a matrix [n_out rows, 3*k*k cols].
+Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& gguf, const std::string& name, int64_t patch,
+                                           int64_t n_out);
+Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& gguf, const VitHparams& hp);
+
+// Rotates q or k in place: [n_tokens, n_heads, head_dim]. Null for learned positions.
+using VitRope = std::function<void(float* qk, int64_t n_tokens)>;
+
+// One pre-norm block over all n tokens of x [n, n_embd], in place:
+//   x += Wo·attention(Wq·LN1(x)+bq, Wk·LN1(x)+bk, Wv·LN1(x)+bv) + bo
+//   x += W_down·act(W_up·LN2(x) + b_up) + b_down
+void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool);
+
+// Full softmax attention of every query over every key, per head.
+// q, k, v: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
+void vit_attention(const float* q, const float* k, const float* v, int64_t n, int64_t n_heads, int64_t head_dim,
+                   float scale, float* out, ThreadPool& pool);
+
+// Non-overlapping patch x patch convolution (stride = kernel) of a [3, H, W] tensor as a
+// matmul: out[p][o] = sum kernel[o][c][ky][kx] * img[c][py*patch+ky][px*patch+kx], patches
+// row-major (p = py * W/patch + px). out: [n_patches, kernel.n_rows]. No bias.
+void vit_patch_embed(const ImageTensor& img, int64_t patch, const WeightMatrix& kernel, float* out, ThreadPool& pool);
+
+// y[t][i] += bias[i] for each of n rows of dim values.
+void add_bias_rows(float* y, const std::vector<float>& bias, int64_t n, int64_t dim);
+
+// The FFN activation, as ggml's CPU ops compute it.
+void vit_activation(VitFfnOp op, float* x, int64_t n);
+
+}  // namespace vlkv

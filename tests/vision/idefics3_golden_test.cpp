@@ -1,0 +1,128 @@
+// SmolVLM/Idefics3 projector against llama.cpp (tests/data/fixtures/vlm/idefics3):
+// preprocessed tiles, pixel-shuffled ViT output, image embeddings and the token layout.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "base/thread_pool.h"
+#include "gguf/gguf_reader.h"
+#include "vision/idefics3_model.h"
+#include "vision/vision_model.h"
+#include "vlm_fixture_util.h"
+
+namespace vlkv {
+namespace {
+
+using vlm_test::fixtures;
+using vlm_test::max_abs_diff;
+
+const std::string kRun = "/vlm/idefics3/kv-f32_fa-off/vlm_p1";
+
+struct Idefics3Fixture : testing::Test {
+  void SetUp() override {
+    Result<std::unique_ptr<GgufFile>> g = GgufFile::open(fixtures() + "/models/mmproj-tiny-idefics3.gguf");
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    gguf = std::move(g).value();
+    Result<Idefics3Projector> p = Idefics3Projector::load(*gguf);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    proj = std::make_unique<Idefics3Projector>(std::move(p).value());
+    image = vlm_test::test_image();
+    ASSERT_TRUE(image.valid());
+  }
+  std::unique_ptr<GgufFile> gguf;
+  std::unique_ptr<Idefics3Projector> proj;
+  Image image;
+  ThreadPool pool{2};
+};
+
+TEST_F(Idefics3Fixture, PreprocessMatchesLlamaCpp) {
+  const VitHparams& hp = proj->hparams();
+  Result<Idefics3Tiles> tiles = idefics3_preprocess(image, hp.image_size, proj->longest_edge(), hp.image_mean,
+                                                    hp.image_std);
+  ASSERT_TRUE(tiles.is_ok());
+  EXPECT_EQ(tiles->grid_rows, 2);
+  EXPECT_EQ(tiles->grid_cols, 2);
+  ASSERT_EQ(tiles->tensors.size(), 5u);
+  const std::vector<float> ref = vlm_test::read_f32(fixtures() + kRun + ".preproc.f32");
+  ASSERT_EQ(ref.size(), 5u * 3 * 32 * 32);
+  double worst = 0;
+  for (size_t t = 0; t < 5; ++t) {
+    ASSERT_EQ(tiles->tensors[t].data.size(), 3u * 32 * 32);
+    const double d = max_abs_diff(tiles->tensors[t].data.data(), &ref[t * 3 * 32 * 32], 3 * 32 * 32);
+    EXPECT_LE(d, 1e-6) << "tile " << t;
+    worst = std::max(worst, d);
+  }
+  RecordProperty("preproc_max_abs", std::to_string(worst));
+}
+
+TEST_F(Idefics3Fixture, PixelShuffleAndEmbeddingsMatchLlamaCpp) {
+  // Encode the fixture's own preprocessed tiles, so this stage is tested on its own.
+  const std::vector<float> pre = vlm_test::read_f32(fixtures() + kRun + ".preproc.f32");
+  const std::vector<float> ref_shuf = vlm_test::read_f32(fixtures() + kRun + ".pixel_shuffle.f32");
+  const std::vector<float> ref_embd = vlm_test::read_f32(fixtures() + kRun + ".image_embd.f32");
+  ASSERT_EQ(ref_shuf.size(), 20u * 128);
+  ASSERT_EQ(ref_embd.size(), 20u * 64);
+  EXPECT_EQ(proj->tokens_per_tile(), 4);
+  EXPECT_EQ(proj->n_embd_out(), 64);
+  double worst_shuf = 0, worst_embd = 0;
+  for (size_t t = 0; t < 5; ++t) {
+    ImageTensor tile;
+    tile.width = tile.height = 32;
+    tile.data.assign(pre.begin() + t * 3072, pre.begin() + (t + 1) * 3072);
+    std::vector<float> shuf, embd;
+    ASSERT_TRUE(proj->encode_tile(tile, &shuf, embd, pool).is_ok());
+    ASSERT_EQ(shuf.size(), 4u * 128);
+    ASSERT_EQ(embd.size(), 4u * 64);
+    worst_shuf = std::max(worst_shuf, max_abs_diff(shuf.data(), &ref_shuf[t * 512], 512));
+    worst_embd = std::max(worst_embd, max_abs_diff(embd.data(), &ref_embd[t * 256], 256));
+  }
+  std::printf("idefics3: pixel_shuffle max abs %.3g, image_embd max abs %.3g\n", worst_shuf, worst_embd);
+  EXPECT_LE(worst_shuf, 1e-4);
+  EXPECT_LE(worst_embd, 1e-4);
+}
+
+TEST(Idefics3Layout, GridTwoByTwoMatchesLibmtmd) {
+  const std::vector<Idefics3LayoutItem> items = idefics3_token_layout(2, 2);
+  std::vector<std::string> flat;  // special tokens, images as "[t]"
+  for (const Idefics3LayoutItem& it : items) {
+    if (it.tile >= 0) flat.push_back("[" + std::to_string(it.tile) + "]");
+    for (const std::string& s : it.tokens) flat.push_back(s);
+  }
+  const std::string f = "<fake_token_around_image>";
+  const std::vector<std::string> expect = {f, "<row_1_col_1>", "[0]", f, "<row_1_col_2>", "[1]", "\n",
+                                           f, "<row_2_col_1>", "[2]", f, "<row_2_col_2>", "[3]", "\n\n",
+                                           f, "<global-img>", "[4]", f};
+  EXPECT_EQ(flat, expect);
+}
+
+TEST_F(Idefics3Fixture, VisionModelEncodesTheImageAsTheFixture) {
+  Result<std::unique_ptr<VisionModel>> vm = VisionModel::load(*gguf);
+  ASSERT_TRUE(vm.is_ok()) << vm.status().message();
+  EXPECT_EQ((*vm)->projector_type(), "idefics3");
+  EXPECT_EQ((*vm)->n_embd_out(), 64);
+  Result<MediaEmbedding> e = (*vm)->encode_image(image, pool);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  EXPECT_EQ(e->n_visual_tokens(), 20);
+  const std::vector<float> ref_embd = vlm_test::read_f32(fixtures() + kRun + ".image_embd.f32");
+  std::vector<float> all;
+  std::vector<std::string> texts;
+  for (const MediaPiece& p : e->pieces) {
+    if (p.kind == MediaPiece::Kind::kEmbeddings) {
+      EXPECT_EQ(p.embd.n_tokens, 4);
+      EXPECT_EQ(p.embd.grid_h * p.embd.grid_w, 4);
+      all.insert(all.end(), p.embd.data.begin(), p.embd.data.end());
+    } else {
+      texts.push_back(p.text);
+    }
+  }
+  ASSERT_EQ(all.size(), ref_embd.size());
+  EXPECT_LE(max_abs_diff(all.data(), ref_embd.data(), all.size()), 1e-4);
+  const std::vector<std::string> expect_texts = {
+      "<fake_token_around_image><row_1_col_1>",         "<fake_token_around_image><row_1_col_2>",
+      "\n<fake_token_around_image><row_2_col_1>",       "<fake_token_around_image><row_2_col_2>",
+      "\n\n<fake_token_around_image><global-img>",      "<fake_token_around_image>"};
+  EXPECT_EQ(texts, expect_texts);
+}
+
+}  // namespace
+}  // namespace vlkv
