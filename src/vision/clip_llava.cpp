@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kernels/ops.h"
 #include "kernels/vit_ops.h"
 #include "vision/image_ops.h"
 #include "vision/vision_model.h"
