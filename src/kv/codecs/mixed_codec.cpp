@@ -171,9 +171,8 @@ class MixkCodec final : public Codec {
     float* qo = buf.data();                                 // [n_q, n_out] query at outlier channels
     float* qc = qo + static_cast<size_t>(n_q) * L.n_out;    // [n_q, nc] transformed query, normal part
     float* qn = qc + static_cast<size_t>(n_q) * L.nc;       // [n_norm] gather scratch
-    float* os = qn + L.n_norm;                              // [n_out] outlier scales
-    float* om = os + L.n_out;                               // [n_out] outlier mins
-    float* sig = om + L.n_out;                              // [nc]
+    float* os = qn + L.n_norm;                              // [n_out, 2] outlier {scale, min}
+    float* sig = os + 2 * L.n_out;                          // [nc]
     float* w = sig + L.nc;                                  // [n_planes]
     float* acc = w + n_planes;                              // [G]
     cur_mask.clear();
@@ -190,18 +189,15 @@ class MixkCodec final : public Codec {
           T->adjoint(qn, qc + static_cast<size_t>(r) * L.nc);
         }
       }
-      for (int j = 0; j < L.n_out; ++j) {
-        os[j] = sign1::load_f16(blk + L.meta + 4 * j);
-        om[j] = sign1::load_f16(blk + L.meta + 4 * j + 2);
-      }
-      for (int k = 0; k < L.nc; ++k) sig[k] = sign1::load_f16(blk + L.sig + 2 * k);
+      sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
+      sign1::load_f16_row(blk + L.sig, L.nc, sig);
       for (int r = 0; r < n_q; ++r) {
         const float* qor = qo + static_cast<size_t>(r) * L.n_out;
         const float* qcr = qc + static_cast<size_t>(r) * L.nc;
         float base = 0.0f;
         for (int j = 0; j < L.n_out; ++j) {
-          base += qor[j] * om[j];
-          w[j] = qor[j] * os[j];
+          base += qor[j] * os[2 * j + 1];
+          w[j] = qor[j] * os[2 * j];
           w[L.n_out + j] = 2.0f * w[j];
         }
         for (int k = 0; k < L.nc; ++k) {
@@ -224,10 +220,12 @@ class MixkCodec final : public Codec {
     thread_local std::vector<float> buf;
     thread_local ChannelMap map;
     thread_local std::vector<uint8_t> cur_mask;
-    buf.resize(static_cast<size_t>(n_q) * L.nc + L.n_norm + n_planes + 1);
+    buf.resize(static_cast<size_t>(n_q) * L.nc + L.n_norm + n_planes + 2 * static_cast<size_t>(L.n_out) + L.nc + 1);
     float* y = buf.data();                              // [n_q, nc] normal coefficients since the last map change
     float* xn = y + static_cast<size_t>(n_q) * L.nc;    // [n_norm]
     float* u = xn + L.n_norm;                           // [n_planes]
+    float* os = u + n_planes;                           // [n_out, 2] outlier {scale, min}
+    float* sig = os + 2 * L.n_out;                      // [nc]
     auto flush = [&] {  // out[normal channels] += T y
       if (!T || cur_mask.empty()) return;
       for (int r = 0; r < n_q; ++r) {
@@ -245,6 +243,8 @@ class MixkCodec final : public Codec {
         map.read(blk, d);
         std::fill(y, y + static_cast<size_t>(n_q) * L.nc, 0.0f);
       }
+      sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);
+      sign1::load_f16_row(blk + L.sig, L.nc, sig);
       for (int r = 0; r < n_q; ++r) {
         const float* pr = p + r * ld + b * G;
         float P = 0.0f;
@@ -252,10 +252,9 @@ class MixkCodec final : public Codec {
         sign1::plane_sums(blk + L.planes, n_planes, G, pr, u);
         float* o = out + static_cast<int64_t>(r) * d;
         for (int j = 0; j < L.n_out; ++j)
-          o[map.out[j]] += sign1::load_f16(blk + L.meta + 4 * j + 2) * P +
-                           sign1::load_f16(blk + L.meta + 4 * j) * (u[j] + 2.0f * u[L.n_out + j]);
+          o[map.out[j]] += os[2 * j + 1] * P + os[2 * j] * (u[j] + 2.0f * u[L.n_out + j]);
         float* yr = y + static_cast<size_t>(r) * L.nc;
-        for (int k = 0; k < L.nc; ++k) yr[k] += sign1::load_f16(blk + L.sig + 2 * k) * (P - 2.0f * u[2 * L.n_out + k]);
+        for (int k = 0; k < L.nc; ++k) yr[k] += sig[k] * (P - 2.0f * u[2 * L.n_out + k]);
       }
     }
     flush();

@@ -90,7 +90,7 @@ class Sign1cCodec final : public Codec {
     for (int r = 0; r < n_q; ++r) T.adjoint(q + static_cast<int64_t>(r) * d, qc + static_cast<size_t>(r) * nc);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
-      for (int k = 0; k < nc; ++k) sig[k] = sign1::load_f16(blk + 2 * k);
+      sign1::load_f16_row(blk, nc, sig);
       for (int r = 0; r < n_q; ++r) {
         const float* qr = qc + static_cast<size_t>(r) * nc;
         float base = 0.0f;
@@ -120,7 +120,7 @@ class Sign1cCodec final : public Codec {
     std::fill(y, y + static_cast<size_t>(n_q) * nc, 0.0f);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
-      for (int k = 0; k < nc; ++k) sig[k] = sign1::load_f16(blk + 2 * k);
+      sign1::load_f16_row(blk, nc, sig);
       for (int r = 0; r < n_q; ++r) {
         const float* pr = p + r * ld + b * G;
         float P = 0.0f;

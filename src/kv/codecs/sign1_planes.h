@@ -36,6 +36,18 @@ inline float round_f16(float x) {
   return load_f16(b);
 }
 
+// out[0, n) = the n byte-packed halves at p (exact at every level; F16C when available).
+__attribute__((target("avx2,fma,f16c"))) inline void load_f16_row_f16c(const uint8_t* p, int n, float* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i))));
+  for (; i < n; ++i) out[i] = load_f16(p + 2 * i);
+}
+inline void load_f16_row(const uint8_t* p, int n, float* out) {
+  if (simd_level() != SimdLevel::kScalar) return load_f16_row_f16c(p, n, out);
+  for (int i = 0; i < n; ++i) out[i] = load_f16(p + 2 * i);
+}
+
 inline bool plane_bit(const uint8_t* planes, int group, int j, int t) {
   return (planes[static_cast<int64_t>(j) * (group / 8) + t / 8] >> (t % 8)) & 1;
 }
@@ -101,8 +113,13 @@ VLKV_S1_AVX2 inline void plane_scores_avx2(const uint8_t* planes, int n_planes, 
 // Bits [t0, t0 + 32) of plane j as a word (fewer bytes at the end of the group).
 inline uint32_t plane_word(const uint8_t* planes, int group, int j, int t0) {
   const int stride = group / 8, nb = stride - t0 / 8 < 4 ? stride - t0 / 8 : 4;
+  const uint8_t* src = planes + static_cast<int64_t>(j) * stride + t0 / 8;
   uint32_t w = 0;
-  std::memcpy(&w, planes + static_cast<int64_t>(j) * stride + t0 / 8, nb);
+  if (nb == 4) {
+    std::memcpy(&w, src, 4);  // fixed size: one load, no library call
+  } else {
+    for (int i = 0; i < nb; ++i) w |= static_cast<uint32_t>(src[i]) << (8 * i);
+  }
   return w;
 }
 
@@ -113,8 +130,13 @@ VLKV_S1_AVX2 inline void plane_sums_avx2(const uint8_t* planes, int n_planes, in
     const int nj = n_planes - j0 < 8 ? n_planes - j0 : 8;
     __m256 u0 = _mm256_setzero_ps(), u1 = u0;
     for (int t0 = 0; t0 < group; t0 += 32) {
-      for (int i = 0; i < 8; ++i) words[i] = i < nj ? plane_word(planes, group, j0 + i, t0) : 0u;
-      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(words));
+      __m256i wv;
+      if (group == 32 && nj == 8) {  // the planes are the words: one load
+        wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(planes + 4 * static_cast<int64_t>(j0)));
+      } else {
+        for (int i = 0; i < 8; ++i) words[i] = i < nj ? plane_word(planes, group, j0 + i, t0) : 0u;
+        wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(words));
+      }
       const int nt = group - t0 < 32 ? group - t0 : 32;
       int t = 0;
       for (; t + 2 <= nt; t += 2) {
@@ -174,8 +196,13 @@ VLKV_S1_AVX512 inline void plane_sums_avx512(const uint8_t* planes, int n_planes
     const int nj = n_planes - j0 < 16 ? n_planes - j0 : 16;
     __m512 u0 = _mm512_setzero_ps(), u1 = u0;
     for (int t0 = 0; t0 < group; t0 += 32) {
-      for (int i = 0; i < 16; ++i) words[i] = i < nj ? plane_word(planes, group, j0 + i, t0) : 0u;
-      const __m512i wv = _mm512_load_si512(words);
+      __m512i wv;
+      if (group == 32) {  // the planes are the words: one (masked) load
+        wv = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << nj) - 1), planes + 4 * static_cast<int64_t>(j0));
+      } else {
+        for (int i = 0; i < 16; ++i) words[i] = i < nj ? plane_word(planes, group, j0 + i, t0) : 0u;
+        wv = _mm512_load_si512(words);
+      }
       const int nt = group - t0 < 32 ? group - t0 : 32;
       int t = 0;
       for (; t + 2 <= nt; t += 2) {

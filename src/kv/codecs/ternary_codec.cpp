@@ -179,16 +179,18 @@ class TernaryCodec final : public Codec {
               int64_t ld) const override {
     const int d = seg.head_dim, G = p_.group;
     const SimdLevel level = simd_level();
-    thread_local std::vector<float> qs;
+    thread_local std::vector<float> qs, sig;
     thread_local std::vector<int8_t> codes;
     qs.resize(d);
+    sig.resize(d);
     codes.resize(static_cast<size_t>(G) * d + 8);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
       if (level != SimdLevel::kScalar) unpack_trits(trits, static_cast<int64_t>(G) * d, codes.data());
+      sign1::load_f16_row(blk, d, sig.data());
       for (int r = 0; r < n_q; ++r) {
-        for (int c = 0; c < d; ++c) qs[c] = q[static_cast<int64_t>(r) * d + c] * sign1::load_f16(blk + 2 * c);
+        for (int c = 0; c < d; ++c) qs[c] = q[static_cast<int64_t>(r) * d + c] * sig[c];
         float* lr = logits + r * ld + b * G;
         switch (level) {
           case SimdLevel::kAvx512: code_dots_avx512(qs.data(), codes.data(), G, d, scale, lr); break;
@@ -214,7 +216,7 @@ class TernaryCodec final : public Codec {
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
-      for (int c = 0; c < d; ++c) sig[c] = sign1::load_f16(blk + 2 * c);
+      sign1::load_f16_row(blk, d, sig.data());
       if (level != SimdLevel::kScalar) unpack_trits(trits, static_cast<int64_t>(G) * d, codes.data());
       for (int r = 0; r < n_q; ++r) {
         const float* pr = p + r * ld + b * G;
