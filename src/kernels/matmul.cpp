@@ -33,6 +33,15 @@ void matvec(const WeightMatrix& w, const WeightFormat& fmt, const float* x, floa
             ThreadPool& pool) {
   // A thread is worth waking for ~32K weights or more.
   const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / w.n_cols);
+  if (w.round_activations_q8 && fmt.dot_q8 && w.n_cols % 32 == 0) {
+    thread_local Q8Activations xq;  // the caller's thread rounds x once for all rows
+    quantize_activations_q8(x, w.n_cols, xq);
+    const Q8Activations& xr = xq;
+    pool.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) y[r] = fmt.dot_q8(w.data + r * w.row_bytes, xr, w.n_cols);
+    }, min_rows);
+    return;
+  }
   pool.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) y[r] = fmt.dot(w.data + r * w.row_bytes, x, w.n_cols);
   }, min_rows);

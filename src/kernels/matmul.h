@@ -17,6 +17,10 @@ struct WeightMatrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
+  // Decode (one token) rounds x to 8-bit blocks and uses the format's integer dot, as
+  // llama.cpp's CPU matmul does: several times less compute per weight byte, so decode
+  // stays memory-bound. Off: exact dequantization with f32 math. Prefill is always exact.
+  bool round_activations_q8 = false;
 };
 
 // y[t][r] = sum_c w[r][c] * x[t][c] for t < n_tokens.

@@ -1,6 +1,7 @@
 // Q4_0: blocks of 32 weights, one f16 scale d and 16 bytes of 4-bit codes.
 // Layout (18 bytes): d | qs[16]; weight j is low nibble of qs[j], weight j+16 its high
 // nibble; w = (code - 8) * d.
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -71,6 +72,7 @@ using Kernels = LutKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ4_0Format = {GgmlType::kQ4_0, "q4_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

@@ -1,6 +1,7 @@
 // Q4_1: blocks of 32 weights with an f16 scale d and f16 offset m, 4-bit codes.
 // Layout (20 bytes): d | m | qs[16]; weight j is the low nibble of qs[j], weight j+16 its
 // high nibble; w = code * d + m.
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -69,6 +70,7 @@ using Kernels = LutKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ4_1Format = {GgmlType::kQ4_1, "q4_1", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

@@ -4,6 +4,7 @@
 // hold sub-block 2c in their low nibbles and sub-block 2c+1 in their high nibbles;
 // w = (d * sc) * code - (dmin * m).
 #include "quant/k_quant_search.h"
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -108,6 +109,7 @@ using Kernels = LutKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ4_KFormat = {GgmlType::kQ4_K, "q4_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

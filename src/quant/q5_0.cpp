@@ -2,6 +2,7 @@
 // 32-bit mask of fifth bits. Layout (22 bytes): d | qh[4] | qs[16]; weight j (j < 16) is
 // the low nibble of qs[j], weight j+16 its high nibble; bit j of qh (little-endian u32) is
 // bit 4 of weight j; w = (code - 16) * d.
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -73,6 +74,7 @@ using Kernels = BlockKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ5_0Format = {GgmlType::kQ5_0, "q5_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

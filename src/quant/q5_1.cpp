@@ -1,6 +1,7 @@
 // Q5_1: blocks of 32 weights with f16 scale d and f16 offset m, 5-bit codes. Layout
 // (24 bytes): d | m | qh[4] | qs[16]; nibbles as in Q4_1, bit j of qh (little-endian u32)
 // is bit 4 of weight j; w = code * d + m.
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -69,6 +70,7 @@ using Kernels = BlockKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ5_1Format = {GgmlType::kQ5_1, "q5_1", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

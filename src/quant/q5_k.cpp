@@ -3,6 +3,7 @@
 // nibbles of qs[32c .. 32c+31]; their fifth bits are bits 2c and 2c+1 of qh[0..31];
 // w = (d * sc) * code - (dmin * m).
 #include "quant/k_quant_search.h"
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -105,6 +106,7 @@ using Kernels = BlockKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ5_KFormat = {GgmlType::kQ5_K, "q5_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

@@ -4,6 +4,7 @@
 // low 4 bits from ql[l + 32*(k&1)] (low nibble for k < 2, high for k >= 2) and its top 2
 // bits from bits 2k..2k+1 of qh[l]; w = (d * scale) * (code - 32).
 #include "quant/k_quant_search.h"
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -105,6 +106,7 @@ using Kernels = BlockKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ6_KFormat = {GgmlType::kQ6_K, "q6_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

@@ -1,5 +1,6 @@
 // Q8_0: blocks of 32 weights, one f16 scale d and 32 signed bytes.
 // Layout (34 bytes): d | qs[32]; w = qs[j] * d.
+#include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
 namespace vlkv::quant {
@@ -49,6 +50,7 @@ using Kernels = BlockKernels<Traits, dequantize_ref>;
 }  // namespace
 
 const WeightFormat kQ8_0Format = {GgmlType::kQ8_0, "q8_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot};
+                                  Kernels::dequantize, Kernels::dot,
+                                  dot_q8_dispatch<Traits, dequantize_ref>};
 
 }  // namespace vlkv::quant

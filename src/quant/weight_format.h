@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "gguf/gguf_types.h"
+#include "quant/q8_activations.h"
 #include "vlkv/status.h"
 
 namespace vlkv {
@@ -27,6 +28,10 @@ struct WeightFormat {
   void (*dequantize_row)(const void* src, float* dst, int64_t n);
   // sum_i row[i] * x[i] with x in f32 (no activation rounding): exact-dequantize-then-f32 semantics.
   float (*dot)(const void* row, const float* x, int64_t n);
+  // Optional (null for f32/f16/bf16): sum_i row[i] * x[i] with x pre-rounded to 8-bit blocks
+  // (Q8Activations), by integer multiply-adds — llama.cpp's CPU semantics, several times
+  // less compute per weight byte than the f32 path. Dispatched on simd_level().
+  float (*dot_q8)(const void* row, const Q8Activations& x, int64_t n) = nullptr;
 };
 
 // nullptr if the type is not one we implement.

@@ -55,7 +55,7 @@ Result<std::vector<float>> bind_vector(const GgufFile& gguf, const std::string& 
 
 }  // namespace
 
-Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp) {
+Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8) {
   TextWeights w;
   uint64_t& total = w.total_bytes;
   const int64_t q_dim = hp.n_heads * hp.head_dim;
@@ -85,6 +85,12 @@ Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& h
     VLKV_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(gguf, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, total));
     VLKV_ASSIGN_OR_RETURN(l.w_up, bind_matrix(gguf, p + "ffn_up.weight", hp.n_embd, hp.n_ff, total));
     VLKV_ASSIGN_OR_RETURN(l.w_down, bind_matrix(gguf, p + "ffn_down.weight", hp.n_ff, hp.n_embd, total));
+  }
+  if (round_activations_q8) {
+    w.output.round_activations_q8 = true;
+    for (LayerWeights& l : w.layers) {
+      for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) m->round_activations_q8 = true;
+    }
   }
   return w;
 }

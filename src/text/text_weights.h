@@ -33,7 +33,7 @@ struct TextWeights {
   uint64_t total_bytes = 0;       // bytes of all tensors used
 };
 
-// The GgufFile must outlive the returned views.
-Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp);
+// The GgufFile must outlive the returned views. round_activations_q8: see WeightMatrix.
+Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8 = false);
 
 }  // namespace vlkv

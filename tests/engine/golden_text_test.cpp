@@ -27,8 +27,9 @@ constexpr Tolerance kExactF32{1e-3, 1e-4, 1.0, 0.0f};
 // f16 cache vs kv-f32_fa-off: llama.cpp's own f16 caches reach 0.035 max / 0.003 mean.
 constexpr Tolerance kF16Cache{0.1, 0.01, 0.99, 0.0f};
 
-std::unique_ptr<Engine> load(const std::string& model, const std::string& kv) {
+std::unique_ptr<Engine> load(const std::string& model, const std::string& kv, bool exact_matmul = true) {
   EngineParams p;
+  p.exact_matmul = exact_matmul;
   p.model_path = fixtures() + "/models/" + model + ".gguf";
   p.kv_method = kv;
   p.kv_budget_bytes = 256ull << 20;
@@ -112,15 +113,28 @@ TEST_P(GoldenWeights, ExactDequantizationMatchesDeqRun) {
             Tolerance{1e-3, 1e-4, 1.0, 3e-4f});
 }
 
-TEST_P(GoldenWeights, QuantizedRunWithinActivationRoundingLimits) {
+// Limits against llama.cpp's quantized runs (README "Suggested comparison", item 3).
+void check_quantized_runs(Engine& engine, const std::string& type) {
+  const Tolerance tol = type == "f16"    ? Tolerance{0.005, 0.001, 1.0, 0.2f}
+                        : type == "bf16" ? Tolerance{0.03, 0.005, 1.0, 0.2f}
+                                         : Tolerance{0.15, 0.02, 1.0, 0.2f};
+  for (const char* p : {"p1_short", "p2_medium", "p3_long"}) {
+    check_run(engine, fixtures() + "/text/rand-llama-q-" + type + "/kv-f32_fa-off", p, tol);
+  }
+}
+
+TEST_P(GoldenWeights, ExactMathWithinActivationRoundingLimits) {
   auto engine = load("rand-llama-q-" + GetParam(), "f32");
   ASSERT_TRUE(engine);
-  const Tolerance tol = GetParam() == "f16"    ? Tolerance{0.005, 0.001, 1.0, 0.2f}
-                        : GetParam() == "bf16" ? Tolerance{0.03, 0.005, 1.0, 0.2f}
-                                               : Tolerance{0.15, 0.02, 1.0, 0.2f};
-  for (const char* p : {"p1_short", "p2_medium", "p3_long"}) {
-    check_run(*engine, fixtures() + "/text/rand-llama-q-" + GetParam() + "/kv-f32_fa-off", p, tol);
-  }
+  check_quantized_runs(*engine, GetParam());
+}
+
+// The default (fast) decode rounds activations to 8 bits as llama.cpp does: the same
+// limits hold against llama.cpp's own quantized runs.
+TEST_P(GoldenWeights, RoundedActivationsWithinLimits) {
+  auto engine = load("rand-llama-q-" + GetParam(), "f32", /*exact_matmul=*/false);
+  ASSERT_TRUE(engine);
+  check_quantized_runs(*engine, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, GoldenWeights,

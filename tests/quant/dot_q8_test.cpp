@@ -1,0 +1,78 @@
+// Integer dot products with 8-bit activations (WeightFormat::dot_q8): every SIMD level
+// against the scalar reference (exact dequantized weights x rounded activations, in
+// double), and the rounded result close to the exact f32 dot.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "quant/q8_activations.h"
+#include "quant/weight_format.h"
+
+namespace vlkv {
+namespace {
+
+class DotQ8 : public testing::TestWithParam<GgmlType> {
+ protected:
+  void TearDown() override { set_simd_level_for_testing(SimdLevel::kAvx512); }
+};
+
+TEST_P(DotQ8, AllLevelsMatchReference) {
+  const WeightFormat* f = find_weight_format(GetParam());
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(f->dot_q8, nullptr) << f->name;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {256, 768, 2048}) {
+    std::vector<float> w(n), x(n);
+    for (auto& v : w) v = nd(rng);
+    for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);  // a few outliers per block
+    std::vector<uint8_t> row(f->block_bytes * (n / f->block_elems));
+    f->quantize_row_ref(w.data(), row.data(), n);
+    Q8Activations xq;
+    quantize_activations_q8(x.data(), n, xq);
+
+    set_simd_level_for_testing(SimdLevel::kScalar);
+    const float ref = f->dot_q8(row.data(), xq, n);
+    double abs_sum = 0, exact = 0;
+    std::vector<float> wd(n);
+    f->dequantize_row_ref(row.data(), wd.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      abs_sum += std::fabs(wd[i] * x[i]);
+      exact += static_cast<double>(wd[i]) * x[i];
+    }
+    for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      set_simd_level_for_testing(level);
+      const float fast = f->dot_q8(row.data(), xq, n);
+      // f32 sums of exact integer products: rounding grows with the number of groups.
+      EXPECT_NEAR(fast, ref, 1e-5 * abs_sum) << f->name << " n=" << n << " " << simd_level_name(simd_level());
+    }
+    // Activation rounding: each x moves by at most half a step (amax/254) of its block.
+    EXPECT_NEAR(ref, exact, 0.01 * abs_sum + 1e-3) << f->name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockFormats, DotQ8,
+                         testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                         GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+
+TEST(Q8Activations, RoundsLikeQ8_0) {
+  // The activation codes and scale equal the Q8_0 format's reference quantizer.
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = std::sin(0.37f * i) * (i % 7 == 0 ? 9.0f : 1.0f);
+  Q8Activations a;
+  quantize_activations_q8(x.data(), 64, a);
+  const WeightFormat* q8 = find_weight_format(GgmlType::kQ8_0);
+  std::vector<uint8_t> blocks(2 * 34);
+  q8->quantize_row_ref(x.data(), blocks.data(), 64);
+  std::vector<float> deq(64);
+  q8->dequantize_row_ref(blocks.data(), deq.data(), 64);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(a.q[i] * a.d[i / 32], deq[i]) << i;
+  EXPECT_EQ(a.half_sum.size(), 4u);
+}
+
+}  // namespace
+}  // namespace vlkv
