@@ -7,7 +7,10 @@
 #include <numeric>
 #include <vector>
 
+#include <immintrin.h>
+
 #include "base/check.h"
+#include "base/cpu_features.h"
 
 namespace vlkv {
 namespace {
@@ -45,11 +48,148 @@ void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, 
   }
 }
 
+// ---------------- softmax over one chunk of logits (vectorized exp) ----------------
+// In place: x[t] <- exp(x[t] - m) for t < n; returns the sum. m is finite and >= every x[t].
+float exp_sub_sum_scalar(float* x, int64_t n, float m) {
+  float sum = 0.0f;
+  for (int64_t t = 0; t < n; ++t) sum += (x[t] = std::exp(x[t] - m));
+  return sum;
+}
+float max_scalar(const float* x, int64_t n) {
+  float mx = x[0];
+  for (int64_t t = 1; t < n; ++t) mx = std::max(mx, x[t]);
+  return mx;
+}
+
+#define VLKV_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
+// Cephes-style expf: n = round(x log2 e), r = x - n ln 2 (two-part), degree-6 polynomial
+// on |r| <= ln2/2, times 2^n. Relative error ~2 ulp; x below -87 flushes to ~0.
+VLKV_AVX2 inline __m256 exp_avx2(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+VLKV_AVX2 float exp_sub_sum_avx2(float* x, int64_t n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t t = 0;
+  for (; t + 8 <= n; t += 8) {
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + t), vm));
+    _mm256_storeu_ps(x + t, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  float sum = _mm_cvtss_f32(s);
+  if (t < n) {  // tail through the same polynomial (one padded vector)
+    alignas(32) float tmp[8];
+    for (int i = 0; i < 8; ++i) tmp[i] = t + i < n ? x[t + i] : m;
+    _mm256_store_ps(tmp, exp_avx2(_mm256_sub_ps(_mm256_load_ps(tmp), vm)));
+    for (int64_t i = 0; t + i < n; ++i) sum += (x[t + i] = tmp[i]);
+  }
+  return sum;
+}
+
+VLKV_AVX2 float max_avx2(const float* x, int64_t n) {
+  __m256 mx = _mm256_set1_ps(x[0]);
+  int64_t t = 0;
+  for (; t + 8 <= n; t += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + t));
+  alignas(32) float tmp[8];
+  _mm256_store_ps(tmp, mx);
+  float m = tmp[0];
+  for (int i = 1; i < 8; ++i) m = std::max(m, tmp[i]);
+  for (; t < n; ++t) m = std::max(m, x[t]);
+  return m;
+}
+
+VLKV_AVX512 inline __m512 exp_avx512(__m512 x) {
+  x = _mm512_maskz_max_ps(0xffff, x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_maskz_roundscale_ps(0xffff, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(0xffff, y, n);
+}
+
+VLKV_AVX512 float exp_sub_sum_avx512(float* x, int64_t n, float m) {
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 k = n - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - t)) - 1);
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, k, x + t), vm));
+    _mm512_mask_storeu_ps(x + t, k, e);
+    acc = _mm512_mask_add_ps(acc, k, acc, e);
+  }
+  const __m512d a = _mm512_castps_pd(acc);
+  const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, a, 0));
+  const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, a, 1));
+  const __m256 v = _mm256_add_ps(lo, hi);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+VLKV_AVX512 float max_avx512(const float* x, int64_t n) {
+  __m512 mx = _mm512_set1_ps(x[0]);
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 k = n - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - t)) - 1);
+    mx = _mm512_mask_max_ps(mx, k, mx, _mm512_maskz_loadu_ps(k, x + t));
+  }
+  alignas(64) float tmp[16];
+  _mm512_store_ps(tmp, mx);
+  float m = tmp[0];
+  for (int i = 1; i < 16; ++i) m = std::max(m, tmp[i]);
+  return m;
+}
+
+#undef VLKV_AVX2
+#undef VLKV_AVX512
+
+float exp_sub_sum(float* x, int64_t n, float m) {
+  switch (simd_level()) {
+    case SimdLevel::kAvx512: return exp_sub_sum_avx512(x, n, m);
+    case SimdLevel::kAvx2: return exp_sub_sum_avx2(x, n, m);
+    default: return exp_sub_sum_scalar(x, n, m);
+  }
+}
+float max_of(const float* x, int64_t n) {
+  switch (simd_level()) {
+    case SimdLevel::kAvx512: return max_avx512(x, n);
+    case SimdLevel::kAvx2: return max_avx2(x, n);
+    default: return max_scalar(x, n);
+  }
+}
+
 // Online-softmax state of the rows of one query tile.
 struct RowState {
   float* m;    // [rows] running max of logits
   double* l;   // [rows] running sum of exp(logit - m)
   float* acc;  // [rows, head_dim] running sum of exp(logit - m) * v
+  float* acc2 = nullptr;  // [rows, head_dim] the same for values stored in a rotated basis
+                          // (Codec::output_transform), un-rotated once at the end; null if none
 };
 
 // Folds one chunk into the state. limit (optional): row r sees chunk keys [0, limit[r]].
@@ -63,31 +203,28 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
     const int64_t valid = limit ? std::clamp<int64_t>(limit[r] + 1, 0, n) : n;
     for (int64_t t = valid; t < n; ++t) lr[t] = 0.0f;
     if (valid == 0) continue;
-    float mx = lr[0];
-    for (int64_t t = 1; t < valid; ++t) mx = std::max(mx, lr[t]);
+    const float mx = max_of(lr, valid);
     const float m_old = st.m[r];
     const float m_new = std::max(m_old, mx);
     if (m_old != m_new) {
       const float alpha = m_old == kNegInf ? 0.0f : std::exp(m_old - m_new);
       float* a = st.acc + static_cast<int64_t>(r) * d;
       for (int i = 0; i < d; ++i) a[i] *= alpha;
+      if (st.acc2)
+        for (int i = 0; i < d; ++i) st.acc2[static_cast<int64_t>(r) * d + i] *= alpha;
       st.l[r] *= alpha;
       st.m[r] = m_new;
     }
-    float sum = 0.0f;
-    for (int64_t t = 0; t < valid; ++t) {
-      lr[t] = std::exp(lr[t] - m_new);
-      sum += lr[t];
-    }
-    st.l[r] += sum;
+    st.l[r] += exp_sub_sum(lr, valid, m_new);
   }
-  c.vc->accumulate(logits, n, rows, c.v, st.acc);
+  c.vc->accumulate(logits, n, rows, c.v, c.vc->output_transform() ? st.acc2 : st.acc);
 }
 
 void init_state(RowState st, int rows, int d) {
   std::fill(st.m, st.m + rows, kNegInf);
   std::fill(st.l, st.l + rows, 0.0);
   std::fill(st.acc, st.acc + static_cast<int64_t>(rows) * d, 0.0f);
+  if (st.acc2) std::fill(st.acc2, st.acc2 + static_cast<int64_t>(rows) * d, 0.0f);
 }
 
 // dst = merge(dst, src), both online-softmax states of the same rows.
@@ -100,6 +237,11 @@ void merge_state(RowState dst, RowState src, int rows, int d) {
     float* x = dst.acc + static_cast<int64_t>(r) * d;
     const float* y = src.acc + static_cast<int64_t>(r) * d;
     for (int i = 0; i < d; ++i) x[i] = a * x[i] + b * y[i];
+    if (dst.acc2) {
+      float* x2 = dst.acc2 + static_cast<int64_t>(r) * d;
+      const float* y2 = src.acc2 + static_cast<int64_t>(r) * d;
+      for (int i = 0; i < d; ++i) x2[i] = a * x2[i] + b * y2[i];
+    }
     dst.l[r] = a * dst.l[r] + b * src.l[r];
     dst.m[r] = m;
   }
@@ -107,6 +249,8 @@ void merge_state(RowState dst, RowState src, int rows, int d) {
 
 struct Scratch {
   std::vector<float> qt;          // [kTileRows, head_dim]
+  std::vector<float> qt2;         // [kTileRows, head_dim] qt through a codec's query transform
+  std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
   std::vector<float> logits;      // [kTileRows, kChunkTokens]
   std::vector<int64_t> limit;     // [kTileRows]
   std::vector<float> m, acc;      // a tile's merged state
@@ -124,11 +268,37 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   const int n_tiles = (n_new + tile_tokens - 1) / tile_tokens;
   const int tile_rows = tile_tokens * group;
 
-  std::vector<std::vector<Chunk>> chunks(n_kv);  // [n_kv_heads][chunks]
+  // Per-step buffers of the calling thread, reused across steps (no allocation once warm).
+  struct StepBuffers {
+    std::vector<Chunk> chunks;        // every kv head's chunks, head after head
+    std::vector<size_t> head_begin;   // [n_kv + 1] offsets into chunks
+    std::vector<double> cost;         // [chunks + n_kv] per head: prefix sums of chunk bytes
+    std::vector<float> part_m, part_acc, part_acc2, kn, vn;
+    std::vector<double> part_l;
+  };
+  thread_local StepBuffers tls_buf;
+  StepBuffers& buf = tls_buf;  // the caller's: the tasks below run on worker threads too
+  buf.chunks.clear();
+  buf.head_begin.assign(1, 0);
+  buf.cost.clear();
   size_t max_chunks = 1;
+  const Codec* out_rot = nullptr;  // the value codec whose output transform acc2 undoes
   for (int g = 0; g < n_kv; ++g) {
-    build_chunks(layer, key_source, g, d, chunks[g]);
-    max_chunks = std::max(max_chunks, chunks[g].size());
+    const size_t first = buf.chunks.size();
+    build_chunks(layer, key_source, g, d, buf.chunks);
+    buf.head_begin.push_back(buf.chunks.size());
+    max_chunks = std::max(max_chunks, buf.chunks.size() - first);
+    buf.cost.push_back(0.0);  // cost[head_begin[g] + g + i]: bytes of the head's chunks before chunk i
+    for (size_t c = first; c < buf.chunks.size(); ++c) {
+      const Chunk& ch = buf.chunks[c];
+      buf.cost.push_back(buf.cost.back() +
+                         static_cast<double>(ch.k.n_blocks()) * ch.k.block_bytes +
+                         static_cast<double>(ch.v.n_blocks()) * ch.v.block_bytes + 64.0);
+      if (!ch.vc->output_transform()) continue;
+      VLKV_CHECK_MSG(!out_rot || out_rot->output_transform() == ch.vc->output_transform(),
+                     "one layer mixes two different value output transforms");
+      out_rot = ch.vc;
+    }
   }
   // Split the cached chunks when heads x tiles alone cannot keep the threads busy (decode).
   const int64_t want = 2 * static_cast<int64_t>(pool.n_threads());
@@ -136,14 +306,28 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
                                          static_cast<int64_t>(max_chunks));
   if (pool.n_threads() == 1) n_splits = 1;
   const int64_t n_tasks = static_cast<int64_t>(n_kv) * n_tiles * n_splits;
+  // Chunks [split_begin(g, sp), split_begin(g, sp + 1)) of head g: equal shares of its bytes.
+  auto split_begin = [&](int g, int64_t sp) -> size_t {
+    const size_t b = buf.head_begin[g], e = buf.head_begin[g + 1];
+    if (sp <= 0) return b;
+    if (sp >= n_splits) return e;
+    const double* c = buf.cost.data() + b + g;  // [e - b + 1] prefix sums
+    const double target = c[e - b] * static_cast<double>(sp) / static_cast<double>(n_splits);
+    return b + static_cast<size_t>(std::lower_bound(c, c + (e - b), target) - c);
+  };
 
   // Partial states of phase A: [n_tasks, tile_rows] (+ head_dim for acc).
-  std::vector<float> part_m(n_tasks * tile_rows);
-  std::vector<double> part_l(n_tasks * tile_rows);
-  std::vector<float> part_acc(n_tasks * tile_rows * d);
+  buf.part_m.resize(n_tasks * tile_rows);
+  buf.part_l.resize(n_tasks * tile_rows);
+  buf.part_acc.resize(n_tasks * tile_rows * d);
+  if (out_rot) buf.part_acc2.resize(n_tasks * tile_rows * d);
+  float* const part_m = buf.part_m.data();
+  double* const part_l = buf.part_l.data();
+  float* const part_acc = buf.part_acc.data();
+  float* const part_acc2 = buf.part_acc2.data();
   auto part = [&](int64_t task) {
-    return RowState{part_m.data() + task * tile_rows, part_l.data() + task * tile_rows,
-                    part_acc.data() + task * tile_rows * d};
+    return RowState{part_m + task * tile_rows, part_l + task * tile_rows, part_acc + task * tile_rows * d,
+                    out_rot ? part_acc2 + task * tile_rows * d : nullptr};
   };
   // Rows of tile `tile` of kv head g: row r = (token tile*tile_tokens + r / group, head g*group + r % group).
   auto tile_size = [&](int tile) { return std::min(tile_tokens, n_new - tile * tile_tokens) * group; };
@@ -162,6 +346,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
     s.m.resize(tile_rows);
     s.l.resize(tile_rows);
     s.acc.resize(static_cast<size_t>(tile_rows) * d);
+    if (out_rot) s.acc2.resize(static_cast<size_t>(tile_rows) * d);
   };
 
   // Phase A: cached chunks, task = (kv head, tile, split).
@@ -175,16 +360,31 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       const int rows = tile_size(tile);
       RowState st = part(task);
       init_state(st, rows, d);
-      const auto& cs = chunks[g];
-      const size_t c0 = cs.size() * split / n_splits, c1 = cs.size() * (split + 1) / n_splits;
+      const Chunk* cs = buf.chunks.data();
+      const size_t c0 = split_begin(g, split), c1 = split_begin(g, split + 1);
       if (c0 == c1) continue;
       gather_q(g, tile, s.qt.data());
-      for (size_t c = c0; c < c1; ++c) fold_chunk(cs[c], s.qt.data(), rows, d, scale, nullptr, st, s.logits.data());
+      int qt2_id = 0;  // query transform held in s.qt2: applied once per task, not per chunk
+      for (size_t c = c0; c < c1; ++c) {
+        const float* qc = s.qt.data();
+        if (const int id = cs[c].kc->query_transform()) {
+          if (id != qt2_id) {
+            s.qt2.assign(s.qt.begin(), s.qt.begin() + static_cast<int64_t>(rows) * d);
+            cs[c].kc->transform_query(s.qt2.data(), rows, d);
+            qt2_id = id;
+          }
+          qc = s.qt2.data();
+        }
+        fold_chunk(cs[c], qc, rows, d, scale, nullptr, st, s.logits.data());
+      }
     }
   });
 
   // New tokens' K/V per kv head, contiguous: [n_kv_heads, n_new, head_dim].
-  std::vector<float> kn(static_cast<size_t>(n_kv) * n_new * d), vn(kn.size());
+  buf.kn.resize(static_cast<size_t>(n_kv) * n_new * d);
+  buf.vn.resize(buf.kn.size());
+  float* const kn = buf.kn.data();
+  float* const vn = buf.vn.data();
   for (int64_t i = 0; i < n_new; ++i)
     for (int g = 0; g < n_kv; ++g) {
       std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + i) * d], k + (i * n_kv + g) * d, sizeof(float) * d);
@@ -192,15 +392,22 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
     }
 
   // Phase B: task = (kv head, tile): merge splits, add the causal new tokens, normalize.
-  pool.parallel_for(static_cast<int64_t>(n_kv) * n_tiles, [&](int64_t begin, int64_t end, int) {
+  // A decode step's phase B is a few microseconds: run it on the calling thread.
+  const int64_t n_tasks_b = static_cast<int64_t>(n_kv) * n_tiles;
+  pool.parallel_for(n_tasks_b, [&](int64_t begin, int64_t end, int) {
     Scratch& s = scratch;
     prepare(s);
     for (int64_t task = begin; task < end; ++task) {
       const int tile = static_cast<int>(task % n_tiles), g = static_cast<int>(task / n_tiles);
       const int rows = tile_size(tile);
-      RowState st{s.m.data(), s.l.data(), s.acc.data()};
+      RowState st{s.m.data(), s.l.data(), s.acc.data(), out_rot ? s.acc2.data() : nullptr};
       init_state(st, rows, d);
       for (int64_t sp = 0; sp < n_splits; ++sp) merge_state(st, part(task * n_splits + sp), rows, d);
+      if (out_rot) {  // rotated-basis values: back to the original basis, once, then one accumulator
+        out_rot->untransform_output(st.acc2, rows, d);
+        for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) st.acc[i] += st.acc2[i];
+        st.acc2 = nullptr;
+      }
       gather_q(g, tile, s.qt.data());
       // The new tokens of head g as a one-page f32 segment.
       const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&kn[static_cast<size_t>(g) * n_new * d])};
@@ -229,7 +436,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
         for (int x = 0; x < d; ++x) o[x] = st.acc[static_cast<int64_t>(r) * d + x] * inv;
       }
     }
-  });
+  }, n_new == 1 ? n_tasks_b : 1);
 }
 
 }  // namespace vlkv
