@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vlkv/media.h"
 #include "vlkv/sampler_params.h"
 #include "vlkv/status.h"
 
@@ -16,11 +17,16 @@ namespace vlkv {
 
 struct EngineParams {
   std::string model_path;
+  std::string mmproj_path;                    // vision encoder + projector GGUF ("": text only)
+  MediaLimits media_limits;                   // bounds on images and video the engine accepts
   std::string kv_method = "f16";             // KV method spec, e.g. "f32", "f16"
   uint64_t kv_budget_bytes = 2ull << 30;      // KV page pool budget
   int n_threads = 0;                          // 0: all cores
   int64_t n_ctx = 0;                          // max tokens per session; 0: the model's training context
   int64_t n_batch = 512;                      // prompt tokens per forward pass
+  // false: decode rounds activations to 8-bit blocks for quantized weights and uses
+  // integer dot products, as llama.cpp does (faster); true: exact f32 math everywhere.
+  bool exact_matmul = false;
 };
 
 
@@ -31,7 +37,9 @@ struct GenerateParams {
 };
 
 struct GenerateStats {
-  int64_t n_prompt_tokens = 0;
+  int64_t n_prompt_tokens = 0;                // text and visual tokens together
+  int64_t n_visual_tokens = 0;
+  double encode_seconds = 0;                  // vision encoder + projector
   int64_t n_generated = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
@@ -48,7 +56,46 @@ struct ModelInfo {
   std::string chat_template;  // detected family name, "none" if none
 };
 
+// libmtmd's media marker: each one in a prompt's text stands for the next media item.
+inline constexpr const char* kMediaMarker = "<__media__>";
+
+// Progress of long steps ("encode": media items or frames; "prefill": prompt tokens).
+using ProgressCallback = std::function<void(const char* stage, int64_t done, int64_t total)>;
+
+// One image (one frame) or one video (its sampled frames, in order).
+struct MediaItem {
+  std::vector<Image> frames;
+  bool is_video = false;
+};
+
+// A prompt with media. A text without markers but with media gets the markers
+// prepended (media first, then the text, as LLaVA-style prompts put them).
+struct Prompt {
+  std::string text;
+  std::vector<MediaItem> media;
+};
+
+// A prompt tokenized and with its media encoded, in sequence order: what a Session
+// feeds the decoder. Text chunks are tokenized one by one as libmtmd does.
+struct PromptChunk {
+  enum class Kind { kText, kMedia };
+  Kind kind = Kind::kText;
+  std::vector<int32_t> tokens;    // kText: token ids
+  std::vector<float> embeddings;  // kMedia: [n_tokens, n_embd] projector output
+  int64_t n_tokens = 0;
+  // kMedia: the tokens' grid [grid_t, grid_h, grid_w] (Qwen2-VL M-RoPE positions come from it).
+  int32_t grid_t = 1, grid_h = 0, grid_w = 0;
+};
+
+struct PreparedPrompt {
+  std::vector<PromptChunk> chunks;
+  double encode_seconds = 0;
+  int64_t n_tokens() const;
+  int64_t n_visual_tokens() const;
+};
+
 class Session;
+class Sampler;
 
 class Engine {
  public:
@@ -72,6 +119,16 @@ class Engine {
 
   Result<std::unique_ptr<Session>> new_session();
 
+  // True when an mmproj was loaded; its projector type ("mlp", "idefics3", ...) or "".
+  bool has_vision() const;
+  std::string projector_type() const;
+  // Splits prompt.text at kMediaMarker, tokenizes each text piece on its own (BOS
+  // before the first when add_bos; special tokens parsed) and encodes each media
+  // item with the vision model (with the model's special tokens around it).
+  // InvalidArgument for media on a text-only model or a marker/media count mismatch.
+  Result<PreparedPrompt> prepare_prompt(const Prompt& prompt, bool add_bos,
+                                        const ProgressCallback& progress = {}) const;
+
   struct Impl;
 
  private:
@@ -93,15 +150,31 @@ class Session {
   Status generate(const std::string& prompt, const GenerateParams& params,
                   const std::function<bool(const std::string&)>& on_piece, GenerateStats* stats);
 
-  int64_t n_past() const;
+  // Appends a prepared prompt (text and media chunks); last_logits receives the
+  // [n_vocab] logits after its last token. Visual tokens enter the cache as such.
+  Status eval_prompt(const PreparedPrompt& prompt, std::vector<float>* last_logits,
+                     const ProgressCallback& progress = {});
+
+  // generate() for a prompt with media: prepares it (BOS on the session's first
+  // turn), evaluates it and samples as the text version does.
+  Status generate(const Prompt& prompt, const GenerateParams& params,
+                  const std::function<bool(const std::string&)>& on_piece, GenerateStats* stats,
+                  const ProgressCallback& progress = {});
+
+  int64_t n_past() const;   // tokens in the cache
   int64_t n_vocab() const;
 
  private:
   friend class Engine;
   Session(Engine::Impl* engine, int32_t seq);
+  Status eval_chunk(const PromptChunk& chunk, bool want_logits, std::vector<float>* logits,
+                    const ProgressCallback& progress, int64_t progress_base, int64_t progress_total);
+  Status sample_loop(Sampler& sampler, std::vector<float>& logits, const GenerateParams& params,
+                     const std::function<bool(const std::string&)>& on_piece, GenerateStats& st);
   Engine::Impl* engine_;
   int32_t seq_;
   int64_t n_past_ = 0;
+  int64_t next_pos_ = 0;  // RoPE position of the next token (M-RoPE media advance it by less than their tokens)
 };
 
 // "512M", "4G", "1.5GiB", "1048576" → bytes. InvalidArgument on junk or overflow.

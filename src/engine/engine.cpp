@@ -26,7 +26,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   Result<TextHparams> hp = read_text_hparams(g);
   if (!hp.is_ok()) return hp.status().with_context(path);
   impl->hparams = *hp;
-  Result<TextWeights> w = bind_text_weights(g, impl->hparams);
+  Result<TextWeights> w = bind_text_weights(g, impl->hparams, !params.exact_matmul);
   if (!w.is_ok()) return w.status().with_context(path);
   impl->weights = std::move(w).value();
   Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(g);
@@ -38,6 +38,17 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   }
   impl->chat_template = detect_chat_template(g);
   impl->decoder = std::make_unique<TextDecoder>(impl->hparams, impl->weights);
+
+  if (!params.mmproj_path.empty()) {
+    VLKV_ASSIGN_OR_RETURN(impl->mmproj, GgufFile::open(params.mmproj_path));
+    VLKV_ASSIGN_OR_RETURN(impl->vision, VisionModel::load(*impl->mmproj));
+    if (impl->vision->n_embd_out() != impl->hparams.n_embd) {
+      return invalid_argument(params.mmproj_path + ": the projector outputs embeddings of size " +
+                              std::to_string(impl->vision->n_embd_out()) + " but the text model " + path +
+                              " has n_embd " + std::to_string(impl->hparams.n_embd) +
+                              " (this mmproj belongs to another model)");
+    }
+  }
 
   if (impl->params.n_ctx == 0) impl->params.n_ctx = impl->hparams.n_ctx_train;
   const int n_threads = params.n_threads > 0 ? params.n_threads : ThreadPool::default_threads();
@@ -70,6 +81,11 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   info.tokenizer_model = impl->tokenizer->model_name();
   info.chat_template = chat_template_name(impl->chat_template);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+bool Engine::has_vision() const { return impl_->vision != nullptr; }
+std::string Engine::projector_type() const {
+  return impl_->vision ? std::string(impl_->vision->projector_type()) : std::string();
 }
 
 const ModelInfo& Engine::info() const { return impl_->info; }

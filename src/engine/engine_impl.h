@@ -1,5 +1,5 @@
-// Engine internals shared by engine.cpp and session.cpp: the mapped model,
-// decoder, tokenizer, KV cache and thread pool. Not part of the public API.
+// Engine internals shared by engine.cpp, prompt.cpp and session.cpp: the mapped
+// model, decoder, tokenizer, vision model, KV cache and thread pool. Not public API.
 #pragma once
 
 #include <memory>
@@ -13,6 +13,7 @@
 #include "text/hparams.h"
 #include "text/text_weights.h"
 #include "text/tokenizer.h"
+#include "vision/vision_model.h"
 #include "vlkv/engine.h"
 
 namespace vlkv {
@@ -27,9 +28,15 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   ChatTemplate chat_template = ChatTemplate::kNone;
   std::unique_ptr<KvCache> kv;
+  std::unique_ptr<GgufFile> mmproj;         // null for a text-only engine
+  std::unique_ptr<VisionModel> vision;      // views into *mmproj
   std::unique_ptr<ThreadPool> pool;
   // One forward pass at a time: the pool and the cache are not re-entrant.
   std::mutex forward_mutex;
 };
+
+// Engine::prepare_prompt, callable from a Session (src/engine/prompt.cpp).
+Result<PreparedPrompt> prepare_prompt(Engine::Impl& engine, const Prompt& prompt, bool add_bos,
+                                      const ProgressCallback& progress);
 
 }  // namespace vlkv

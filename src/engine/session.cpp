@@ -3,6 +3,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
+#include "vision/qwen2vl_positions.h"
 
 namespace vlkv {
 
@@ -15,6 +16,70 @@ Session::~Session() {
 
 int64_t Session::n_past() const { return n_past_; }
 int64_t Session::n_vocab() const { return engine_->hparams.n_vocab; }
+
+// One chunk (text ids or media embeddings) through the decoder in n_batch pieces.
+// Token kinds: media -> visual, control tokens -> special, the rest -> text.
+// Positions are consecutive from next_pos_; Qwen2-VL media get M-RoPE (t, h, w)
+// positions from their token grid and advance next_pos_ by max(grid) only.
+Status Session::eval_chunk(const PromptChunk& chunk, bool want_logits, std::vector<float>* logits,
+                           const ProgressCallback& progress, int64_t progress_base, int64_t progress_total) {
+  const bool media = chunk.kind == PromptChunk::Kind::kMedia;
+  const int64_t n_tokens = chunk.n_tokens;
+  const int64_t n_embd = engine_->hparams.n_embd;
+  if (n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
+  if (media ? static_cast<int64_t>(chunk.embeddings.size()) != n_tokens * n_embd
+            : static_cast<int64_t>(chunk.tokens.size()) != n_tokens) {
+    return invalid_argument("prompt chunk size does not match its token count");
+  }
+  const int64_t n_ctx = engine_->params.n_ctx;
+  if (n_past_ + n_tokens > n_ctx) {
+    return invalid_argument("context full: " + std::to_string(n_past_) + " + " + std::to_string(n_tokens) +
+                            " tokens exceed the context size of " + std::to_string(n_ctx) + " (raise --ctx-size)");
+  }
+  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+  const int64_t n_batch = engine_->params.n_batch;
+  std::vector<float> chunk_logits;
+  std::vector<int64_t> positions;
+  std::vector<TokenKind> kinds;
+  const bool mrope = media && engine_->hparams.arch == TextArch::kQwen2Vl;
+  std::vector<int64_t> mrope_positions;  // [n_tokens, 3]
+  if (mrope) {
+    if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != n_tokens) {
+      return invalid_argument("media chunk grid does not match its token count");
+    }
+    mrope_positions = qwen2vl_visual_positions(next_pos_, chunk.grid_t, chunk.grid_h, chunk.grid_w);
+  }
+  const int64_t pos_start = next_pos_;
+  for (int64_t begin = 0; begin < n_tokens; begin += n_batch) {
+    const int64_t end = std::min(n_tokens, begin + n_batch);
+    const int64_t n = end - begin;
+    positions.resize(static_cast<size_t>(n));
+    kinds.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      positions[static_cast<size_t>(i)] = pos_start + begin + i;
+      if (media) {
+        kinds[static_cast<size_t>(i)] = TokenKind::kVisual;
+      } else {
+        const TokenType type = engine_->tokenizer->token_type(chunk.tokens[static_cast<size_t>(begin + i)]);
+        kinds[static_cast<size_t>(i)] = type == TokenType::kControl ? TokenKind::kSpecial : TokenKind::kText;
+      }
+    }
+    DecoderInput in;
+    in.n_tokens = n;
+    if (media) in.embeddings = chunk.embeddings.data() + begin * n_embd;
+    else in.tokens = chunk.tokens.data() + begin;
+    in.positions = positions.data();
+    in.kinds = kinds.data();
+    if (mrope) in.mrope_positions = mrope_positions.data() + begin * 3;
+    const LogitsMode mode = want_logits && end == n_tokens ? LogitsMode::kLast : LogitsMode::kNone;
+    VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
+    n_past_ += n;
+    if (mode != LogitsMode::kNone && logits) *logits = chunk_logits;
+    if (progress) progress("prefill", progress_base + end, progress_total);
+  }
+  next_pos_ = pos_start + (mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w) : n_tokens);
+  return Status::ok();
+}
 
 Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
   if (tokens.empty()) return invalid_argument("nothing to evaluate: empty token list");
@@ -35,7 +100,7 @@ Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::v
     const int64_t n = static_cast<int64_t>(end - begin);
     positions.resize(n);
     kinds.assign(n, TokenKind::kText);
-    for (int64_t i = 0; i < n; ++i) positions[i] = n_past_ + i;
+    for (int64_t i = 0; i < n; ++i) positions[i] = next_pos_ + i;
     DecoderInput in;
     in.n_tokens = n;
     in.tokens = tokens.data() + begin;
@@ -48,6 +113,7 @@ Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::v
                                    : LogitsMode::kNone;
     VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
     n_past_ += n;
+    next_pos_ += n;
     if (logits && mode != LogitsMode::kNone) {
       logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
     }
@@ -58,13 +124,53 @@ Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::v
   return Status::ok();
 }
 
+Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* last_logits,
+                            const ProgressCallback& progress) {
+  if (prompt.chunks.empty()) return invalid_argument("nothing to evaluate: empty prompt");
+  const int64_t total = prompt.n_tokens();
+  if (n_past_ + total > engine_->params.n_ctx) {
+    return invalid_argument("context full: " + std::to_string(n_past_) + " + " + std::to_string(total) +
+                            " prompt tokens exceed the context size of " + std::to_string(engine_->params.n_ctx) +
+                            " (raise --ctx-size)");
+  }
+  int64_t done = 0;
+  for (size_t i = 0; i < prompt.chunks.size(); ++i) {
+    const bool last = i + 1 == prompt.chunks.size();
+    VLKV_RETURN_IF_ERROR(eval_chunk(prompt.chunks[i], last && last_logits, last_logits, progress, done, total));
+    done += prompt.chunks[i].n_tokens;
+  }
+  return Status::ok();
+}
+
+Status Session::sample_loop(Sampler& sampler, std::vector<float>& logits, const GenerateParams& params,
+                            const std::function<bool(const std::string&)>& on_piece, GenerateStats& st) {
+  using Clock = std::chrono::steady_clock;
+  const int n_vocab = static_cast<int>(engine_->hparams.n_vocab);
+  auto t1 = Clock::now();
+  Status result = Status::ok();
+  for (int64_t i = 0; i < params.max_tokens; ++i) {
+    const TokenId next = sampler.sample(logits.data(), n_vocab);
+    sampler.accept(next);
+    if (!params.ignore_eos && engine_->tokenizer->is_end_of_generation(next)) {
+      st.stopped_at_eos = true;
+      break;
+    }
+    ++st.n_generated;
+    if (on_piece && !on_piece(engine_->tokenizer->token_to_piece(next))) break;
+    if (i + 1 == params.max_tokens) break;  // no need to evaluate the last token
+    result = eval({next}, false, &logits);
+    if (!result.is_ok()) break;
+  }
+  st.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return result;
+}
+
 Status Session::generate(const std::string& prompt, const GenerateParams& params,
                          const std::function<bool(const std::string&)>& on_piece, GenerateStats* stats) {
   using Clock = std::chrono::steady_clock;
   if (params.max_tokens < 0) return invalid_argument("number of tokens to generate must be >= 0");
-  const SamplerParams& sp = params.sampling;
-  VLKV_RETURN_IF_ERROR(validate_sampler_params(sp));
-  Sampler sampler(sp);
+  VLKV_RETURN_IF_ERROR(validate_sampler_params(params.sampling));
+  Sampler sampler(params.sampling);
 
   // The first turn of a session gets BOS as the tokenizer's metadata says.
   std::vector<int32_t> prompt_tokens = engine_->tokenizer->encode(prompt, /*add_special=*/n_past_ == 0,
@@ -80,27 +186,36 @@ Status Session::generate(const std::string& prompt, const GenerateParams& params
   auto t0 = Clock::now();
   VLKV_RETURN_IF_ERROR(eval(prompt_tokens, false, &logits));
   st.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sample_loop(sampler, logits, params, on_piece, st);
+}
 
-  const int n_vocab = static_cast<int>(engine_->hparams.n_vocab);
-  auto t1 = Clock::now();
-  for (int64_t i = 0; i < params.max_tokens; ++i) {
-    const TokenId next = sampler.sample(logits.data(), n_vocab);
-    sampler.accept(next);
-    if (!params.ignore_eos && engine_->tokenizer->is_end_of_generation(next)) {
-      st.stopped_at_eos = true;
-      break;
-    }
-    ++st.n_generated;
-    if (on_piece && !on_piece(engine_->tokenizer->token_to_piece(next))) break;
-    if (i + 1 == params.max_tokens) break;  // no need to evaluate the last token
-    Status s = eval({next}, false, &logits);
-    if (!s.is_ok()) {
-      st.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-      return s;
-    }
+Status Session::generate(const Prompt& prompt, const GenerateParams& params,
+                         const std::function<bool(const std::string&)>& on_piece, GenerateStats* stats,
+                         const ProgressCallback& progress) {
+  using Clock = std::chrono::steady_clock;
+  if (params.max_tokens < 0) return invalid_argument("number of tokens to generate must be >= 0");
+  VLKV_RETURN_IF_ERROR(validate_sampler_params(params.sampling));
+
+  // Media are encoded before anything is evaluated or printed: a bad image fails here.
+  auto t_enc = Clock::now();
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt prepared, prepare_prompt(*engine_, prompt, /*add_bos=*/n_past_ == 0, progress));
+  const double prepare_seconds = std::chrono::duration<double>(Clock::now() - t_enc).count();
+  if (prepared.n_tokens() == 0) return invalid_argument("the prompt is empty after tokenization");
+  Sampler sampler(params.sampling);
+  for (const PromptChunk& c : prepared.chunks) {
+    for (int32_t t : c.tokens) sampler.accept(t);
   }
-  st.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  return Status::ok();
+  GenerateStats local;
+  GenerateStats& st = stats ? *stats : local;
+  st = GenerateStats{};
+  st.n_prompt_tokens = prepared.n_tokens();
+  st.n_visual_tokens = prepared.n_visual_tokens();
+  st.encode_seconds = prepared.encode_seconds > 0 ? prepared.encode_seconds : prepare_seconds;
+  std::vector<float> logits;
+  auto t0 = Clock::now();
+  VLKV_RETURN_IF_ERROR(eval_prompt(prepared, &logits, progress));
+  st.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sample_loop(sampler, logits, params, on_piece, st);
 }
 
 }  // namespace vlkv

@@ -8,7 +8,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/vit_ops.h"
-#include "vision/image_ops.h"
+#include "vision/vit_common_image.h"
 #include "vision/vision_model.h"
 #include "vision/vit.h"
 
@@ -56,12 +56,13 @@ class ClipMlpModel final : public VisionModel {
   Result<std::vector<ImageTensor>> preprocess(const Image& image) const override {
     if (!image.valid()) return invalid_argument("empty or inconsistent image");
     const int32_t side = static_cast<int32_t>(hp_.image_size);
-    constexpr Rgb kLlavaPad = {122, 116, 104};
+    constexpr std::array<uint8_t, 3> kLlavaPad = {122, 116, 104};  // LLaVA's mean colour
     std::vector<ImageTensor> out;
     if (image.width == side && image.height == side) {
-      out.push_back(normalize(image, hp_.image_mean, hp_.image_std));
+      out.push_back(normalize_image(image, hp_.image_mean, hp_.image_std));
     } else {
-      out.push_back(normalize(resize_and_pad(image, side, side, kLlavaPad), hp_.image_mean, hp_.image_std));
+      const Image fitted = resize_image_padded(image, side, side, ResizeAlgo::kBicubic, kLlavaPad);
+      out.push_back(normalize_image(fitted, hp_.image_mean, hp_.image_std));
     }
     return out;
   }
