@@ -13,6 +13,9 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
     return invalid_argument("a chunk needs exactly one of token ids or embeddings");
   }
   if (!in.positions || !in.kinds) return invalid_argument("chunk without positions or token kinds");
+  if (in.mrope_positions && hp_.arch != TextArch::kQwen2Vl) {
+    return invalid_argument("M-RoPE positions given to a '" + hp_.arch_name + "' model (only qwen2vl uses them)");
+  }
   if (in.tokens) {
     for (int64_t i = 0; i < in.n_tokens; ++i) {
       if (in.tokens[i] < 0 || in.tokens[i] >= hp_.n_vocab) {
@@ -71,10 +74,24 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
     add_bias(q, l.bq, q_dim);
     add_bias(k, l.bk, kv_dim);
     add_bias(v, l.bv, kv_dim);
-    per_token([&](int64_t t) {
-      rope(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
-      rope(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
-    });
+    if (in.mrope_positions) {
+      // M-RoPE: (t, h, w) per token; the fourth section (unused by qwen2vl) gets 0, as in llama.cpp.
+      per_token([&](int64_t t) {
+        const int64_t* p3 = &in.mrope_positions[t * 3];
+        const int64_t pos[4] = {p3[0], p3[1], p3[2], 0};
+        rope_multi(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), pos,
+                   hp_.rope_sections.data(), hp_.rope);
+        rope_multi(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), pos,
+                   hp_.rope_sections.data(), hp_.rope);
+      });
+    } else {
+      // Text tokens of qwen2vl too: with t = h = w, M-RoPE is NeoX RoPE.
+      per_token([&](int64_t t) {
+        rope(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
+        rope(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), in.positions[t],
+             hp_.rope);
+      });
+    }
     Status st = cache.attend(seq, static_cast<int>(il), q.data(), k.data(), v.data(), in.kinds, static_cast<int>(n),
                              hp_.attn_scale, attn.data(), pool);
     if (!st.is_ok()) {

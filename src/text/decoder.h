@@ -21,8 +21,12 @@ struct DecoderInput {
   int64_t n_tokens = 0;
   const TokenId* tokens = nullptr;     // [n_tokens]
   const float* embeddings = nullptr;   // [n_tokens, n_embd]
-  const int64_t* positions = nullptr;  // [n_tokens] RoPE positions (M-RoPE adds sections later)
+  const int64_t* positions = nullptr;  // [n_tokens] RoPE positions
   const TokenKind* kinds = nullptr;    // [n_tokens]
+  // qwen2vl only, optional: [n_tokens, 3] M-RoPE (t, h, w) positions per token (visual
+  // tokens: vision/qwen2vl_positions.h). Null means (p, p, p) from `positions`, which
+  // is what text tokens get. Other architectures reject it.
+  const int64_t* mrope_positions = nullptr;
 };
 
 enum class LogitsMode { kNone, kLast, kAll };

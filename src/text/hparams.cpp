@@ -120,6 +120,7 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
       hp.rope_sections[i] = static_cast<int>((*sections)[i]);
       total += (*sections)[i];
     }
+    if (total == 0) return invalid_file("rope.dimension_sections are all zero");
     if (total * 2 > hp.rope.n_rot) {
       return invalid_file("rope.dimension_sections cover " + std::to_string(total * 2) + " dims, more than the " +
                           std::to_string(hp.rope.n_rot) + " rotated");
