@@ -74,6 +74,17 @@ class Method {
   // Round-trip bound: |stored - x| <= error_bound() * max|x| over the token's head
   // vector (or the codec block); 0 for lossless methods.
   virtual double error_bound() const = 0;
+
+  // ---- exact accounting and test declarations (defaults: one segment, no window) ----
+  // Bytes of codec blocks (page tails excluded) a sequence holds once n_tokens are
+  // stored, a full-precision window included (bytes_per_token() excludes it).
+  virtual double bytes_for_tokens(int64_t n_tokens) const { return bytes_per_token() * static_cast<double>(n_tokens); }
+  // Streams (K and V of each segment) one (layer, kv head) holds at most after a step;
+  // each may end in a partly used page, so held - bytes_for_tokens() < this * pages.
+  virtual int max_streams_per_head() const { return 2; }
+  // error_bound() is relative to max|x| over this many consecutive tokens of a head
+  // (aligned in sequence order: tokens [kB, (k+1)B)), e.g. per-channel groups of G.
+  virtual int error_block_tokens() const { return 1; }
 };
 
 }  // namespace vlkv

@@ -137,9 +137,18 @@ TEST_P(EveryCodec, FusedOpsMatchScalarAtEverySimdLevel) {
       for (SimdLevel level : kvtest::simd_levels()) {
         set_simd_level_for_testing(level);
         std::vector<float> logits(static_cast<size_t>(n_q) * (n + 3), -1.0f);  // ld = n + 3
-        c.scores(q.data(), n_q, paged.view, scale, logits.data(), n + 3);
+        std::vector<float> qt = q;  // rotated codecs: scores() takes the transformed query
+        if (c.query_transform()) c.transform_query(qt.data(), n_q, d);
+        c.scores(qt.data(), n_q, paged.view, scale, logits.data(), n + 3);
         std::vector<float> out(static_cast<size_t>(n_q) * d, 0.5f);
-        c.accumulate(p.data(), n, n_q, paged.view, out.data());
+        if (c.output_transform()) {  // accumulate in the rotated basis, then un-rotate the sum
+          std::vector<float> rot(out.size(), 0.0f);
+          c.accumulate(p.data(), n, n_q, paged.view, rot.data());
+          c.untransform_output(rot.data(), n_q, d);
+          for (size_t i = 0; i < out.size(); ++i) out[i] += rot[i];
+        } else {
+          c.accumulate(p.data(), n, n_q, paged.view, out.data());
+        }
         // f32 accumulation over <= 128 terms: error <= ~d * 2^-24 * sum|terms|; 1e-5 leaves margin.
         for (int r = 0; r < n_q; ++r) {
           for (int t = 0; t < n; ++t)

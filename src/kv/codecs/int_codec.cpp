@@ -1,0 +1,419 @@
+// Uniform asymmetric b-bit integer codecs (b = 8, 4, 3, 2) with f16 scale and f16 min
+// per group, in two granularities, each optionally Walsh-Hadamard rotated:
+//
+//   spec                 block (tokens)  group                      bits/elem (d = head_dim)
+//   intB:g=32,clip=1     1 token         g channels of the token    B + 32/g
+//   intBc:G=32,clip=1    G tokens        one channel over G tokens  B + 32/G   (KIVI keys)
+//   wht_intB / wht_intBc same, of the rows rotated by the normalized WHT over head_dim
+//
+// B in {8, 4, 3, 2}; g = 0 means g = head_dim; g must divide head_dim (else a clear
+// InvalidArgument); head_dim must be a multiple of 8 (dense packing, int_pack.h) and,
+// for wht_*, a power of two <= 256. At head_dim 128: int8 g32 9.0, int4 g32 5.0,
+// g64 4.5, g128 4.25, int3 g32 4.0, int2 g32 3.0; int2c G32 3.0, int4c G32 5.0.
+//
+// Quantizer (per group): lo = min, hi = max of the group's values. Clipping (clip = c in
+// (0, 1]) shrinks [lo, hi] to c times its width around its centre; values outside
+// saturate. The stored min is lo rounded to f16 toward -inf, the stored scale is
+// (hi - min) / (2^B - 1) rounded to f16 toward +inf, so the grid covers [lo, hi]; codes
+// are round((x - min) / scale) clamped to [0, 2^B - 1]; decode is fma(code, scale, min).
+// Error bound per element, relative to M = max|x| over the codec block:
+//   |x^ - x| <= (max(c / (2^B - 1), 1 - c) (1 + 2^-8) + 2^-10) M   (+ 2^-24 absolute)
+// (rounding <= scale/2 <= (hi - lo) / (2 (2^B - 1)), hi - lo <= 2M; clipped values lie
+// within (1 - c)(hi - lo)/2 of the grid edge; 2^-10 M covers the f16 rounding of min).
+// Metadata is f16, so groups with |x| > 65504 are not representable (saturated).
+//
+// Rotated variants store y = x H (H the normalized WHT: orthonormal, self-inverse) and
+// decode() returns x^ = y^ H; scores() expects q H (Codec::transform_query) and
+// accumulate() adds p y^ (attention applies H once to that accumulator at the end). In
+// the rotated basis the bound above holds for y; back in x it is at most
+// eb sqrt(g d) M per element (per token, Cauchy-Schwarz over groups) or eb d M (per
+// channel) - loose worst cases; rotation usually *lowers* the error on outlier channels.
+//
+// Fused ops dequantize a tile of <= 16 tokens in registers into an L1 scratch row block
+// (never the cache) and run the f32 kernels over it: scalar / AVX2 / AVX-512 by
+// simd_level(), identical dequantized values at every level (same fma).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "kv/codec_registry.h"
+#include "kv/codecs/float_kernels.h"
+#include "kv/codecs/int_pack.h"
+#include "kv/codecs/wht.h"
+
+namespace vlkv {
+namespace {
+
+constexpr int kTile = 16;       // tokens dequantized per fused-op tile
+constexpr int kMaxWhtDim = 256;  // largest head_dim a rotated codec accepts (error bound)
+
+struct IntParams {
+  int bits = 4;
+  int g = 32;       // per-token: channels per group (0 = head_dim); unused per channel
+  int G = 0;        // per-channel: tokens per block; 0 = per-token codec
+  double clip = 1.0;
+  bool wht = false;
+};
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+inline void store_u16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
+// Quantizes n values x[k * stride] (k < n) into codes[k * cstride]; returns f16 scale, min.
+void quantize_group(const float* x, int64_t stride, int n, int bits, double clip, uint8_t* codes,
+                    int64_t cstride, uint16_t* scale_h, uint16_t* min_h) {
+  float lo = x[0], hi = x[0];
+  for (int k = 1; k < n; ++k) {
+    lo = std::min(lo, x[k * stride]);
+    hi = std::max(hi, x[k * stride]);
+  }
+  if (clip < 1.0) {
+    const double c = 0.5 * (static_cast<double>(lo) + hi), h = 0.5 * (static_cast<double>(hi) - lo) * clip;
+    lo = static_cast<float>(c - h);
+    hi = static_cast<float>(c + h);
+  }
+  const int qmax = (1 << bits) - 1;
+  *min_h = intq::f16_round_down(lo);
+  const float mn = fp16_to_fp32(*min_h);
+  *scale_h = intq::f16_round_up((hi - mn) / static_cast<float>(qmax));
+  const float s = fp16_to_fp32(*scale_h);
+  const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+  for (int k = 0; k < n; ++k) {
+    const float c = std::nearbyint((x[k * stride] - mn) * inv);
+    codes[k * cstride] = static_cast<uint8_t>(std::clamp(c, 0.0f, static_cast<float>(qmax)));
+  }
+}
+
+// ---- dequantize one token row into out[d] ----
+// Scale/min per element: per-token codecs broadcast group values; per-channel codecs
+// pass the block's [d] float arrays.
+struct RowMeta {
+  const uint8_t* codes;    // packed row
+  const uint8_t* scale_h;  // per token: [n_groups] f16 (unaligned)
+  const uint8_t* min_h;
+  int g;                   // per token: channels per group
+  const float* scale_c;    // per channel: [d] floats (else null)
+  const float* min_c;
+};
+
+void deq_row_scalar(const RowMeta& m, int d, int bits, float* out) {
+  uint8_t codes[1024];
+  intq::unpack_row(m.codes, d, bits, codes);
+  for (int i = 0; i < d; ++i) {
+    float s, z;
+    if (m.scale_c) {
+      s = m.scale_c[i];
+      z = m.min_c[i];
+    } else {
+      s = fp16_to_fp32(load_u16(m.scale_h + 2 * (i / m.g)));
+      z = fp16_to_fp32(load_u16(m.min_h + 2 * (i / m.g)));
+    }
+    out[i] = std::fma(static_cast<float>(codes[i]), s, z);
+  }
+}
+
+#define VLKV_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
+// d % 16 == 0 and (per channel or g % 16 == 0): every 16-code unit lies in one group.
+template <int B>
+VLKV_AVX2 void deq_row_avx2(const RowMeta& m, int d, float* out) {
+  for (int u = 0; u < d; u += 16) {
+    const __m128i c = intq::unpack16<B>(m.codes + u * B / 8);
+    const __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c));
+    const __m256 c1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c, 8)));
+    if (m.scale_c) {
+      _mm256_storeu_ps(out + u, _mm256_fmadd_ps(c0, _mm256_loadu_ps(m.scale_c + u), _mm256_loadu_ps(m.min_c + u)));
+      _mm256_storeu_ps(out + u + 8,
+                       _mm256_fmadd_ps(c1, _mm256_loadu_ps(m.scale_c + u + 8), _mm256_loadu_ps(m.min_c + u + 8)));
+    } else {
+      const int grp = u / m.g;
+      const __m256 s = _mm256_set1_ps(_cvtsh_ss(load_u16(m.scale_h + 2 * grp)));
+      const __m256 z = _mm256_set1_ps(_cvtsh_ss(load_u16(m.min_h + 2 * grp)));
+      _mm256_storeu_ps(out + u, _mm256_fmadd_ps(c0, s, z));
+      _mm256_storeu_ps(out + u + 8, _mm256_fmadd_ps(c1, s, z));
+    }
+  }
+}
+
+template <int B>
+VLKV_AVX512 void deq_row_avx512(const RowMeta& m, int d, float* out) {
+  for (int u = 0; u < d; u += 16) {
+    // maskz forms: GCC 12's plain _mm512_cvtepu8_epi32 / _mm512_cvtepi32_ps trip
+    // -Wuninitialized inside its own headers.
+    const __m512 c = _mm512_maskz_cvtepi32_ps(
+        0xffff, _mm512_maskz_cvtepu8_epi32(0xffff, intq::unpack16<B>(m.codes + u * B / 8)));
+    __m512 s, z;
+    if (m.scale_c) {
+      s = _mm512_loadu_ps(m.scale_c + u);
+      z = _mm512_loadu_ps(m.min_c + u);
+    } else {
+      const int grp = u / m.g;
+      s = _mm512_set1_ps(_cvtsh_ss(load_u16(m.scale_h + 2 * grp)));
+      z = _mm512_set1_ps(_cvtsh_ss(load_u16(m.min_h + 2 * grp)));
+    }
+    _mm512_storeu_ps(out + u, _mm512_fmadd_ps(c, s, z));
+  }
+}
+
+// f16 metadata of a per-channel block -> floats (8 at a time with F16C; d % 8 == 0).
+VLKV_AVX2 void halves_to_floats_f16c(const uint8_t* h, int d, float* out) {
+  for (int i = 0; i < d; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 2 * i))));
+}
+void halves_to_floats_scalar(const uint8_t* h, int d, float* out) {
+  for (int i = 0; i < d; ++i) out[i] = fp16_to_fp32(load_u16(h + 2 * i));
+}
+
+class IntCodec final : public Codec {
+ public:
+  explicit IntCodec(const IntParams& p) : p_(p) {
+    name_ = std::string(p.wht ? "wht_" : "") + "int" + std::to_string(p.bits) + (p.G ? "c" : "");
+    char clip[32];
+    std::snprintf(clip, sizeof clip, "%g", p.clip);
+    name_ += p.G ? ":G=" + std::to_string(p.G) : ":g=" + std::to_string(p.g);
+    name_ += std::string(",clip=") + clip;
+  }
+
+  const std::string& name() const override { return name_; }
+
+  Status check_head_dim(int d) const override {
+    const std::string who = name_.substr(0, name_.find(':'));
+    if (d <= 0 || d % 8 != 0)
+      return invalid_argument(who + ": head_dim " + std::to_string(d) + " is not a positive multiple of 8");
+    if (!p_.G && p_.g != 0 && d % p_.g != 0)
+      return invalid_argument(who + ": group size " + std::to_string(p_.g) + " does not divide head_dim " +
+                              std::to_string(d) + " (choose g among the divisors of head_dim, or g=0 for the whole head)");
+    if (p_.wht && (!is_power_of_two(d) || d > kMaxWhtDim))
+      return invalid_argument(who + ": the Walsh-Hadamard rotation needs head_dim a power of two <= " +
+                              std::to_string(kMaxWhtDim) + ", got " + std::to_string(d));
+    if (d > 1024) return invalid_argument(who + ": head_dim " + std::to_string(d) + " > 1024");
+    return Status::ok();
+  }
+
+  int tokens_per_block() const override { return p_.G ? p_.G : 1; }
+  int64_t block_bytes(int d) const override {
+    if (p_.G) return 4LL * d + p_.G * intq::row_bytes(d, p_.bits);
+    return 4LL * (d / group(d)) + intq::row_bytes(d, p_.bits);
+  }
+  double error_bound() const override {
+    if (!p_.wht) return base_bound();
+    return base_bound() * kMaxWhtDim;  // worst case over the head_dims accepted
+  }
+  double error_bound_at(int d) const override {
+    if (!p_.wht) return base_bound();
+    return p_.G ? base_bound() * d : base_bound() * std::sqrt(static_cast<double>(group(d)) * d);
+  }
+
+  void encode(const float* x, int64_t x_stride, int d, uint8_t* block) const override {
+    const int tpb = tokens_per_block();
+    std::vector<float> rot;
+    if (p_.wht) {  // rotate a copy: [tpb, d]
+      rot.resize(static_cast<size_t>(tpb) * d);
+      for (int t = 0; t < tpb; ++t) std::memcpy(&rot[static_cast<size_t>(t) * d], x + t * x_stride, 4 * static_cast<size_t>(d));
+      wht_rows(rot.data(), tpb, d);
+      x = rot.data();
+      x_stride = d;
+    }
+    std::vector<uint8_t> codes(static_cast<size_t>(tpb) * d);  // [tpb, d]
+    if (p_.G) {
+      for (int i = 0; i < d; ++i) {
+        uint16_t s, z;
+        quantize_group(x + i, x_stride, tpb, p_.bits, p_.clip, &codes[i], d, &s, &z);
+        store_u16(block + 2 * i, s);
+        store_u16(block + 2 * d + 2 * i, z);
+      }
+      for (int t = 0; t < tpb; ++t)
+        intq::pack_row(&codes[static_cast<size_t>(t) * d], d, p_.bits, block + 4 * d + t * intq::row_bytes(d, p_.bits));
+    } else {
+      const int g = group(d), ng = d / g;
+      for (int k = 0; k < ng; ++k) {
+        uint16_t s, z;
+        quantize_group(x + k * g, 1, g, p_.bits, p_.clip, &codes[k * g], 1, &s, &z);
+        store_u16(block + 2 * k, s);
+        store_u16(block + 2 * ng + 2 * k, z);
+      }
+      intq::pack_row(codes.data(), d, p_.bits, block + 4 * ng);
+    }
+  }
+
+  void decode(const uint8_t* block, int d, float* x) const override {
+    const int tpb = tokens_per_block();
+    std::vector<float> sc, mn;
+    if (p_.G) {
+      sc.resize(d);
+      mn.resize(d);
+      halves_to_floats_scalar(block, d, sc.data());
+      halves_to_floats_scalar(block + 2 * d, d, mn.data());
+    }
+    for (int t = 0; t < tpb; ++t) deq_row_scalar(row_meta(block, t, d, sc.data(), mn.data()), d, p_.bits, x + t * d);
+    if (p_.wht) wht_rows(x, tpb, d);
+  }
+
+  void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
+              int64_t ld) const override {
+    Tile& tile = tile_for(seg.head_dim);
+    for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
+      const int n = static_cast<int>(std::min<int64_t>(kTile, seg.n_tokens - t0));
+      dequant(seg, t0, n, tile);
+      float_kernels::scores<float>(q, n_q, tile.view(n), scale, logits + t0, ld);
+    }
+  }
+  void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
+    Tile& tile = tile_for(seg.head_dim);
+    for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
+      const int n = static_cast<int>(std::min<int64_t>(kTile, seg.n_tokens - t0));
+      dequant(seg, t0, n, tile);
+      float_kernels::accumulate<float>(p + t0, ld, n_q, tile.view(n), out);
+    }
+  }
+
+  int query_transform() const override { return p_.wht ? kWhtTransformId : 0; }
+  void transform_query(float* q, int n_q, int d) const override {
+    if (p_.wht) wht_rows(q, n_q, d);
+  }
+  int output_transform() const override { return p_.wht ? kWhtTransformId : 0; }
+  void untransform_output(float* out, int n_rows, int d) const override {
+    if (p_.wht) wht_rows(out, n_rows, d);
+  }
+
+ private:
+  static constexpr int kWhtTransformId = 0x574854;  // "WHT": shared by every rotated codec
+
+  // Scratch of one thread: the dequantized tile and a per-channel block's metadata.
+  struct Tile {
+    std::vector<float> rows;       // [kTile, d]
+    std::vector<float> sc, mn;     // [d] per-channel scale / min of block `block`
+    const uint8_t* block = nullptr;
+    const uint8_t* page_ptr[1] = {nullptr};
+    int d = 0;
+    SegmentView view(int n) {
+      page_ptr[0] = reinterpret_cast<const uint8_t*>(rows.data());
+      SegmentView v;
+      v.pages = page_ptr;
+      v.n_tokens = n;
+      v.blocks_per_page = kTile;
+      v.block_bytes = 4 * d;
+      v.head_dim = d;
+      return v;
+    }
+  };
+  static Tile& tile_for(int d) {
+    thread_local Tile t;
+    if (t.d != d) {
+      t.d = d;
+      t.rows.assign(static_cast<size_t>(kTile) * d, 0.0f);
+      t.sc.assign(d, 0.0f);
+      t.mn.assign(d, 0.0f);
+    }
+    t.block = nullptr;
+    return t;
+  }
+
+  int group(int d) const { return p_.g == 0 ? d : p_.g; }
+  double base_bound() const {
+    const double q = static_cast<double>((1 << p_.bits) - 1);
+    return std::max(p_.clip / q, 1.0 - p_.clip) * (1.0 + 0x1p-8) + 0x1p-10;
+  }
+
+  RowMeta row_meta(const uint8_t* block, int t, int d, const float* sc, const float* mn) const {
+    RowMeta m{};
+    if (p_.G) {
+      m.codes = block + 4 * d + t * intq::row_bytes(d, p_.bits);
+      m.scale_c = sc;
+      m.min_c = mn;
+    } else {
+      const int ng = d / group(d);
+      m.scale_h = block;
+      m.min_h = block + 2 * ng;
+      m.g = group(d);
+      m.codes = block + 4 * ng;
+    }
+    return m;
+  }
+
+  // Tokens [t0, t0 + n) of the view -> tile.rows [n, d].
+  void dequant(const SegmentView& seg, int64_t t0, int n, Tile& tile) const {
+    const int d = seg.head_dim, tpb = tokens_per_block();
+    SimdLevel level = simd_level();
+    if (d % 16 != 0 || (!p_.G && group(d) % 16 != 0)) level = SimdLevel::kScalar;
+    for (int j = 0; j < n; ++j) {
+      const int64_t t = t0 + j;
+      const uint8_t* block = seg.block(t / tpb);
+      if (p_.G && block != tile.block) {
+        if (level == SimdLevel::kScalar) {
+          halves_to_floats_scalar(block, d, tile.sc.data());
+          halves_to_floats_scalar(block + 2 * d, d, tile.mn.data());
+        } else {
+          halves_to_floats_f16c(block, d, tile.sc.data());
+          halves_to_floats_f16c(block + 2 * d, d, tile.mn.data());
+        }
+        tile.block = block;
+      }
+      const RowMeta m = row_meta(block, static_cast<int>(t % tpb), d, tile.sc.data(), tile.mn.data());
+      float* out = tile.rows.data() + static_cast<size_t>(j) * d;
+      switch (level) {
+        case SimdLevel::kAvx512: deq_simd<true>(m, d, out); break;
+        case SimdLevel::kAvx2: deq_simd<false>(m, d, out); break;
+        default: deq_row_scalar(m, d, p_.bits, out);
+      }
+    }
+  }
+  template <bool kAvx512>
+  void deq_simd(const RowMeta& m, int d, float* out) const {
+    switch (p_.bits) {
+      case 8: return kAvx512 ? deq_row_avx512<8>(m, d, out) : deq_row_avx2<8>(m, d, out);
+      case 4: return kAvx512 ? deq_row_avx512<4>(m, d, out) : deq_row_avx2<4>(m, d, out);
+      case 3: return kAvx512 ? deq_row_avx512<3>(m, d, out) : deq_row_avx2<3>(m, d, out);
+      default: return kAvx512 ? deq_row_avx512<2>(m, d, out) : deq_row_avx2<2>(m, d, out);
+    }
+  }
+
+  IntParams p_;
+  std::string name_;
+};
+
+// Registers intB, intBc, wht_intB, wht_intBc for B in {8, 4, 3, 2}.
+bool register_int_codecs() {
+  for (int bits : {8, 4, 3, 2})
+    for (bool per_channel : {false, true})
+      for (bool rot : {false, true}) {
+        const std::string name = std::string(rot ? "wht_" : "") + "int" + std::to_string(bits) + (per_channel ? "c" : "");
+        std::vector<ParamInfo> params;
+        if (per_channel) params.push_back({"G", "32", "tokens per block (per-channel scale/min over G tokens), 1..1024"});
+        else params.push_back({"g", "32", "channels per group (must divide head_dim); 0 = head_dim"});
+        params.push_back({"clip", "1", "clipping ratio in (0, 1]: the group's range shrunk around its centre"});
+        std::string help = std::to_string(bits) + "-bit uniform asymmetric, f16 scale+min per " +
+                           (per_channel ? "channel over G tokens" : "group of g channels of a token") +
+                           (rot ? ", rows Walsh-Hadamard rotated" : "");
+        register_codec(CodecInfo{name, help, params, [=](const Spec& spec) -> Result<std::shared_ptr<const Codec>> {
+                                   IntParams p;
+                                   p.bits = bits;
+                                   p.wht = rot;
+                                   if (per_channel) {
+                                     VLKV_ASSIGN_OR_RETURN(int64_t G, spec.get_int("G", 32, 1, 1024));
+                                     p.G = static_cast<int>(G);
+                                   } else {
+                                     VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", 32, 0, 1024));
+                                     if (g % 8 != 0)
+                                       return invalid_argument("'" + name + "': g=" + std::to_string(g) +
+                                                               " must be a multiple of 8 (e.g. 32, 64, 128) or 0 for head_dim");
+                                     p.g = static_cast<int>(g);
+                                   }
+                                   VLKV_ASSIGN_OR_RETURN(p.clip, spec.get_double("clip", 1.0, 0.05, 1.0));
+                                   return std::shared_ptr<const Codec>(std::make_shared<IntCodec>(p));
+                                 }});
+      }
+  return true;
+}
+
+[[maybe_unused]] const bool g_int_codecs_registered = register_int_codecs();
+
+}  // namespace
+}  // namespace vlkv

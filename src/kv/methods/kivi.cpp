@@ -1,0 +1,172 @@
+// Methods "kivi" (bits=2|4) and "kivi2" (bits 2): KIVI (Liu et al. 2024). Keys
+// quantized per channel over groups of G tokens (codec intBc:G=g), values per token in
+// groups of g channels (codec intB:g=g), and a full-precision residual window of the
+// most recent tokens.
+//
+// Per (layer, kv head) two segments: 0 compressed (tag kTagCompressed), 1 the window
+// (tag kTagWindow, f16 or f32 rows). New tokens go to the window; when it holds at least
+// residual + G tokens, the oldest whole groups of G are folded into segment 0 so that
+// residual <= window < residual + G tokens remain (window = n below residual + G tokens,
+// else residual + (n - residual) mod G: a function of n alone). A fold re-encodes the
+// window's remaining rows into a fresh window segment and drops the old one (LayerEditor
+// has no "drop the front"); amortized that is residual / G row copies per token. A long
+// prompt folds its bulk straight from the step's rows: the window never grows past
+// residual + 2G rows. Attention is order-independent, so segment order does not matter;
+// storage order is still sequence order (read_back returns the tokens in order).
+//
+// Accounting: bits_per_element() and bytes_per_token() are the steady-state compressed
+// costs (window excluded: at 2 bits, g=32, d=128, 3.0 bits/element for K and for V);
+// bytes_for_tokens(n) is exact for n tokens, window included (what the pool holds, less
+// page tails) - the bench reports bytes actually held.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kv/codec_registry.h"
+#include "kv/method_registry.h"
+
+namespace vlkv {
+namespace {
+
+constexpr uint32_t kTagCompressed = 0;
+constexpr uint32_t kTagWindow = 1;
+
+class KiviMethod final : public Method {
+ public:
+  static Result<std::unique_ptr<Method>> create(const std::string& name, const Spec& spec, const KvGeometry& geo) {
+    int64_t bits = 2;
+    if (spec.has("bits") || name == "kivi") {
+      VLKV_ASSIGN_OR_RETURN(bits, spec.get_int("bits", 2, 2, 4));
+      if (bits != 2 && bits != 4)
+        return invalid_argument("'" + name + "': bits=" + std::to_string(bits) + " is not supported; valid: 2, 4");
+    }
+    VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", 32, 8, 1024));
+    if (g % 8 != 0)
+      return invalid_argument("'" + name + "': g=" + std::to_string(g) + " is not a multiple of 8; valid: 8, 16, 32, 64, 128");
+    VLKV_ASSIGN_OR_RETURN(int64_t residual, spec.get_int("residual", 128, 0, 1 << 16));
+    const std::string window = spec.get_string("window", "f16");
+    if (window != "f16" && window != "f32")
+      return invalid_argument("'" + name + "': window=" + window + " is not supported; valid: f16, f32");
+    // Values: groups of g channels, the whole head when g does not divide head_dim and
+    // was not given explicitly (e.g. head_dim 8).
+    const int64_t gv = spec.has("g") || geo.head_dim % g == 0 ? g : geo.head_dim;
+    const std::string b = std::to_string(bits);
+    VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g)));
+    VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv)));
+    VLKV_ASSIGN_OR_RETURN(auto wc, make_codec(window));
+    for (const auto* c : {kc.get(), vc.get(), wc.get()})
+      VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method " + name));
+    auto m = std::unique_ptr<KiviMethod>(new KiviMethod());
+    m->spec_ = name + ":" + (name == "kivi" ? "bits=" + b + "," : "") + "g=" + std::to_string(g) +
+               ",residual=" + std::to_string(residual) + ",window=" + window;
+    m->k_ = std::move(kc);
+    m->v_ = std::move(vc);
+    m->w_ = std::move(wc);
+    m->geo_ = geo;
+    m->G_ = static_cast<int>(g);
+    m->R_ = residual;
+    return std::unique_ptr<Method>(std::move(m));
+  }
+
+  const std::string& spec() const override { return spec_; }
+  std::vector<const Codec*> codecs() const override { return {k_.get(), v_.get(), w_.get()}; }
+
+  Status store(const StoreInput& in, LayerEditor& ed) const override {
+    const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
+    const int64_t stride = static_cast<int64_t>(n_kv) * d;  // rows of one head in in.k / in.v
+    for (int h = 0; h < n_kv; ++h) {
+      if (ed.segments(h).empty()) {
+        ed.add_segment(h, k_.get(), v_.get(), kTagCompressed);  // index 0
+        ed.add_segment(h, w_.get(), w_.get(), kTagWindow);      // index 1
+      }
+      const float* kn = in.k + h * d;  // [n_new, d] rows at stride
+      const float* vn = in.v + h * d;
+      const int64_t w = ed.segments(h)[1].n_tokens, n_new = in.n_new, total = w + n_new;
+      const int64_t n_fold = total >= R_ + G_ ? (total - R_) / G_ * G_ : 0;
+      if (n_fold == 0) {
+        VLKV_RETURN_IF_ERROR(ed.append(h, 1, kn, vn, stride, n_new));
+        continue;
+      }
+      // Sequence-order tokens [0, total) of this step: window rows [0, w), then new rows.
+      std::vector<float> wk(static_cast<size_t>(w + G_) * d), wv(wk.size());  // window + a group's fill
+      ed.read(h, 1, 0, w, wk.data(), wv.data());
+      // a) the window's rows plus the new rows completing their last group (<= n_fold).
+      const int64_t a = std::min(n_fold, (w + G_ - 1) / G_ * G_);
+      for (int64_t t = w; t < a; ++t) {
+        std::memcpy(&wk[t * d], kn + (t - w) * stride, sizeof(float) * d);
+        std::memcpy(&wv[t * d], vn + (t - w) * stride, sizeof(float) * d);
+      }
+      if (a > 0) VLKV_RETURN_IF_ERROR(ed.append(h, 0, wk.data(), wv.data(), d, a));
+      // b) the rest of the fold straight from the new rows (whole groups).
+      if (n_fold > a) VLKV_RETURN_IF_ERROR(ed.append(h, 0, kn + (a - w) * stride, vn + (a - w) * stride, stride, n_fold - a));
+      // c) a fresh window with tokens [n_fold, total); the old one goes.
+      const int nw = ed.add_segment(h, w_.get(), w_.get(), kTagWindow);
+      if (n_fold < w) VLKV_RETURN_IF_ERROR(ed.append(h, nw, &wk[n_fold * d], &wv[n_fold * d], d, w - n_fold));
+      const int64_t first_new = std::max<int64_t>(0, n_fold - w);
+      if (first_new < n_new)
+        VLKV_RETURN_IF_ERROR(ed.append(h, nw, kn + first_new * stride, vn + first_new * stride, stride, n_new - first_new));
+      ed.remove_segment(h, 1);
+    }
+    return Status::ok();
+  }
+
+  double bits_per_element() const override {
+    return 0.5 * (k_->bits_per_element(geo_.head_dim) + v_->bits_per_element(geo_.head_dim));
+  }
+  double bytes_per_token() const override {
+    const int d = geo_.head_dim;
+    return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads *
+           (static_cast<double>(k_->block_bytes(d)) / G_ + static_cast<double>(v_->block_bytes(d)));
+  }
+  double bytes_for_tokens(int64_t n) const override {
+    const int64_t w = window_tokens(n), c = n - w;
+    const int d = geo_.head_dim;
+    const double per_head = static_cast<double>(c / G_) * static_cast<double>(k_->block_bytes(d)) +
+                            static_cast<double>(c) * static_cast<double>(v_->block_bytes(d)) +
+                            2.0 * static_cast<double>(w) * static_cast<double>(w_->block_bytes(d));
+    return per_head * geo_.n_layers * geo_.n_kv_heads;
+  }
+  int max_streams_per_head() const override { return 4; }
+  int error_block_tokens() const override { return G_; }
+  // Keys per channel over G tokens (bound relative to the G-token block), values per
+  // token; an f16 window adds its rounding (2^-11) to folded rows.
+  double error_bound() const override {
+    return std::max(k_->error_bound(), v_->error_bound()) + (w_->error_bound() > 0 ? 0x1p-10 : 0.0);
+  }
+
+  // Tokens in the window once n are stored (see the header comment).
+  int64_t window_tokens(int64_t n) const { return n < R_ + G_ ? n : R_ + (n - R_) % G_; }
+
+ private:
+  std::string spec_;
+  std::shared_ptr<const Codec> k_, v_, w_;
+  KvGeometry geo_;
+  int G_ = 32;
+  int64_t R_ = 128;
+};
+
+std::vector<ParamInfo> kivi_params(bool with_bits) {
+  std::vector<ParamInfo> p;
+  if (with_bits) p.push_back({"bits", "2", "code bits of K and V: 2 or 4"});
+  p.push_back({"g", "32", "group size: keys per channel over g tokens, values per token over g channels "
+                          "(the whole head when g does not divide head_dim)"});
+  p.push_back({"residual", "128", "recent tokens kept in full precision (the window holds residual..residual+g-1)"});
+  p.push_back({"window", "f16", "storage of the residual window: f16 or f32"});
+  return p;
+}
+
+}  // namespace
+
+VLKV_REGISTER_KV_METHOD(kivi, MethodInfo{"kivi",
+                                         "KIVI: keys per channel (groups of g tokens), values per token (groups of g "
+                                         "channels), b-bit, full-precision residual window",
+                                         kivi_params(true), [](const Spec& s, const KvGeometry& g) {
+                                           return KiviMethod::create("kivi", s, g);
+                                         }});
+VLKV_REGISTER_KV_METHOD(kivi2, MethodInfo{"kivi2", "KIVI at 2 bits (= kivi:bits=2; 3.0 bits/element with g=32)",
+                                          kivi_params(false), [](const Spec& s, const KvGeometry& g) {
+                                            return KiviMethod::create("kivi2", s, g);
+                                          }});
+
+}  // namespace vlkv
