@@ -1,15 +1,27 @@
-// Decode attention for one layer over a cached context (1K / 8K / 32K tokens) for
-// each storage method, reporting GB/s of cache bytes read, next to a plain memcpy
-// of a buffer of the same size in the same run (the memory-bandwidth reference).
-// The cache is filled through the method's store path (no prefill attention).
+// Decode attention for one layer (one new token) over a cached context of 1K / 8K / 32K
+// (and 128K with --ctx128k) tokens, for every registered KV method (new methods appear
+// automatically; a method that refuses a geometry is skipped), head_dim 128 and 64,
+// 8 query heads over 2 kv heads. Reports GB/s of cache bytes read (the bytes the layer's
+// segments hold: compressed blocks plus any full-precision window), and in the same run
+// a memory-bandwidth reference: a 2-thread streaming read and a 1-thread memcpy of a
+// 256 MiB buffer. The summary at the end puts each method next to f16 at the same
+// context (speedup) and next to the read bandwidth (% of bandwidth).
+//   kv_attention_bench [--ctx128k] [google-benchmark flags, e.g. --benchmark_filter=kivi]
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "kv/attention.h"
 #include "kv/codec_registry.h"
@@ -24,79 +36,193 @@ ThreadPool& bench_pool() {
   return pool;
 }
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
+std::vector<float> random_normal(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(n);
   for (auto& e : x) e = dist(rng);
   return x;
 }
 
-// args: context tokens, head_dim, method index (0 f32, 1 f16). 8 query heads, 2 kv heads.
-void BM_DecodeAttention(benchmark::State& state) {
-  const int64_t ctx = state.range(0);
-  const int d = static_cast<int>(state.range(1));
-  const std::string method_name = state.range(2) == 0 ? "f32" : "f16";
+struct Result {
+  double seconds = 0;   // per decode step
+  double gb_s = 0;      // cache bytes read / second
+  double cache_mb = 0;
+  double bits = 0;
+};
+// (head_dim, ctx, method) -> last measurement
+std::map<std::tuple<int, int64_t, std::string>, Result>& results() {
+  static std::map<std::tuple<int, int64_t, std::string>, Result> r;
+  return r;
+}
+double g_read_gb_s = 0, g_copy_gb_s = 0;
+
+// Bytes of the codec blocks the layer's segments hold (what one decode step reads).
+double layer_bytes(const LayerCache& layer) {
+  double b = 0;
+  for (const auto& h : layer.heads)
+    for (const auto& s : h.segments) {
+      if (s.k.present()) b += static_cast<double>(s.n_tokens / s.k.codec->tokens_per_block()) * s.k.block_bytes;
+      b += static_cast<double>(s.n_tokens / s.v.codec->tokens_per_block()) * s.v.block_bytes;
+    }
+  return b;
+}
+
+void BM_DecodeAttention(benchmark::State& state, const std::string& method_name, int64_t ctx, int d) {
   const KvGeometry g{1, 8, 2, d};
   auto method = create_method(method_name, g);
   if (!method.is_ok()) return state.SkipWithError(method.status().message().c_str());
-  PagePool pool(4ull << 30, 64 * 1024);
+  static std::unique_ptr<PagePool> pool;  // one pool, big enough for the largest case
+  if (!pool) pool = std::make_unique<PagePool>(8ull << 30, 64 * 1024);
   LayerCache layer;
   layer.heads.resize(g.n_kv_heads);
+  layer.state = (*method)->new_layer_state(0);
   PendingStep pending;
   {
-    LayerEditor ed(pool, layer, pending, 0, d);
-    const int64_t chunk = 1024;
+    LayerEditor ed(*pool, layer, pending, 0, d);
+    const int64_t chunk = 4096;
     for (int64_t t = 0; t < ctx; t += chunk) {
-      const auto k = random_vec(chunk * g.n_kv_heads * d, 1 + t), v = random_vec(chunk * g.n_kv_heads * d, 2 + t);
+      const int n = static_cast<int>(std::min(chunk, ctx - t));
+      const auto k = random_normal(static_cast<size_t>(n) * g.n_kv_heads * d, 1 + static_cast<uint32_t>(t));
+      const auto v = random_normal(static_cast<size_t>(n) * g.n_kv_heads * d, 2 + static_cast<uint32_t>(t));
       StoreInput in;
-      in.n_new = static_cast<int>(std::min(chunk, ctx - t));
+      in.n_cached = t;
+      in.n_new = n;
       in.k = k.data();
       in.v = v.data();
-      if (!(*method)->store(in, ed).is_ok()) return state.SkipWithError("store failed");
+      Status st = (*method)->store(in, ed);
+      if (!st.is_ok()) {
+        layer.for_each_page([&](PageId p) { pool->free(p); });
+        return state.SkipWithError(st.message().c_str());
+      }
     }
+    layer.n_tokens = ctx;
   }
   auto f32 = make_codec("f32");
-  const auto q = random_vec(g.n_heads * d, 7), kn = random_vec(g.n_kv_heads * d, 8), vn = random_vec(g.n_kv_heads * d, 9);
+  const auto q = random_normal(static_cast<size_t>(g.n_heads) * d, 7);
+  const auto kn = random_normal(static_cast<size_t>(g.n_kv_heads) * d, 8);
+  const auto vn = random_normal(static_cast<size_t>(g.n_kv_heads) * d, 9);
   std::vector<float> out(q.size());
-  const double bytes = (*method)->bytes_per_token() * static_cast<double>(ctx);  // K+V of both kv heads
+  const double bytes = layer_bytes(layer);
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     attend_layer(layer, nullptr, **f32, q.data(), kn.data(), vn.data(), 1, 1.0f / std::sqrt(float(d)), out.data(),
                  AttendShape{g.n_heads, g.n_kv_heads, d}, bench_pool());
     benchmark::DoNotOptimize(out.data());
   }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Result r;
+  r.seconds = secs / static_cast<double>(state.iterations());
+  r.gb_s = bytes / r.seconds / 1e9;
+  r.cache_mb = bytes / 1e6;
+  r.bits = (*method)->bits_per_element();
+  results()[{d, ctx, method_name}] = r;
   state.counters["cache_GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["cache_MB"] = bytes / 1e6;
-  state.SetLabel(method_name);
-  layer.for_each_page([&](PageId p) { pool.free(p); });
+  state.counters["bits"] = r.bits;
+  layer.for_each_page([&](PageId p) { pool->free(p); });
 }
 
-// memcpy of a buffer as large as the f32 cache of the same shape: bytes read per second.
-void BM_MemcpyReference(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(state.range(0)) * 2 * 2 * state.range(1) * 4;
-  std::vector<char> src(bytes, 1), dst(bytes);
+constexpr size_t kBwBytes = 256ull << 20;  // far larger than the last-level cache
+
+__attribute__((target("avx2"))) double sum_avx2(const float* x, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(x + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(x + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(x + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(x + i + 24));
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  double s = 0;
+  for (float e : t) s += e;
+  return s;
+}
+
+// Streaming read of a 256 MiB buffer on every pool thread (each reads its share):
+// the bandwidth the attention kernels can at best turn into cache bytes.
+void BM_MemReadBandwidth(benchmark::State& state) {
+  const size_t n = kBwBytes / sizeof(float);
+  float* x = static_cast<float*>(std::aligned_alloc(64, kBwBytes));
+  for (size_t i = 0; i < n; ++i) x[i] = 1.0f;
+  ThreadPool& pool = bench_pool();
+  std::vector<double> sums(pool.n_threads());
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
+    pool.parallel_for(pool.n_threads(), [&](int64_t b, int64_t e, int th) {
+      for (int64_t part = b; part < e; ++part) {
+        const size_t lo = n * part / pool.n_threads() / 32 * 32, hi = n * (part + 1) / pool.n_threads() / 32 * 32;
+        sums[th] += sum_avx2(x + lo, hi - lo);
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  g_read_gb_s = kBwBytes * static_cast<double>(state.iterations()) / secs / 1e9;
+  state.counters["read_GB/s"] = benchmark::Counter(double(kBwBytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["threads"] = pool.n_threads();
+  std::free(x);
+}
+
+// memcpy of a 256 MiB buffer on one thread: bytes read per second.
+void BM_MemcpyReference(benchmark::State& state) {
+  std::vector<char> src(kBwBytes, 1), dst(kBwBytes);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), kBwBytes);
     benchmark::ClobberMemory();
   }
-  state.counters["read_GB/s"] = benchmark::Counter(double(bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.counters["cache_MB"] = bytes / 1e6;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  g_copy_gb_s = kBwBytes * static_cast<double>(state.iterations()) / secs / 1e9;
+  state.counters["read_GB/s"] = benchmark::Counter(double(kBwBytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-void Args(benchmark::internal::Benchmark* b) {
-  for (int d : {128, 64})
-    for (int64_t ctx : {1024, 8192, 32768})
-      for (int m : {0, 1}) b->Args({ctx, d, m});
+void print_summary() {
+  if (results().empty()) return;
+  std::printf("\nDecode attention, one layer, 8 q heads / 2 kv heads, %d threads, SIMD %s\n",
+              bench_pool().n_threads(), simd_level_name(simd_level()));
+  std::printf("bandwidth reference: %.2f GB/s streaming read (%d threads), %.2f GB/s memcpy read (1 thread)\n",
+              g_read_gb_s, bench_pool().n_threads(), g_copy_gb_s);
+  std::printf("%-4s %7s %-34s %6s %10s %10s %9s %8s %8s\n", "d", "ctx", "method", "bits", "cache MB", "us/step",
+              "GB/s", "x f16", "% read");
+  for (const auto& [key, r] : results()) {
+    const auto& [d, ctx, m] = key;
+    const auto f16 = results().find({d, ctx, std::string("f16")});
+    const double speedup = f16 != results().end() ? f16->second.seconds / r.seconds : 0;
+    std::printf("%-4d %7lld %-34s %6.2f %10.2f %10.1f %9.2f %8.2f %7.0f%%\n", d, static_cast<long long>(ctx),
+                m.c_str(), r.bits, r.cache_mb, r.seconds * 1e6, r.gb_s, speedup,
+                g_read_gb_s > 0 ? 100.0 * r.gb_s / g_read_gb_s : 0.0);
+  }
 }
-void MemArgs(benchmark::internal::Benchmark* b) {
-  for (int d : {128, 64})
-    for (int64_t ctx : {1024, 8192, 32768}) b->Args({ctx, d});
-}
-
-BENCHMARK(BM_DecodeAttention)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_MemcpyReference)->Apply(MemArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace vlkv
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  using namespace vlkv;
+  bool long_ctx = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--ctx128k") == 0) long_ctx = true;
+    else args.push_back(argv[i]);
+  }
+  int n_args = static_cast<int>(args.size());
+  benchmark::Initialize(&n_args, args.data());
+  benchmark::RegisterBenchmark("MemReadBandwidth", BM_MemReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("MemcpyReference", BM_MemcpyReference)->Unit(benchmark::kMillisecond)->UseRealTime();
+  std::vector<int64_t> contexts = {1024, 8192, 32768};
+  if (long_ctx) contexts.push_back(131072);
+  for (int d : {128, 64})
+    for (int64_t ctx : contexts)
+      for (const MethodInfo* m : list_methods()) {
+        const std::string name = "DecodeAttention/d" + std::to_string(d) + "/ctx" + std::to_string(ctx) + "/" + m->name;
+        benchmark::RegisterBenchmark(name.c_str(), [m, ctx, d](benchmark::State& st) {
+          BM_DecodeAttention(st, m->name, ctx, d);
+        })->Unit(benchmark::kMicrosecond)->UseRealTime();
+      }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  print_summary();
+  return 0;
+}

@@ -40,9 +40,10 @@ int run(const RunOptions& o_in) {
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) o.prompt.append(buf, n);
     std::fclose(f);
   }
-  Result<uint64_t> budget = parse_byte_size(o.kv_budget);
-  if (!budget.is_ok()) return report_error(budget.status().with_context("--kv-budget"));
+  Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
+  if (!budget.is_ok()) return report_error(budget.status());
   o.engine.kv_budget_bytes = *budget;
+  if (Status st = check_kv_method_flag(o.engine.kv_method); !st.is_ok()) return report_error(st);
   const bool has_media = !o.images.empty() || !o.videos.empty();
   if (has_media && o.engine.mmproj_path.empty()) {
     return report_error(invalid_argument("--image/--video need a vision model: " + o.engine.model_path +
@@ -52,8 +53,13 @@ int run(const RunOptions& o_in) {
   if (o.frames > 0 && o.fps > 0) return report_error(invalid_argument("give --frames or --fps, not both"));
 
   Result<std::unique_ptr<Engine>> engine = Engine::load(o.engine);
-  if (!engine.is_ok()) return report_error(engine.status());
+  if (!engine.is_ok()) return report_error(check_kv_load_error(engine.status(), o.engine.kv_method));
   Engine& e = **engine;
+  if (e.info().n_ctx_train > 0 && o.engine.n_ctx > e.info().n_ctx_train)
+    return report_error(invalid_argument("--ctx-size " + std::to_string(o.engine.n_ctx) +
+                                         " exceeds the model's context of " + std::to_string(e.info().n_ctx_train) +
+                                         " tokens"));
+  if (Status st = check_kv_budget_for_model(*budget, o.kv_budget, e.info()); !st.is_ok()) return report_error(st);
 
   // Media are decoded up front: a bad file fails before any output.
   Prompt prompt;

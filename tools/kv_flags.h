@@ -1,16 +1,80 @@
-// The KV-cache flags shared by run, bench and (later) eval: --kv METHOD[:k=v,...] and --kv-budget SIZE.
+// The KV-cache flags shared by run, bench and (later) eval: --kv METHOD[:k=v,...] and
+// --kv-budget SIZE; their help lists the registered methods with their parameters, and
+// the checks below turn bad values into one error line naming the flag (exit status 2).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
+
+#include "kv/method_registry.h"
+#include "kv/spec.h"
+#include "vlkv/engine.h"
+#include "vlkv/status.h"
 
 namespace vlkv::cli {
 
+inline constexpr uint64_t kKvPageBytes = 64 * 1024;  // KvCacheConfig's page size (the engine's default)
+
+inline std::string kv_method_help(bool several) {
+  return std::string(several ? "Comma-separated KV cache methods" : "KV cache method") +
+         " and parameters, NAME[:key=value,...], e.g. f16, int4:g=64, kivi2:residual=64. Registered methods "
+         "(parameters with defaults):\n" +
+         describe_methods();
+}
+
 inline void add_kv_flags(CLI::App& app, std::string& method, std::string& budget) {
-  app.add_option("--kv", method,
-                 "KV cache method and parameters: NAME[:key=value,...], e.g. f16, f32")
+  app.add_option("--kv", method, kv_method_help(false))->capture_default_str();
+  app.add_option("--kv-budget", budget, "KV cache memory budget (e.g. 512M, 4G); at least one 64 KiB page per "
+                                        "K/V stream of every layer and kv head")
       ->capture_default_str();
-  app.add_option("--kv-budget", budget, "KV cache memory budget (e.g. 512M, 4G)")->capture_default_str();
+}
+
+// Before loading the model: the method's name and parameter keys (their values are
+// checked against the model's geometry when it loads: see check_kv_load_error).
+inline Status check_kv_method_flag(const std::string& method, const char* flag = "--kv") {
+  Result<std::unique_ptr<Method>> m = create_method(method, KvGeometry{1, 8, 2, 128});
+  if (m.is_ok()) return Status::ok();
+  // A head_dim-128 refusal may be fine for the real model: only name/key/syntax errors are final here.
+  Result<Spec> spec = Spec::parse(method);
+  if (!spec.is_ok()) return invalid_argument(std::string(flag) + " '" + method + "': " + spec.status().message());
+  const std::string msg = m.status().message();
+  if (msg.find("unknown KV method") != std::string::npos || msg.find("no parameter") != std::string::npos)
+    return invalid_argument(std::string(flag) + " '" + method + "': " + msg);
+  return Status::ok();
+}
+
+inline Result<uint64_t> parse_kv_budget_flag(const std::string& budget) {
+  Result<uint64_t> b = parse_byte_size(budget);
+  if (!b.is_ok()) return invalid_argument("--kv-budget '" + budget + "': " + b.status().message());
+  if (*b < kKvPageBytes)
+    return invalid_argument("--kv-budget '" + budget + "' is smaller than one KV page (64 KiB); use e.g. 512M");
+  return *b;
+}
+
+// After the model is known: the budget must hold the first token (one page per K/V
+// stream of every layer and kv head), and the context must fit the model.
+inline Status check_kv_budget_for_model(uint64_t budget, const std::string& budget_text, const ModelInfo& info) {
+  const uint64_t pages = 2ull * static_cast<uint64_t>(info.n_layers) * static_cast<uint64_t>(info.n_kv_heads);
+  if (budget < pages * kKvPageBytes)
+    return invalid_argument("--kv-budget '" + budget_text + "' holds " + std::to_string(budget / kKvPageBytes) +
+                            " pages of 64 KiB; this model needs at least " + std::to_string(pages) + " (" +
+                            std::to_string(pages * kKvPageBytes >> 20) + " MiB) for its first token");
+  return Status::ok();
+}
+
+// Engine::load failed: KV method refusals (e.g. a group size that does not divide the
+// model's head_dim) get the flag's name in front.
+inline Status check_kv_load_error(const Status& st, const std::string& method, const char* flag = "--kv") {
+  const std::string& msg = st.message();
+  Result<Spec> spec = Spec::parse(method);
+  const std::string name = spec.is_ok() ? spec->name() : method;
+  if (st.code() == StatusCode::kInvalidArgument &&
+      (msg.find("KV method") != std::string::npos || msg.find("codec") != std::string::npos ||
+       msg.find("head_dim") != std::string::npos || msg.find(method) != std::string::npos ||
+       msg.find("'" + name + "'") != std::string::npos || msg.rfind(name + ":", 0) == 0))
+    return Status(st.code(), std::string(flag) + " '" + method + "': " + msg);
+  return st;
 }
 
 }  // namespace vlkv::cli
