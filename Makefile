@@ -5,9 +5,13 @@ BUILD    ?= build
 FUZZ_BUILD ?= build-fuzz
 JOBS     ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
-            nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev
-DEMO_MODEL  ?= models/stories260K.gguf
-DEMO_PROMPT ?= Once upon a time, there was a little robot who
+            nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
+            libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
+# The demo: tinyvlm-shapes (a 1.6M-parameter LLaVA-style VLM) answers questions about
+# bundled pictures once per registered KV method: answer, KV bytes and bits/element.
+DEMO_MODEL  ?= models/tinyvlm-shapes.gguf
+DEMO_MMPROJ ?= models/tinyvlm-shapes-mmproj.gguf
+DEMO_ITEMS  ?= 005.png:Where is the blue circle?|009.png:How many shapes are there?|026.png:Describe the image.
 
 .PHONY: deps configure build demo test fuzz-smoke clean
 
@@ -27,7 +31,16 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/vlkv run -m $(DEMO_MODEL) -p "$(DEMO_PROMPT)" -n 200 --temp 0.8 --seed 42
+	@items='$(DEMO_ITEMS)'; IFS='|'; for item in $$items; do unset IFS; \
+	  img="models/demo/$${item%%:*}"; q="$${item#*:}"; \
+	  printf '\n%s  "%s"\n  %-10s %-48s %10s %10s\n' "$$img" "$$q" method answer "KV bytes" bits/elem; \
+	  for kv in $$(./$(BUILD)/vlkv run --kv-list); do \
+	    ans=$$(./$(BUILD)/vlkv run -m $(DEMO_MODEL) --mmproj $(DEMO_MMPROJ) --image "$$img" -p "$$q" \
+	           --temp 0 -n 32 --kv "$$kv" 2>/tmp/vlkv-demo.$$$$) || { sed 's/^/  /' /tmp/vlkv-demo.$$$$; continue; }; \
+	    kib=$$(sed -n 's/.*bits\/elem, \([0-9.]*\) KiB in use.*/\1/p' /tmp/vlkv-demo.$$$$); \
+	    bits=$$(sed -n 's/.*kv [^:]*: \([0-9.]*\) bits\/elem.*/\1/p' /tmp/vlkv-demo.$$$$); \
+	    printf '  %-10s %-48s %10.0f %10s\n' "$$kv" "$${ans# }" "$$(awk "BEGIN { print $$kib * 1024 }")" "$$bits"; \
+	  done; done; rm -f /tmp/vlkv-demo.$$$$
 
 # The whole suite: unit, golden and bad-input tests, then a bounded libFuzzer run.
 test: build
