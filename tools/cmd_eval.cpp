@@ -536,7 +536,7 @@ int eval(const EvalOptions& o_in) {
     } else {
       std::printf("%-34s %9.4f %8.4f %9.4f %11s %7s %9s %9s %8s\n", r.method.c_str(), r.bits_per_elem, r.kv_bytes_ratio,
                   r.kv_bytes_at_n_ratio, fmt(r.kl_mean, "%.3e").c_str(), fmt(r.top1, "%.4f").c_str(),
-                  fmt(r.ppl, "%.4f").c_str(), fmt(r.ppl - ppl_f16, "%+.4f").c_str(),
+                  fmt(r.ppl, "%.4g").c_str(), fmt(r.ppl - ppl_f16, "%+.3g").c_str(),
                   fmt(100.0 * r.accuracy, "%.1f%%").c_str());
     }
   }

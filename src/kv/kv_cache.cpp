@@ -41,7 +41,7 @@ class KvCacheImpl final : public KvCache {
   }
 
   Status attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v, const TokenKind* kinds,
-                int n_new, float scale, float* out, ThreadPool& pool) override;
+                int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity) override;
 
   void commit(SeqId seq_id, int n_new) override {
     SeqCache& seq = get(seq_id);
@@ -117,7 +117,8 @@ class KvCacheImpl final : public KvCache {
 };
 
 Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v,
-                           const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool) {
+                           const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
+                           const float* visual_similarity) {
   const KvGeometry& g = config_.geometry;
   SeqCache* seq_ptr = table_.find(seq_id);
   if (!seq_ptr) return invalid_argument("attend: unknown sequence " + std::to_string(seq_id));
@@ -161,6 +162,7 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.k = k;
   in.v = v;
   in.kinds = kinds;
+  in.visual_similarity = visual_similarity;
   LayerEditor editor(pool_, lc, seq.pending, layer, g.head_dim);
   Status st = method_->store(in, editor);
   if (!st.is_ok()) {

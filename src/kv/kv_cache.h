@@ -53,10 +53,13 @@ class KvCache {
   //   k,v: [n_new, n_kv_heads, head_dim]  post-RoPE keys
   //   kinds: [n_new]
   //   out: [n_new, n_heads, head_dim]     softmax(q·k * scale) · v
+  //   visual_similarity: [n_new] or null, for methods that select visual tokens by their
+  //     similarity to the text (StoreInput::visual_similarity)
   // Call for layers 0..n_layers-1 in order, then commit(seq, n_new).
   // OutOfMemory (pool exhausted) leaves the sequence as it was before this step.
   virtual Status attend(SeqId seq, int layer, const float* q, const float* k, const float* v,
-                        const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool) = 0;
+                        const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
+                        const float* visual_similarity = nullptr) = 0;
   virtual void commit(SeqId seq, int n_new) = 0;
   // Undo attend() calls made since the last commit (e.g. when a later layer ran out of memory).
   virtual void rollback(SeqId seq) = 0;

@@ -48,6 +48,10 @@ struct StoreInput {
   const float* v = nullptr;  // [n_new, n_kv_heads, head_dim]
   const TokenKind* kinds = nullptr;         // [n_new]
   const AttentionStats* stats = nullptr;    // non-null when the plan asked for stats
+  // [n_new] or null (not computed): per visual token, the mean dot product of its
+  // embedding with the prompt's text token embeddings (VidKV's salient visual tokens);
+  // entries of non-visual tokens are ignored.
+  const float* visual_similarity = nullptr;
 };
 
 class Method {
@@ -74,6 +78,10 @@ class Method {
   // Round-trip bound: |stored - x| <= error_bound() * max|x| over the token's head
   // vector (or the codec block); 0 for lossless methods.
   virtual double error_bound() const = 0;
+  // Relative RMS round-trip error sqrt(sum (stored - x)^2 / sum x^2) over a head's stored
+  // rows of i.i.d. data (K and V apart), for 1.x-bit methods whose max-abs error_bound()
+  // is true but uninformative; negative: not declared.
+  virtual double rms_error_bound() const { return -1.0; }
 
   // ---- exact accounting and test declarations (defaults: one segment, no window) ----
   // Bytes of codec blocks (page tails excluded) a sequence holds once n_tokens are
