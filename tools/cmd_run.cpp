@@ -165,6 +165,8 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
     app->add_option(std::string("--") + flag, field, help)->capture_default_str();
   });
   app->add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past end-of-generation tokens");
+  app->add_flag("--exact-matmul", o->engine.exact_matmul,
+                "Exact f32 matmuls (default: decode rounds activations to 8 bits for quantized weights, as llama.cpp)");
   app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
   app->add_option("-c,--ctx-size", o->engine.n_ctx, "Context size (0: the model's)")->capture_default_str();
   app->add_option("-b,--batch-size", o->engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();
