@@ -62,8 +62,13 @@ Status read_triplet(const GgufFile& g, const std::string& key, float out[3]) {
 Result<VitHparams> read_vit_hparams(const GgufFile& g) {
   VitHparams hp;
   Result<std::string> type = g.get_string("clip.projector_type");
-  if (!type.is_ok()) return invalid_file("mmproj: missing 'clip.projector_type'");
-  hp.projector_type = *type;
+  if (type.is_ok()) {
+    hp.projector_type = *type;
+  } else if (type.status().code() == StatusCode::kNotFound) {
+    hp.projector_type = "mlp";  // old LLaVA-1.5 files predate the key
+  } else {
+    return type.status();
+  }
   VLKV_ASSIGN_OR_RETURN(hp.image_size, read_dim(g, "clip.vision.image_size", true));
   VLKV_ASSIGN_OR_RETURN(hp.patch_size, read_dim(g, "clip.vision.patch_size", true));
   VLKV_ASSIGN_OR_RETURN(hp.n_embd, read_dim(g, "clip.vision.embedding_length", true));
@@ -91,6 +96,17 @@ Result<VitHparams> read_vit_hparams(const GgufFile& g) {
   VLKV_ASSIGN_OR_RETURN(bool use_silu, read_bool(g, "clip.use_silu"));
   if (use_gelu && use_silu) return invalid_file("mmproj: both clip.use_gelu and clip.use_silu are set");
   hp.ffn_op = use_gelu ? VitFfnOp::kGelu : use_silu ? VitFfnOp::kSilu : VitFfnOp::kGeluQuick;
+  Result<std::vector<int64_t>> fl = g.get_i64_array("clip.vision.feature_layer");
+  if (fl.is_ok()) {
+    for (int64_t l : *fl) {
+      if (l < 0 || l > hp.n_layers) {
+        return invalid_file("mmproj: clip.vision.feature_layer holds layer " + std::to_string(l));
+      }
+    }
+    hp.feature_layers = *fl;
+  } else if (fl.status().code() != StatusCode::kNotFound) {
+    return fl.status();
+  }
   return hp;
 }
 
@@ -132,6 +148,11 @@ Result<std::vector<float>> bind_vit_vector(const GgufFile& g, const std::string&
   return out;
 }
 
+Result<std::vector<float>> bind_vit_vector_optional(const GgufFile& g, const std::string& name, int64_t n) {
+  if (!g.find_tensor(name)) return std::vector<float>{};
+  return bind_vit_vector(g, name, n);
+}
+
 Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& g, const std::string& name, int64_t patch, int64_t n_out) {
   const GgufTensorInfo* t = g.find_tensor(name);
   if (!t) return invalid_file("mmproj: missing tensor '" + name + "'");
@@ -149,21 +170,21 @@ Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparam
     VitLayer& l = layers[static_cast<size_t>(i)];
     const std::string p = "v.blk." + std::to_string(i) + ".";
     VLKV_ASSIGN_OR_RETURN(l.ln1_w, bind_vit_vector(g, p + "ln1.weight", d));
-    VLKV_ASSIGN_OR_RETURN(l.ln1_b, bind_vit_vector(g, p + "ln1.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.ln1_b, bind_vit_vector_optional(g, p + "ln1.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.wq, bind_vit_matrix(g, p + "attn_q.weight", d, d));
-    VLKV_ASSIGN_OR_RETURN(l.bq, bind_vit_vector(g, p + "attn_q.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.bq, bind_vit_vector_optional(g, p + "attn_q.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.wk, bind_vit_matrix(g, p + "attn_k.weight", d, d));
-    VLKV_ASSIGN_OR_RETURN(l.bk, bind_vit_vector(g, p + "attn_k.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.bk, bind_vit_vector_optional(g, p + "attn_k.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.wv, bind_vit_matrix(g, p + "attn_v.weight", d, d));
-    VLKV_ASSIGN_OR_RETURN(l.bv, bind_vit_vector(g, p + "attn_v.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.bv, bind_vit_vector_optional(g, p + "attn_v.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.wo, bind_vit_matrix(g, p + "attn_out.weight", d, d));
-    VLKV_ASSIGN_OR_RETURN(l.bo, bind_vit_vector(g, p + "attn_out.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.bo, bind_vit_vector_optional(g, p + "attn_out.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.ln2_w, bind_vit_vector(g, p + "ln2.weight", d));
-    VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector(g, p + "ln2.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector_optional(g, p + "ln2.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.ffn_up, bind_vit_matrix(g, p + "ffn_up.weight", d, hp.n_ff));
-    VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector(g, p + "ffn_up.bias", hp.n_ff));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector_optional(g, p + "ffn_up.bias", hp.n_ff));
     VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
-    VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector(g, p + "ffn_down.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector_optional(g, p + "ffn_down.bias", d));
   }
   return layers;
 }
@@ -217,6 +238,13 @@ void vit_attention(const float* q, const float* k, const float* v, int64_t n, in
   }
 }
 
+void vit_layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b, int64_t n,
+                         int64_t dim, float eps, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    layer_norm(x + t * dim, w.empty() ? nullptr : w.data(), b.empty() ? nullptr : b.data(), dim, eps, out + t * dim);
+  }
+}
+
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool) {
   const int64_t d = hp.n_embd;
   std::vector<float> xn(n * d);        // [n, n_embd] normalized
@@ -225,7 +253,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   std::vector<float> proj(n * d);      // [n, n_embd]
   std::vector<float> up(n * hp.n_ff);  // [n, n_ff]
 
-  for (int64_t t = 0; t < n; ++t) layer_norm(x + t * d, l.ln1_w.data(), l.ln1_b.data(), d, hp.eps, &xn[t * d]);
+  vit_layer_norm_rows(x, l.ln1_w, l.ln1_b, n, d, hp.eps, xn.data());
   matmul(l.wq, xn.data(), n, q.data(), pool);
   matmul(l.wk, xn.data(), n, k.data(), pool);
   matmul(l.wv, xn.data(), n, v.data(), pool);
@@ -242,7 +270,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   add_bias_rows(proj.data(), l.bo, n, d);
   add_inplace(x, proj.data(), n * d);
 
-  for (int64_t t = 0; t < n; ++t) layer_norm(x + t * d, l.ln2_w.data(), l.ln2_b.data(), d, hp.eps, &xn[t * d]);
+  vit_layer_norm_rows(x, l.ln2_w, l.ln2_b, n, d, hp.eps, xn.data());
   matmul(l.ffn_up, xn.data(), n, up.data(), pool);
   add_bias_rows(up.data(), l.ffn_up_b, n, hp.n_ff);
   vit_activation(hp.ffn_op, up.data(), n * hp.n_ff);

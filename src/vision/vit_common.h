@@ -1,7 +1,8 @@
-// Shared pieces of the ViT encoders in mmproj GGUFs (SigLIP for idefics3, the
-// Qwen2-VL ViT; CLIP could reuse them): clip.vision.* hyperparameters, the
-// v.blk.N.* weights of a pre-norm transformer block, the block's forward pass
-// with full (non-causal) attention, and patch embedding as a matmul.
+// The one ViT stack of every mmproj encoder (CLIP for LLaVA, SigLIP for idefics3,
+// the Qwen2-VL ViT): clip.vision.* hyperparameters, the v.blk.N.* weights of a
+// pre-norm transformer block, the block's forward pass with full (non-causal)
+// attention, and patch embedding as a matmul. Biases are optional as in llama.cpp's
+// clip loader (an absent bias is an empty vector and adds nothing).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ enum class VitFfnOp {
 };
 
 struct VitHparams {
-  std::string projector_type;  // clip.projector_type
+  std::string projector_type;  // clip.projector_type ("mlp" when absent, as llama.cpp)
   int64_t image_size = 0;      // clip.vision.image_size
   int64_t patch_size = 0;      // clip.vision.patch_size
   int64_t n_embd = 0;          // clip.vision.embedding_length
@@ -37,16 +38,17 @@ struct VitHparams {
   float image_mean[3] = {0.5f, 0.5f, 0.5f};
   float image_std[3] = {0.5f, 0.5f, 0.5f};
   VitFfnOp ffn_op = VitFfnOp::kGeluQuick;
+  std::vector<int64_t> feature_layers;  // clip.vision.feature_layer (empty when absent)
 };
 
 // Reads and validates clip.vision.* (bounds stop absurd sizes before any allocation).
 Result<VitHparams> read_vit_hparams(const GgufFile& gguf);
 
 struct VitLayer {
-  std::vector<float> ln1_w, ln1_b;   // [n_embd]
+  std::vector<float> ln1_w, ln1_b;   // [n_embd] (bias may be empty)
   WeightMatrix wq, wk, wv, wo;       // [n_embd rows, n_embd cols]
-  std::vector<float> bq, bk, bv, bo; // [n_embd]
-  std::vector<float> ln2_w, ln2_b;   // [n_embd]
+  std::vector<float> bq, bk, bv, bo; // [n_embd] (each may be empty)
+  std::vector<float> ln2_w, ln2_b;   // [n_embd] (bias may be empty)
   WeightMatrix ffn_up;               // [n_ff, n_embd]
   std::vector<float> ffn_up_b;       // [n_ff]
   WeightMatrix ffn_down;             // [n_embd, n_ff]
@@ -57,6 +59,8 @@ struct VitLayer {
 // outlive the views. A vector is copied to f32.
 Result<WeightMatrix> bind_vit_matrix(const GgufFile& gguf, const std::string& name, int64_t n_cols, int64_t n_rows);
 Result<std::vector<float>> bind_vit_vector(const GgufFile& gguf, const std::string& name, int64_t n);
+// As bind_vit_vector, but an absent tensor gives an empty vector.
+Result<std::vector<float>> bind_vit_vector_optional(const GgufFile& gguf, const std::string& name, int64_t n);
 // A conv kernel with ggml dims {k, k, 3, n_out} as a matrix [n_out rows, 3*k*k cols].
 Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& gguf, const std::string& name, int64_t patch,
                                            int64_t n_out);
@@ -64,6 +68,10 @@ Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& gguf, const VitHpa
 
 // Rotates q or k in place: [n_tokens, n_heads, head_dim]. Null for learned positions.
 using VitRope = std::function<void(float* qk, int64_t n_tokens)>;
+
+// Layer norm of each of n rows of x [n, dim] into out (may alias x); bias may be empty.
+void vit_layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b, int64_t n,
+                         int64_t dim, float eps, float* out);
 
 // One pre-norm block over all n tokens of x [n, n_embd], in place:
 //   x += Wo·attention(Wq·LN1(x)+bq, Wk·LN1(x)+bk, Wv·LN1(x)+bv) + bo
