@@ -63,11 +63,19 @@ Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
   return p;
 }
 
+Qwen2VlSize Qwen2VlProjector::target_size(const Image& image) const {
+  return qwen2vl_target_size(image.width, image.height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
+}
+
 Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image) const {
   if (!image.valid()) return invalid_argument("qwen2vl: empty or malformed image");
-  const Qwen2VlSize size = qwen2vl_target_size(image.width, image.height, static_cast<int32_t>(align()),
-                                               min_pixels(), max_pixels());
-  if (size.width <= 0 || size.height <= 0 || static_cast<int64_t>(size.width) * size.height > max_pixels()) {
+  return preprocess(image, target_size(image));
+}
+
+Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image, Qwen2VlSize size) const {
+  if (!image.valid()) return invalid_argument("qwen2vl: empty or malformed image");
+  if (size.width <= 0 || size.height <= 0 || size.width % align() != 0 || size.height % align() != 0 ||
+      static_cast<int64_t>(size.width) * size.height > max_pixels()) {
     return invalid_argument("qwen2vl: cannot fit a " + std::to_string(image.width) + "x" +
                             std::to_string(image.height) + " image into the token limits");
   }

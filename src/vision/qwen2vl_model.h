@@ -40,6 +40,10 @@ class Qwen2VlProjector {
 
   // Resized (bilinear) and normalised image, [3, H, W] with H, W multiples of align().
   Result<ImageTensor> preprocess(const Image& image) const;
+  // The same with a given target size (every frame of a video takes the first one's).
+  Result<ImageTensor> preprocess(const Image& image, Qwen2VlSize size) const;
+  // The size preprocess(image) resizes to.
+  Qwen2VlSize target_size(const Image& image) const;
 
   // One temporal patch: frame0 through kernel 0 plus frame1 through kernel 1 (pass the
   // same tensor twice for a still image). embd: [(H/align) * (W/align), n_embd_out],

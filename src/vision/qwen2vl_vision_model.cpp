@@ -1,4 +1,10 @@
 // The Qwen2-VL merger behind the VisionModel interface (registered as "qwen2vl_merger").
+// Video follows the Qwen2-VL reference (HF Qwen2VLImageProcessor + get_rope_index;
+// libmtmd has no video path): frames resized to the first frame's size, paired into
+// temporal patches (frame 2t through kernel 0, frame 2t+1 through kernel 1, an odd
+// last frame duplicated), so N frames give grid_t = ceil(N/2) groups of
+// grid_h * grid_w merged tokens in one run whose M-RoPE temporal index is 0..grid_t-1.
+#include <algorithm>
 #include <memory>
 
 #include "vision/qwen2vl_model.h"
@@ -34,6 +40,44 @@ class Qwen2VlVisionModel final : public VisionModel {
     img.embd.grid_w = static_cast<int32_t>(t.width / p_.align());
     img.embd.n_tokens = static_cast<int64_t>(img.embd.grid_h) * img.embd.grid_w;
     out.pieces.push_back(std::move(img));
+    out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_end|>", {}});
+    return out;
+  }
+
+  // <|vision_start|> [grid_t * grid_h * grid_w merged tokens, (t, y, x) row-major] <|vision_end|>.
+  Result<MediaEmbedding> encode_video(const std::vector<Image>& frames, ThreadPool& pool,
+                                      const VisionProgress& progress) const override {
+    if (frames.empty()) return invalid_argument("a video with no frames");
+    if (!frames[0].valid()) return invalid_argument("qwen2vl: frame 0 is empty or malformed");
+    const Qwen2VlSize size = p_.target_size(frames[0]);
+    const int64_t n_frames = static_cast<int64_t>(frames.size());
+    const int64_t grid_t = (n_frames + 1) / 2;
+    MediaPiece run;
+    run.kind = MediaPiece::Kind::kEmbeddings;
+    run.embd.grid_t = static_cast<int32_t>(grid_t);
+    run.embd.grid_h = static_cast<int32_t>(size.height / p_.align());
+    run.embd.grid_w = static_cast<int32_t>(size.width / p_.align());
+    const int64_t per_group = static_cast<int64_t>(run.embd.grid_h) * run.embd.grid_w;
+    run.embd.n_tokens = grid_t * per_group;
+    run.embd.data.reserve(static_cast<size_t>(run.embd.n_tokens * p_.n_embd_out()));
+    std::vector<float> group;  // [grid_h * grid_w, n_embd_out] one temporal patch
+    for (int64_t ti = 0; ti < grid_t; ++ti) {
+      const int64_t f0 = 2 * ti, f1 = std::min(2 * ti + 1, n_frames - 1);
+      Result<ImageTensor> t0 = p_.preprocess(frames[static_cast<size_t>(f0)], size);
+      if (!t0.is_ok()) return t0.status().with_context("frame " + std::to_string(f0));
+      if (f1 == f0) {
+        VLKV_RETURN_IF_ERROR(p_.encode(*t0, *t0, group, pool));  // odd last frame duplicated
+      } else {
+        Result<ImageTensor> t1 = p_.preprocess(frames[static_cast<size_t>(f1)], size);
+        if (!t1.is_ok()) return t1.status().with_context("frame " + std::to_string(f1));
+        VLKV_RETURN_IF_ERROR(p_.encode(*t0, *t1, group, pool));
+      }
+      run.embd.data.insert(run.embd.data.end(), group.begin(), group.end());
+      if (progress) progress(f1 + 1, n_frames);
+    }
+    MediaEmbedding out;
+    out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_start|>", {}});
+    out.pieces.push_back(std::move(run));
     out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_end|>", {}});
     return out;
   }
