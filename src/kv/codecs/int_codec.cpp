@@ -41,6 +41,7 @@
 #include "base/cpu_features.h"
 #include "kv/codec_registry.h"
 #include "kv/codecs/float_kernels.h"
+#include "kv/codecs/int_kernels_avx512.h"
 #include "kv/codecs/int_pack.h"
 #include "kv/codecs/wht.h"
 
@@ -258,6 +259,14 @@ class IntCodec final : public Codec {
 
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
+    const int d = seg.head_dim;
+    if (simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni && d % 16 == 0 && (p_.bits == 2 || p_.bits == 4) &&
+        (p_.G || group(d) % 16 == 0) && seg.block_bytes < (1 << 26)) {
+      switch (p_.bits) {
+        case 4: return scores_vnni<4>(q, n_q, seg, scale, logits, ld);
+        default: return scores_vnni<2>(q, n_q, seg, scale, logits, ld);
+      }
+    }
     Tile& tile = tile_for(seg.head_dim);
     for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
       const int n = static_cast<int>(std::min<int64_t>(kTile, seg.n_tokens - t0));
@@ -317,6 +326,122 @@ class IntCodec final : public Codec {
   }
 
   int group(int d) const { return p_.g == 0 ? d : p_.g; }
+
+  // ---- AVX-512 VNNI scores on the codes (int_kernels_avx512.h) ----
+  struct Prep {
+    std::vector<int8_t> hi, lo, mid;  // [n_q, d]
+    std::vector<float> step;      // [n_q, d / 16]
+    std::vector<float> sumq;      // per token: [n_q, n_groups]; per channel: [n_q] sum q_c m_c
+    std::vector<float> sc, mn;    // per channel: the block's scale / min as floats
+    intk::PrepRow row(int r, int d) {
+      return {hi.data() + static_cast<size_t>(r) * d, lo.data() + static_cast<size_t>(r) * d,
+              mid.data() + static_cast<size_t>(r) * d, step.data() + static_cast<size_t>(r) * (d / 16)};
+    }
+  };
+  static Prep& prep_for(int n_q, int d) {
+    thread_local Prep p;
+    const size_t n = static_cast<size_t>(n_q) * d;
+    if (p.hi.size() < n) {
+      p.hi.resize(n);
+      p.lo.resize(n);
+      p.mid.resize(n);
+      p.step.resize(n / 16);
+      p.sumq.resize(n);
+    }
+    if (p.sc.size() < static_cast<size_t>(d)) {
+      p.sc.resize(d);
+      p.mn.resize(d);
+    }
+    return p;
+  }
+
+  template <int B>
+  void scores_vnni(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
+    const int d = seg.head_dim;
+    Prep& pr = prep_for(n_q, d);
+    if (p_.G) {
+      const int G = p_.G;
+      const int64_t rb = intq::row_bytes(d, B);
+      for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+        const uint8_t* block = seg.block(b);
+        halves_to_floats_f16c(block, d, pr.sc.data());
+        halves_to_floats_f16c(block + 2 * d, d, pr.mn.data());
+        for (int r = 0; r < n_q; ++r)
+          pr.sumq[r] = intk::prep_row(q + static_cast<size_t>(r) * d, pr.sc.data(), pr.mn.data(), d, pr.row(r, d));
+        for (int r0 = 0; r0 < n_q; r0 += 4) {
+          const int rb_n = std::min(4, n_q - r0);
+          for (int j = 0; j < G; j += 16)
+            tokens_vnni<B>(block + 4 * d + j * rb, rb, std::min(16, G - j), 0, rb_n, r0, d, pr, scale,
+                           logits + b * G + j, ld);
+        }
+      }
+      return;
+    }
+    const int g = group(d), ng = d / g;
+    for (int r = 0; r < n_q; ++r) {
+      intk::prep_row(q + static_cast<size_t>(r) * d, nullptr, nullptr, d, pr.row(r, d));
+      for (int k = 0; k < ng; ++k) {
+        float s = 0.0f;
+        for (int i = 0; i < g; ++i) s += q[static_cast<size_t>(r) * d + k * g + i];
+        pr.sumq[static_cast<size_t>(r) * ng + k] = s;
+      }
+    }
+    const int64_t bb = seg.block_bytes;
+    for (int64_t t0 = 0; t0 < seg.n_tokens;) {
+      const int64_t n = seg.contiguous_blocks(t0);
+      const uint8_t* base = seg.block(t0);
+      for (int r0 = 0; r0 < n_q; r0 += 4) {
+        const int rb_n = std::min(4, n_q - r0);
+        for (int64_t j = 0; j < n; j += 16)
+          tokens_vnni<B>(base + j * bb, bb, static_cast<int>(std::min<int64_t>(16, n - j)), ng, rb_n, r0, d, pr,
+                         scale, logits + t0 + j, ld);
+      }
+      t0 += n;
+    }
+  }
+
+  // Up to 16 tokens at base + t * stride, rows [r0, r0 + rb_n) of pr; ng > 0: per-token
+  // blocks (ng groups: f16 scales, f16 mins, codes), else per-channel code rows.
+  template <int B>
+  void tokens_vnni(const uint8_t* base, int64_t stride, int nt, int ng, int rb_n, int r0, int d, Prep& pr,
+                   float scale, float* lg, int64_t ld) const {
+    switch (rb_n) {
+      case 4: return tokens_vnni_rb<B, 4>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
+      case 3: return tokens_vnni_rb<B, 3>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
+      case 2: return tokens_vnni_rb<B, 2>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
+      default: return tokens_vnni_rb<B, 1>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
+    }
+  }
+  template <int B, int RB>
+  VLKV_VNNI void tokens_vnni_rb(const uint8_t* base, int64_t stride, int nt, int ng, int r0, int d, Prep& pr,
+                                float scale, float* lg, int64_t ld) const {
+    const __mmask16 m = static_cast<__mmask16>((1u << nt) - 1);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int32_t>(stride)));
+    intk::PrepRow rows[RB];
+    for (int r = 0; r < RB; ++r) rows[r] = pr.row(r0 + r, d);
+    __m512 out[RB];
+    if (ng == 0) {
+      for (int r = 0; r < RB; ++r) out[r] = _mm512_set1_ps(pr.sumq[r0 + r]);
+      intk::dot_units<B, RB>(base, idx, m, 0, d / 16, rows, out);
+    } else {
+      const int upg = d / ng / 16;
+      const uint8_t* codes = base + 4 * ng;
+      for (int r = 0; r < RB; ++r) out[r] = _mm512_setzero_ps();
+      for (int k = 0; k < ng; ++k) {
+        __m512 acc[RB];
+        for (int r = 0; r < RB; ++r) acc[r] = _mm512_setzero_ps();
+        intk::dot_units<B, RB>(codes, idx, m, k * upg, (k + 1) * upg, rows, acc);
+        const __m512 s = intk::gather_half(base + 2 * k, idx, m);
+        const __m512 z = intk::gather_half(base + 2 * ng + 2 * k, idx, m);
+        for (int r = 0; r < RB; ++r)
+          out[r] = _mm512_fmadd_ps(acc[r], s,
+                                   _mm512_fmadd_ps(z, _mm512_set1_ps(pr.sumq[static_cast<size_t>(r0 + r) * ng + k]), out[r]));
+      }
+    }
+    for (int r = 0; r < RB; ++r)
+      _mm512_mask_storeu_ps(lg + static_cast<int64_t>(r0 + r) * ld, m, _mm512_mul_ps(out[r], _mm512_set1_ps(scale)));
+  }
   double base_bound() const {
     const double q = static_cast<double>((1 << p_.bits) - 1);
     return std::max(p_.clip / q, 1.0 - p_.clip) * (1.0 + 0x1p-8) + 0x1p-10;
