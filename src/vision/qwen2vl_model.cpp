@@ -28,11 +28,60 @@ Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, in
   return {w_bar, h_bar};
 }
 
+Qwen2VlWindows qwen2vl_windows(int64_t grid_h, int64_t grid_w, int64_t window) {
+  Qwen2VlWindows w;
+  w.order.reserve(static_cast<size_t>(grid_h * grid_w));
+  for (int64_t y = 0; y < grid_h; y += window) {
+    for (int64_t x = 0; x < grid_w; x += window) {
+      const int64_t h = std::min(window, grid_h - y), wd = std::min(window, grid_w - x);
+      for (int64_t dy = 0; dy < h; ++dy) {
+        for (int64_t dx = 0; dx < wd; ++dx) w.order.push_back((y + dy) * grid_w + x + dx);
+      }
+      w.lengths.push_back(h * wd);
+    }
+  }
+  return w;
+}
+
 Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
   Qwen2VlProjector p;
   VLKV_ASSIGN_OR_RETURN(p.hp_, read_vit_hparams(g));
   const VitHparams& hp = p.hp_;
-  if (hp.projector_type != "qwen2vl_merger") return invalid_file("mmproj: projector type is not qwen2vl_merger");
+  if (hp.projector_type != "qwen2vl_merger" && hp.projector_type != "qwen2.5vl_merger") {
+    return invalid_file("mmproj: projector type is neither qwen2vl_merger nor qwen2.5vl_merger");
+  }
+  if (p.is_qwen25()) {
+    p.hp_.norm = VitNorm::kRms;
+    Result<int64_t> ws = g.get_i64("clip.vision.window_size");
+    if (ws.is_ok()) {
+      if (*ws < 1 || *ws > (1 << 16)) return invalid_file("mmproj: clip.vision.window_size out of range");
+      p.window_size_ = *ws;
+    } else if (ws.status().code() != StatusCode::kNotFound) {
+      return ws.status();
+    }
+    p.full_layer_.assign(static_cast<size_t>(hp.n_layers), false);
+    Result<std::vector<int64_t>> idx = g.get_i64_array("clip.vision.wa_layer_indexes");
+    Result<int64_t> pattern = g.get_i64("clip.vision.n_wa_pattern");
+    if (idx.is_ok()) {
+      for (int64_t il : *idx) {
+        if (il < 0 || il >= hp.n_layers) return invalid_file("mmproj: clip.vision.wa_layer_indexes holds a bad layer");
+        p.full_layer_[static_cast<size_t>(il)] = true;
+      }
+      p.window_attn_ = true;
+    } else if (idx.status().code() != StatusCode::kNotFound) {
+      return idx.status();
+    } else if (pattern.is_ok()) {
+      if (*pattern < 0 || *pattern > hp.n_layers + 1) return invalid_file("mmproj: clip.vision.n_wa_pattern out of range");
+      p.window_attn_ = *pattern > 0;
+      for (int64_t il = 0; il < hp.n_layers && p.window_attn_; ++il) {
+        p.full_layer_[static_cast<size_t>(il)] = (il + 1) % *pattern == 0;
+      }
+    } else if (pattern.status().code() != StatusCode::kNotFound) {
+      return pattern.status();
+    } else {
+      return invalid_file("mmproj: qwen2.5vl_merger needs clip.vision.n_wa_pattern or clip.vision.wa_layer_indexes");
+    }
+  }
   if (hp.head_dim % 4 != 0) return invalid_file("mmproj: Qwen2-VL head dimension must be a multiple of 4");
   Result<int64_t> merge = g.get_i64("clip.vision.spatial_merge_size");
   if (merge.is_ok()) {
@@ -48,7 +97,10 @@ Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
   if (g.find_tensor("v.pre_ln.weight")) return unsupported("mmproj: Qwen2-VL with a pre-LayerNorm is not supported");
   if (g.find_tensor("v.post_ln.weight")) {
     VLKV_ASSIGN_OR_RETURN(p.post_ln_w_, bind_vit_vector(g, "v.post_ln.weight", hp.n_embd));
-    VLKV_ASSIGN_OR_RETURN(p.post_ln_b_, bind_vit_vector(g, "v.post_ln.bias", hp.n_embd));
+    VLKV_ASSIGN_OR_RETURN(p.post_ln_b_, bind_vit_vector_optional(g, "v.post_ln.bias", hp.n_embd));
+  }
+  if (p.window_attn_ && p.window_size_ % p.align() != 0) {
+    return invalid_file("mmproj: clip.vision.window_size is not a multiple of patch_size * spatial_merge_size");
   }
   const int64_t merged = hp.n_embd * p.merge_ * p.merge_;
   const GgufTensorInfo* m0 = g.find_tensor("mm.0.weight");
@@ -119,6 +171,27 @@ Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
     }
   }
 
+  // Qwen2.5-VL window attention: merged tokens (m*m patches each) reordered window by
+  // window; layers that are not full attend within their window only.
+  Qwen2VlWindows win;
+  std::vector<int64_t> windows;  // window lengths in patches
+  const int64_t mm = m * m;
+  if (window_attn_) {
+    win = qwen2vl_windows(ph / m, pw / m, window_merged());
+    std::vector<float> xw(x.size());
+    std::vector<int64_t> yw(n), xw_pos(n);
+    for (int64_t i = 0; i < n / mm; ++i) {
+      const int64_t src = win.order[i];
+      std::copy_n(&x[src * mm * d], mm * d, &xw[i * mm * d]);
+      std::copy_n(&pos_y[src * mm], mm, &yw[i * mm]);
+      std::copy_n(&pos_x[src * mm], mm, &xw_pos[i * mm]);
+    }
+    x.swap(xw);
+    pos_y.swap(yw);
+    pos_x.swap(xw_pos);
+    for (int64_t len : win.lengths) windows.push_back(len * mm);
+  }
+
   // 2D RoPE: the first half of each head's rotary pairs turns with y, the second with x.
   const int hd = static_cast<int>(hp_.head_dim);
   const int sections[4] = {hd / 4, hd / 4, hd / 4, hd / 4};
@@ -130,14 +203,10 @@ Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
       }
     }, /*min_per_thread=*/16);
   };
-  for (const VitLayer& l : layers_) vit_block(hp_, l, x.data(), n, rope, pool);
-  if (!post_ln_w_.empty()) {
-    std::vector<float> row(d);
-    for (int64_t i = 0; i < n; ++i) {
-      layer_norm(&x[i * d], post_ln_w_.data(), post_ln_b_.data(), d, hp_.eps, row.data());
-      std::copy(row.begin(), row.end(), &x[i * d]);
-    }
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    vit_block(hp_, layers_[il], x.data(), n, rope, pool, layer_is_full(static_cast<int64_t>(il)) ? nullptr : &windows);
   }
+  if (!post_ln_w_.empty()) vit_norm_rows(hp_, x.data(), post_ln_w_, post_ln_b_, n, x.data());
 
   // Merger: m*m consecutive tokens as one row [n / m^2, m^2 * n_embd] -> Linear, GELU, Linear.
   const int64_t n_out = n / (m * m);
@@ -148,6 +217,12 @@ Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
   embd.resize(static_cast<size_t>(n_out * mm2_.n_rows));
   matmul(mm2_, hidden.data(), n_out, embd.data(), pool);
   add_bias_rows(embd.data(), mm2_b_, n_out, mm2_.n_rows);
+  if (window_attn_) {  // back to row-major merged order
+    const int64_t e = mm2_.n_rows;
+    std::vector<float> rm(embd.size());
+    for (int64_t i = 0; i < n_out; ++i) std::copy_n(&embd[i * e], e, &rm[win.order[i] * e]);
+    embd.swap(rm);
+  }
   return Status::ok();
 }
 

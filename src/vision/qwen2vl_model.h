@@ -1,9 +1,21 @@
-// Qwen2-VL vision path (clip.projector_type "qwen2vl_merger"): dynamic resolution
+// Qwen2-VL vision path (clip.projector_type "qwen2vl_merger"; Qwen2.5-VL is
+// "qwen2.5vl_merger", see below): dynamic resolution
 // (each side a multiple of patch * merge), patch embedding by two temporal conv
 // kernels (a still image fills both frames of the temporal patch), a ViT with 2D
 // rotary positions (y, x) and no learned positions, post-LayerNorm, then the
 // merger: each 2x2 block of patches concatenated and sent through Linear-GELU-Linear
 // to the text model's n_embd. Weights are views into the mmproj GGUF.
+//
+// Qwen2.5-VL (as llama.cpp's clip graph for PROJECTOR_TYPE_QWEN25VL): RMSNorm in
+// place of LayerNorm (blocks and the merger's norm, v.post_ln), a gated MLP
+// (ffn_gate/ffn_up/ffn_down, act(gate) * up with the clip.use_silu activation), and
+// window attention: the merged-token grid is cut into windows of
+// clip.vision.window_size / (patch * merge) merged tokens a side (window_size is in
+// pixels, 112 by default as llama.cpp), patches are reordered window by window (each
+// merged token's merge x merge patches stay together), layers attend within their
+// window except the full-attention ones (clip.vision.wa_layer_indexes when present,
+// else every layer il with (il + 1) % clip.vision.n_wa_pattern == 0), and the merger's
+// output is put back in row-major order.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +38,14 @@ struct Qwen2VlSize {
 };
 Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, int64_t min_pixels, int64_t max_pixels);
 
+// Window order of a grid_h x grid_w merged-token grid cut into window x window tiles
+// (edge tiles smaller), tiles row-major, tokens row-major inside each tile.
+struct Qwen2VlWindows {
+  std::vector<int64_t> order;    // order[i] = row-major index of the i-th token in window order
+  std::vector<int64_t> lengths;  // merged tokens per window, in window order
+};
+Qwen2VlWindows qwen2vl_windows(int64_t grid_h, int64_t grid_w, int64_t window);
+
 class Qwen2VlProjector {
  public:
   static Result<Qwen2VlProjector> load(const GgufFile& gguf);
@@ -37,6 +57,10 @@ class Qwen2VlProjector {
   int64_t min_pixels() const { return 8 * align() * align(); }
   int64_t max_pixels() const { return 4096 * align() * align(); }
   int64_t align() const { return hp_.patch_size * merge_; }
+  bool is_qwen25() const { return hp_.projector_type == "qwen2.5vl_merger"; }
+  // Window attention (Qwen2.5-VL): side of a window in merged tokens; 0 when off.
+  int64_t window_merged() const { return window_attn_ ? window_size_ / align() : 0; }
+  bool layer_is_full(int64_t il) const { return !window_attn_ || full_layer_[static_cast<size_t>(il)]; }
 
   // Resized (bilinear) and normalised image, [3, H, W] with H, W multiples of align().
   Result<ImageTensor> preprocess(const Image& image) const;
@@ -54,6 +78,9 @@ class Qwen2VlProjector {
  private:
   VitHparams hp_;
   int64_t merge_ = 2;                 // clip.vision.spatial_merge_size
+  bool window_attn_ = false;          // Qwen2.5-VL window attention in use
+  int64_t window_size_ = 112;         // clip.vision.window_size (pixels)
+  std::vector<bool> full_layer_;      // [n_layers] layers with full attention
   WeightMatrix patch_kernel0_;        // [n_embd, 3 * patch * patch] v.patch_embd.weight
   WeightMatrix patch_kernel1_;        // [n_embd, 3 * patch * patch] v.patch_embd.weight.1
   std::vector<VitLayer> layers_;

@@ -1,6 +1,7 @@
-// The Qwen2-VL merger behind the VisionModel interface (registered as "qwen2vl_merger").
+// The Qwen2-VL merger behind the VisionModel interface (registered as "qwen2vl_merger",
+// and as "qwen2.5vl_merger" for Qwen2.5-VL: RMSNorm, gated MLP, window attention).
 // Video follows the Qwen2-VL reference (HF Qwen2VLImageProcessor + get_rope_index;
-// libmtmd has no video path): frames resized to the first frame's size, paired into
+// ViT attention within each temporal patch as HF's cu_seqlens): frames resized to the first frame's size, paired into
 // temporal patches (frame 2t through kernel 0, frame 2t+1 through kernel 1, an odd
 // last frame duplicated), so N frames give grid_t = ceil(N/2) groups of
 // grid_h * grid_w merged tokens in one run whose M-RoPE temporal index is 0..grid_t-1.
@@ -17,7 +18,7 @@ class Qwen2VlVisionModel final : public VisionModel {
  public:
   explicit Qwen2VlVisionModel(Qwen2VlProjector p) : p_(std::move(p)) {}
 
-  std::string_view projector_type() const override { return "qwen2vl_merger"; }
+  std::string_view projector_type() const override { return p_.hparams().projector_type; }
   int64_t n_embd_out() const override { return p_.n_embd_out(); }
 
   Result<std::vector<ImageTensor>> preprocess(const Image& image) const override {
@@ -92,6 +93,7 @@ Result<std::unique_ptr<VisionModel>> make_qwen2vl(const GgufFile& g) {
 }
 
 VLKV_REGISTER_VISION_MODEL("qwen2vl_merger", make_qwen2vl);
+VLKV_REGISTER_VISION_MODEL("qwen2.5vl_merger", make_qwen2vl);
 
 }  // namespace
 }  // namespace vlkv

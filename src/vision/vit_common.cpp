@@ -183,6 +183,10 @@ Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparam
     VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector_optional(g, p + "ln2.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.ffn_up, bind_vit_matrix(g, p + "ffn_up.weight", d, hp.n_ff));
     VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector_optional(g, p + "ffn_up.bias", hp.n_ff));
+    if (g.find_tensor(p + "ffn_gate.weight")) {
+      VLKV_ASSIGN_OR_RETURN(l.ffn_gate, bind_vit_matrix(g, p + "ffn_gate.weight", d, hp.n_ff));
+      VLKV_ASSIGN_OR_RETURN(l.ffn_gate_b, bind_vit_vector_optional(g, p + "ffn_gate.bias", hp.n_ff));
+    }
     VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
     VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector_optional(g, p + "ffn_down.bias", d));
   }
@@ -245,7 +249,20 @@ void vit_layer_norm_rows(const float* x, const std::vector<float>& w, const std:
   }
 }
 
-void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool) {
+void vit_norm_rows(const VitHparams& hp, const float* x, const std::vector<float>& w, const std::vector<float>& b,
+                   int64_t n, float* out) {
+  const int64_t d = hp.n_embd;
+  if (hp.norm == VitNorm::kLayerNorm) {
+    vit_layer_norm_rows(x, w, b, n, d, hp.eps, out);
+    return;
+  }
+  VLKV_CHECK(static_cast<int64_t>(w.size()) == d);
+  for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, w.data(), d, hp.eps, out + t * d);
+  add_bias_rows(out, b, n, d);
+}
+
+void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
+               const std::vector<int64_t>* windows) {
   const int64_t d = hp.n_embd;
   std::vector<float> xn(n * d);        // [n, n_embd] normalized
   std::vector<float> q(n * d), k(n * d), v(n * d);  // [n, n_heads, head_dim]
@@ -253,7 +270,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   std::vector<float> proj(n * d);      // [n, n_embd]
   std::vector<float> up(n * hp.n_ff);  // [n, n_ff]
 
-  vit_layer_norm_rows(x, l.ln1_w, l.ln1_b, n, d, hp.eps, xn.data());
+  vit_norm_rows(hp, x, l.ln1_w, l.ln1_b, n, xn.data());
   matmul(l.wq, xn.data(), n, q.data(), pool);
   matmul(l.wk, xn.data(), n, k.data(), pool);
   matmul(l.wv, xn.data(), n, v.data(), pool);
@@ -264,16 +281,35 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
     rope(q.data(), n);
     rope(k.data(), n);
   }
-  vit_attention(q.data(), k.data(), v.data(), n, hp.n_heads, hp.head_dim,
-                1.0f / std::sqrt(static_cast<float>(hp.head_dim)), attn.data(), pool);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  if (windows && !windows->empty()) {
+    int64_t begin = 0;
+    for (int64_t len : *windows) {
+      VLKV_CHECK(len > 0 && begin + len <= n);
+      vit_attention(&q[begin * d], &k[begin * d], &v[begin * d], len, hp.n_heads, hp.head_dim, scale,
+                    &attn[begin * d], pool);
+      begin += len;
+    }
+    VLKV_CHECK(begin == n);
+  } else {
+    vit_attention(q.data(), k.data(), v.data(), n, hp.n_heads, hp.head_dim, scale, attn.data(), pool);
+  }
   matmul(l.wo, attn.data(), n, proj.data(), pool);
   add_bias_rows(proj.data(), l.bo, n, d);
   add_inplace(x, proj.data(), n * d);
 
-  vit_layer_norm_rows(x, l.ln2_w, l.ln2_b, n, d, hp.eps, xn.data());
+  vit_norm_rows(hp, x, l.ln2_w, l.ln2_b, n, xn.data());
   matmul(l.ffn_up, xn.data(), n, up.data(), pool);
   add_bias_rows(up.data(), l.ffn_up_b, n, hp.n_ff);
-  vit_activation(hp.ffn_op, up.data(), n * hp.n_ff);
+  if (l.ffn_gate.n_rows > 0) {
+    std::vector<float> gate(n * hp.n_ff);  // [n, n_ff]
+    matmul(l.ffn_gate, xn.data(), n, gate.data(), pool);
+    add_bias_rows(gate.data(), l.ffn_gate_b, n, hp.n_ff);
+    vit_activation(hp.ffn_op, gate.data(), n * hp.n_ff);
+    for (int64_t i = 0; i < n * hp.n_ff; ++i) up[i] *= gate[i];
+  } else {
+    vit_activation(hp.ffn_op, up.data(), n * hp.n_ff);
+  }
   matmul(l.ffn_down, up.data(), n, proj.data(), pool);
   add_bias_rows(proj.data(), l.ffn_down_b, n, d);
   add_inplace(x, proj.data(), n * d);

@@ -18,6 +18,11 @@
 
 namespace vlkv {
 
+enum class VitNorm {
+  kLayerNorm,  // ln*.weight/bias as LayerNorm (CLIP, SigLIP, Qwen2-VL)
+  kRms,        // RMSNorm (Qwen2.5-VL): weight, then the bias when one is stored
+};
+
 enum class VitFfnOp {
   kGelu,       // clip.use_gelu: tanh GELU (ggml_gelu)
   kGeluQuick,  // neither use_gelu nor use_silu (llama.cpp's default)
@@ -38,6 +43,7 @@ struct VitHparams {
   float image_mean[3] = {0.5f, 0.5f, 0.5f};
   float image_std[3] = {0.5f, 0.5f, 0.5f};
   VitFfnOp ffn_op = VitFfnOp::kGeluQuick;
+  VitNorm norm = VitNorm::kLayerNorm;  // set by the model (llama.cpp keys it on the projector type)
   std::vector<int64_t> feature_layers;  // clip.vision.feature_layer (empty when absent)
 };
 
@@ -51,6 +57,8 @@ struct VitLayer {
   std::vector<float> ln2_w, ln2_b;   // [n_embd] (bias may be empty)
   WeightMatrix ffn_up;               // [n_ff, n_embd]
   std::vector<float> ffn_up_b;       // [n_ff]
+  WeightMatrix ffn_gate;             // [n_ff, n_embd]; n_rows == 0 when absent (ungated MLP)
+  std::vector<float> ffn_gate_b;     // [n_ff]
   WeightMatrix ffn_down;             // [n_embd, n_ff]
   std::vector<float> ffn_down_b;     // [n_embd]
 };
@@ -72,11 +80,18 @@ using VitRope = std::function<void(float* qk, int64_t n_tokens)>;
 // Layer norm of each of n rows of x [n, dim] into out (may alias x); bias may be empty.
 void vit_layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b, int64_t n,
                          int64_t dim, float eps, float* out);
+// hp.norm (LayerNorm or RMSNorm) of each of n rows of x [n, n_embd] into out (may alias x).
+void vit_norm_rows(const VitHparams& hp, const float* x, const std::vector<float>& w, const std::vector<float>& b,
+                   int64_t n, float* out);
 
-// One pre-norm block over all n tokens of x [n, n_embd], in place:
-//   x += Wo·attention(Wq·LN1(x)+bq, Wk·LN1(x)+bk, Wv·LN1(x)+bv) + bo
-//   x += W_down·act(W_up·LN2(x) + b_up) + b_down
-void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool);
+// One pre-norm block over the n tokens of x [n, n_embd], in place (N = hp.norm):
+//   x += Wo·attention(Wq·N1(x)+bq, Wk·N1(x)+bk, Wv·N1(x)+bv) + bo
+//   x += W_down·act(W_up·N2(x) + b_up) + b_down                       (ungated)
+//   x += W_down·(act(W_gate·N2(x) + b_gate) * (W_up·N2(x) + b_up)) + b_down   (gated)
+// windows: lengths of consecutive token runs that attend only within themselves
+// (window attention, a block-diagonal mask); null or empty: full attention.
+void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
+               const std::vector<int64_t>* windows = nullptr);
 
 // Full softmax attention of every query over every key, per head.
 // q, k, v: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].

@@ -3,7 +3,7 @@
 // patches of 2 (an odd last frame duplicated): N frames -> grid_t = ceil(N/2) groups of
 // grid_h * grid_w merged tokens, M-RoPE temporal index 0..grid_t-1. Expectations are
 // hand-computed from the Qwen2-VL reference (HF Qwen2VLImageProcessor, get_rope_index);
-// llama.cpp's libmtmd has no video path to compare against.
+// no llama.cpp output is compared (its mtmd frame merge is recent and not in the fixtures).
 #include <gtest/gtest.h>
 
 #include <memory>
