@@ -53,7 +53,7 @@ struct EvalOptions {
   int64_t step = 1;
   int64_t max_tokens = 0;   // text tokens evaluated (0: the model's context)
   int64_t vqa_limit = 0;    // items (0: all)
-  int64_t max_answer = 16;  // greedy answer tokens
+  int64_t max_answer = 64;  // greedy answer tokens (tinyvlm-shapes descriptions need up to ~40)
   bool json = false;
 };
 
