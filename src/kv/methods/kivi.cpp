@@ -3,9 +3,10 @@
 // groups of g channels (codec intB:g=g), and a full-precision residual window of the
 // most recent tokens.
 //
-// Per (layer, kv head) two segments: 0 compressed (tag kTagCompressed), 1 the window
-// (tag kTagWindow, f16 or f32 rows). New tokens go to the window; when it holds at least
-// residual + G tokens, the oldest whole groups of G are folded into segment 0 so that
+// Per (layer, kv head) two segments, found by tag: the compressed one (kTagCompressed) and
+// the window (kTagWindow, f16 or f32 rows), staged by window_fold.h. New tokens go to the
+// window; when it holds at least residual + G tokens, the oldest whole groups of G are
+// folded into the compressed segment so that
 // residual <= window < residual + G tokens remain (window = n below residual + G tokens,
 // else residual + (n - residual) mod G: a function of n alone). A fold re-encodes the
 // window's remaining rows into a fresh window segment and drops the old one (LayerEditor
@@ -19,12 +20,12 @@
 // bytes_for_tokens(n) is exact for n tokens, window included (what the pool holds, less
 // page tails) - the bench reports bytes actually held.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "kv/codec_registry.h"
 #include "kv/method_registry.h"
+#include "kv/methods/window_fold.h"
 
 namespace vlkv {
 namespace {
@@ -76,37 +77,15 @@ class KiviMethod final : public Method {
     const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
     const int64_t stride = static_cast<int64_t>(n_kv) * d;  // rows of one head in in.k / in.v
     for (int h = 0; h < n_kv; ++h) {
-      if (ed.segments(h).empty()) {
-        ed.add_segment(h, k_.get(), v_.get(), kTagCompressed);  // index 0
-        ed.add_segment(h, w_.get(), w_.get(), kTagWindow);      // index 1
-      }
-      const float* kn = in.k + h * d;  // [n_new, d] rows at stride
-      const float* vn = in.v + h * d;
-      const int64_t w = ed.segments(h)[1].n_tokens, n_new = in.n_new, total = w + n_new;
-      const int64_t n_fold = total >= R_ + G_ ? (total - R_) / G_ * G_ : 0;
-      if (n_fold == 0) {
-        VLKV_RETURN_IF_ERROR(ed.append(h, 1, kn, vn, stride, n_new));
-        continue;
-      }
-      // Sequence-order tokens [0, total) of this step: window rows [0, w), then new rows.
-      std::vector<float> wk(static_cast<size_t>(w + G_) * d), wv(wk.size());  // window + a group's fill
-      ed.read(h, 1, 0, w, wk.data(), wv.data());
-      // a) the window's rows plus the new rows completing their last group (<= n_fold).
-      const int64_t a = std::min(n_fold, (w + G_ - 1) / G_ * G_);
-      for (int64_t t = w; t < a; ++t) {
-        std::memcpy(&wk[t * d], kn + (t - w) * stride, sizeof(float) * d);
-        std::memcpy(&wv[t * d], vn + (t - w) * stride, sizeof(float) * d);
-      }
-      if (a > 0) VLKV_RETURN_IF_ERROR(ed.append(h, 0, wk.data(), wv.data(), d, a));
-      // b) the rest of the fold straight from the new rows (whole groups).
-      if (n_fold > a) VLKV_RETURN_IF_ERROR(ed.append(h, 0, kn + (a - w) * stride, vn + (a - w) * stride, stride, n_fold - a));
-      // c) a fresh window with tokens [n_fold, total); the old one goes.
-      const int nw = ed.add_segment(h, w_.get(), w_.get(), kTagWindow);
-      if (n_fold < w) VLKV_RETURN_IF_ERROR(ed.append(h, nw, &wk[n_fold * d], &wv[n_fold * d], d, w - n_fold));
-      const int64_t first_new = std::max<int64_t>(0, n_fold - w);
-      if (first_new < n_new)
-        VLKV_RETURN_IF_ERROR(ed.append(h, nw, kn + first_new * stride, vn + first_new * stride, stride, n_new - first_new));
-      ed.remove_segment(h, 1);
+      if (window_fold::find_segment(ed, h, kTagCompressed) < 0) ed.add_segment(h, k_.get(), v_.get(), kTagCompressed);
+      // New rows wait in the full-precision window; whole groups of G beyond R_ go to the
+      // compressed segment (window_fold.h).
+      const window_fold::Sink to_compressed = [&](const float* k, const float* v, int64_t rs, int64_t, int64_t n) {
+        return ed.append(h, window_fold::find_segment(ed, h, kTagCompressed), k, v, rs, n);
+      };
+      Result<int64_t> folded = window_fold::stage(ed, h, kTagWindow, w_.get(), R_, G_, in.k + h * d, in.v + h * d,
+                                                  stride, in.n_new, to_compressed);
+      if (!folded.is_ok()) return folded.status();
     }
     return Status::ok();
   }
