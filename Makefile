@@ -33,13 +33,14 @@ build: configure
 demo: build
 	@items='$(DEMO_ITEMS)'; IFS='|'; for item in $$items; do unset IFS; \
 	  img="models/demo/$${item%%:*}"; q="$${item#*:}"; \
-	  printf '\n%s  "%s"\n  %-10s %-48s %10s %10s\n' "$$img" "$$q" method answer "KV bytes" bits/elem; \
+	  printf '\n%s  "%s"\n  %-10s %-40s %11s %10s %10s\n' "$$img" "$$q" method answer "KV B/token" bits/elem "pages KiB"; \
 	  for kv in $$(./$(BUILD)/vlkv run --kv-list); do \
 	    ans=$$(./$(BUILD)/vlkv run -m $(DEMO_MODEL) --mmproj $(DEMO_MMPROJ) --image "$$img" -p "$$q" \
 	           --temp 0 -n 32 --kv "$$kv" 2>/tmp/vlkv-demo.$$$$) || { sed 's/^/  /' /tmp/vlkv-demo.$$$$; continue; }; \
-	    kib=$$(sed -n 's/.*bits\/elem, \([0-9.]*\) KiB in use.*/\1/p' /tmp/vlkv-demo.$$$$); \
+	    bpt=$$(sed -n 's/.*bits\/elem, \([0-9.]*\) B\/token.*/\1/p' /tmp/vlkv-demo.$$$$); \
+	    kib=$$(sed -n 's/.*B\/token, \([0-9.]*\) KiB of pages.*/\1/p' /tmp/vlkv-demo.$$$$); \
 	    bits=$$(sed -n 's/.*kv [^:]*: \([0-9.]*\) bits\/elem.*/\1/p' /tmp/vlkv-demo.$$$$); \
-	    printf '  %-10s %-48s %10.0f %10s\n' "$$kv" "$${ans# }" "$$(awk "BEGIN { print $$kib * 1024 }")" "$$bits"; \
+	    printf '  %-10s %-40s %11s %10s %10s\n' "$$kv" "$${ans# }" "$$bpt" "$$bits" "$$kib"; \
 	  done; done; rm -f /tmp/vlkv-demo.$$$$
 
 # The whole suite: unit, golden and bad-input tests, then a bounded libFuzzer run.

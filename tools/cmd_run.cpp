@@ -126,10 +126,11 @@ int run(const RunOptions& o_in) {
     }
     std::fprintf(stderr,
                  "vlkv: %s | %lld prompt tokens%s, %.1f tok/s prefill | %lld generated, %.1f tok/s decode%s | "
-                 "kv %s: %.2f bits/elem, %.1f KiB in use | %d threads\n",
+                 "kv %s: %.2f bits/elem, %.0f B/token, %.1f KiB of pages in use | %d threads\n",
                  e.info().name.c_str(), static_cast<long long>(stats.n_prompt_tokens), media.c_str(), pf,
                  static_cast<long long>(stats.n_generated), dc, stats.stopped_at_eos ? " (end of text)" : "",
-                 o.engine.kv_method.c_str(), e.kv_bits_per_element(), e.kv_bytes_in_use() / 1024.0, e.n_threads());
+                 o.engine.kv_method.c_str(), e.kv_bits_per_element(), e.kv_bytes_per_token(),
+                 e.kv_bytes_in_use() / 1024.0, e.n_threads());
   }
   return kExitOk;
 }

@@ -116,6 +116,8 @@ class Engine {
   // KV memory: bytes held now by all sessions, the budget, and the method's stored bits/element.
   uint64_t kv_bytes_in_use() const;
   double kv_bits_per_element() const;
+  // The method's steady-state KV bytes per token (all layers, K and V; no page tails or windows).
+  double kv_bytes_per_token() const;
 
   Result<std::unique_ptr<Session>> new_session();
 

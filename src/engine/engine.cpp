@@ -105,6 +105,7 @@ std::string Engine::apply_chat_template(const std::string& user_message) const {
 
 uint64_t Engine::kv_bytes_in_use() const { return impl_->kv->bytes_in_use(); }
 double Engine::kv_bits_per_element() const { return impl_->kv->bits_per_element(); }
+double Engine::kv_bytes_per_token() const { return impl_->kv->bytes_per_token(); }
 
 Result<std::unique_ptr<Session>> Engine::new_session() {
   std::lock_guard<std::mutex> lock(impl_->forward_mutex);
