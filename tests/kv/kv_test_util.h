@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "kv/codec.h"
 
 namespace vlkv::kvtest {
 
@@ -62,6 +63,39 @@ inline double rel_err(const float* a, const double* b, int d, double floor = 1e-
     mag = std::max(mag, std::abs(b[i]));
   }
   return err / mag;
+}
+
+
+// Encodes x [n, d] (n a multiple of the codec's tokens_per_block) into pages of
+// blocks_per_page blocks, starting skip_blocks blocks into the first page, and returns
+// the pages with a SegmentView over them. slack_bytes pads each page (0 lets ASan catch
+// a kernel reading past a page's last block).
+struct PagedCodes {
+  std::vector<std::vector<uint8_t>> pages;  // [n_pages][blocks_per_page * block_bytes + slack]
+  std::vector<const uint8_t*> ptrs;
+  SegmentView view;
+};
+
+inline PagedCodes encode_paged(const Codec& c, const std::vector<float>& x /*[n, d]*/, int n, int d,
+                               int blocks_per_page, int skip_blocks, int slack_bytes) {
+  PagedCodes p;
+  const int tpb = c.tokens_per_block();
+  const int64_t bb = c.block_bytes(d);
+  const int n_pages = (n / tpb + skip_blocks + blocks_per_page - 1) / blocks_per_page;
+  p.pages.assign(n_pages, std::vector<uint8_t>(blocks_per_page * bb + slack_bytes));
+  for (auto& pg : p.pages) p.ptrs.push_back(pg.data());
+  for (int b = 0; b < n / tpb; ++b) {
+    const int g = b + skip_blocks;
+    c.encode(&x[static_cast<size_t>(b) * tpb * d], d, d, p.pages[g / blocks_per_page].data() + (g % blocks_per_page) * bb);
+  }
+  p.view.pages = p.ptrs.data();
+  p.view.first_block = skip_blocks;
+  p.view.n_tokens = n;
+  p.view.blocks_per_page = blocks_per_page;
+  p.view.block_bytes = static_cast<int32_t>(bb);
+  p.view.tokens_per_block = tpb;
+  p.view.head_dim = d;
+  return p;
 }
 
 }  // namespace vlkv::kvtest

@@ -303,32 +303,6 @@ TEST(Sign1Codecs, BadSpecsAreClearErrors) {
 }
 
 // ---------------- fused ops ----------------
-struct Paged {
-  std::vector<std::vector<uint8_t>> pages;  // [n_pages][page_bytes]
-  std::vector<const uint8_t*> ptrs;
-  SegmentView view;
-};
-
-Paged build(const Codec& c, const std::vector<float>& x /*[n, d]*/, int n, int d, int blocks_per_page, int skip) {
-  Paged p;
-  const int tpb = c.tokens_per_block();
-  const int64_t bb = c.block_bytes(d);
-  const int n_pages = (n / tpb + skip + blocks_per_page - 1) / blocks_per_page;
-  p.pages.assign(n_pages, std::vector<uint8_t>(blocks_per_page * bb));  // no slack: catches over-reads under ASan
-  for (auto& pg : p.pages) p.ptrs.push_back(pg.data());
-  for (int b = 0; b < n / tpb; ++b) {
-    const int g = b + skip;
-    c.encode(&x[static_cast<size_t>(b) * tpb * d], d, d, p.pages[g / blocks_per_page].data() + (g % blocks_per_page) * bb);
-  }
-  p.view.pages = p.ptrs.data();
-  p.view.first_block = skip;
-  p.view.n_tokens = n;
-  p.view.blocks_per_page = blocks_per_page;
-  p.view.block_bytes = static_cast<int32_t>(bb);
-  p.view.tokens_per_block = tpb;
-  p.view.head_dim = d;
-  return p;
-}
 
 class FusedOps : public ::testing::TestWithParam<std::string> {};
 
@@ -346,7 +320,7 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
         const std::vector<float> x = outliers ? outlier_heavy(n, d, n + d) : gaussian(static_cast<size_t>(n) * d, n + d);
         const std::vector<float> q = kvtest::random_vec(static_cast<size_t>(n_q) * d, 3 + d, -2.0f, 2.0f);
         const std::vector<float> p = kvtest::random_vec(static_cast<size_t>(n_q) * n, 5 + d, 0.0f, 1.0f);
-        Paged paged = build(c, x, n, d, /*blocks_per_page=*/2, /*skip=*/1);
+        kvtest::PagedCodes paged = kvtest::encode_paged(c, x, n, d, /*blocks_per_page=*/2, /*skip_blocks=*/1, /*slack_bytes=*/0);
         std::vector<float> dec(static_cast<size_t>(n) * d);
         for (int b = 0; b < n / tpb; ++b) c.decode(paged.view.block(b), d, &dec[static_cast<size_t>(b) * tpb * d]);
         const float scale = 0.125f;
