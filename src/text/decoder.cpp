@@ -93,7 +93,7 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
       });
     }
     Status st = cache.attend(seq, static_cast<int>(il), q.data(), k.data(), v.data(), in.kinds, static_cast<int>(n),
-                             hp_.attn_scale, attn.data(), pool);
+                             hp_.attn_scale, attn.data(), pool, in.visual_similarity);
     if (!st.is_ok()) {
       cache.rollback(seq);
       return st;

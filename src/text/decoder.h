@@ -27,6 +27,9 @@ struct DecoderInput {
   // tokens: vision/qwen2vl_positions.h). Null means (p, p, p) from `positions`, which
   // is what text tokens get. Other architectures reject it.
   const int64_t* mrope_positions = nullptr;
+  // Optional: [n_tokens] per visual token, the mean dot product of its embedding with the
+  // prompt's text token embeddings, passed to KvCache::attend (VidKV's salient tokens).
+  const float* visual_similarity = nullptr;
 };
 
 enum class LogitsMode { kNone, kLast, kAll };
