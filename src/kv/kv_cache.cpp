@@ -63,6 +63,7 @@ class KvCacheImpl final : public KvCache {
   uint64_t budget_bytes() const override { return pool_.budget_bytes(); }
   double bits_per_element() const override { return method_->bits_per_element(); }
   std::string method_name() const override { return method_->spec(); }
+  bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
   double bytes_per_token() const override { return method_->bytes_per_token(); }
   uint64_t sequence_bytes(SeqId seq) const override {
     return static_cast<uint64_t>(table_.n_pages(seq)) * pool_.page_bytes();

@@ -70,6 +70,8 @@ class KvCache {
   // Stored bits per K/V element including metadata, for the active method (as configured).
   virtual double bits_per_element() const = 0;
   virtual std::string method_name() const = 0;
+  // The method reads attend()'s visual_similarity (else the caller may pass null).
+  virtual bool uses_visual_similarity() const { return false; }
 
   // ---- additions for the engine, the benchmarks and the tests ----
   // Steady-state bytes per token over all layers, K and V (the method's report).

@@ -69,6 +69,9 @@ class Method {
   // Encodes one layer's new tokens into the cache. Called once per attend(); an
   // error (OutOfMemory) makes the cache roll the whole step back.
   virtual Status store(const StoreInput& in, LayerEditor& editor) const = 0;
+  // True when store() reads StoreInput::visual_similarity: the engine computes it for a
+  // prompt's visual tokens (a dot product per visual token) only then.
+  virtual bool uses_visual_similarity() const { return false; }
 
   // Steady-state stored bits per K/V element including metadata (long contexts,
   // excluding page tails and a not-yet-folded window).

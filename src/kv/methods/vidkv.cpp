@@ -76,6 +76,7 @@ class VidkvMethod final : public Method {
   const std::string& spec() const override { return spec_; }
   std::vector<const Codec*> codecs() const override { return {k_.get(), v_.get(), vs_.get(), w_.get()}; }
   std::unique_ptr<LayerState> new_layer_state(int) const override { return std::make_unique<VidkvState>(); }
+  bool uses_visual_similarity() const override { return p_ > 0; }
 
   Status store(const StoreInput& in, LayerEditor& ed) const override {
     auto* state = static_cast<VidkvState*>(ed.state());
