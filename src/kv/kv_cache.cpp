@@ -42,6 +42,8 @@ class KvCacheImpl final : public KvCache {
 
   Status attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v, const TokenKind* kinds,
                 int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity) override;
+  Status store_without_attention(SeqId seq_id, int layer, const float* k, const float* v, const TokenKind* kinds,
+                                 int n_new) override;
 
   void commit(SeqId seq_id, int n_new) override {
     SeqCache& seq = get(seq_id);
@@ -110,6 +112,12 @@ class KvCacheImpl final : public KvCache {
     seq.pending = PendingStep{};  // deferred frees are back in the restored layers
   }
 
+  // A layer's step, shared by attend() and store_without_attention(): checks, and the
+  // layer's pre-step snapshot for rollback.
+  Result<SeqCache*> begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new);
+  // The method stores the step's new tokens of layer in.layer; on error the step is rolled back.
+  Status store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in);
+
   KvCacheConfig config_;
   std::unique_ptr<Method> method_;
   std::shared_ptr<const Codec> f32_;  // runs the fused kernels over the new tokens
@@ -121,24 +129,10 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
                            const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
                            const float* visual_similarity) {
   const KvGeometry& g = config_.geometry;
-  SeqCache* seq_ptr = table_.find(seq_id);
-  if (!seq_ptr) return invalid_argument("attend: unknown sequence " + std::to_string(seq_id));
+  if (!q || !out) return invalid_argument("attend: empty step or null buffer");
+  VLKV_ASSIGN_OR_RETURN(SeqCache* seq_ptr, begin_layer_step(seq_id, layer, k, v, n_new));
   SeqCache& seq = *seq_ptr;
-  if (layer < 0 || layer >= g.n_layers) return invalid_argument("attend: layer " + std::to_string(layer) + " out of range");
-  if (n_new <= 0 || !q || !k || !v || !out) return invalid_argument("attend: empty step or null buffer");
-  if (seq.pending.active() && seq.pending.n_new != n_new)
-    return invalid_argument("attend: n_new differs from this step's other layers (commit first)");
-  if (seq.pending.active() && seq.pending.before[layer])
-    return invalid_argument("attend: layer " + std::to_string(layer) + " attended twice in one step");
-  if (seq.n_tokens + n_new > config_.max_tokens_per_seq)
-    return invalid_argument("attend: sequence would exceed max_tokens_per_seq (" +
-                            std::to_string(config_.max_tokens_per_seq) + ")");
-  if (!seq.pending.active()) {
-    seq.pending.n_new = n_new;
-    seq.pending.before.resize(g.n_layers);
-  }
   LayerCache& lc = seq.layers[layer];
-  seq.pending.before[layer] = lc.clone_meta();
 
   // 1. Attention over the cache as at the last commit plus the new tokens (full f32).
   const LayerPlan plan = method_->layer_plan(layer);
@@ -164,18 +158,56 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.v = v;
   in.kinds = kinds;
   in.visual_similarity = visual_similarity;
-  LayerEditor editor(pool_, lc, seq.pending, layer, g.head_dim);
+  return store_layer_step(seq_id, seq, in);
+}
+
+Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float* k, const float* v,
+                                            const TokenKind* kinds, int n_new) {
+  if (!kinds) return invalid_argument("store_without_attention: null token kinds");
+  if (layer >= 0 && layer < config_.geometry.n_layers && method_->layer_plan(layer).stats != kStatNone)
+    return unsupported("KV method " + method_->spec() + " stores with attention statistics: use attend()");
+  VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
+  const StoreInput in{.layer = layer, .n_cached = seq->layers[layer].n_tokens, .n_new = n_new, .k = k, .v = v,
+                      .kinds = kinds};
+  return store_layer_step(seq_id, *seq, in);
+}
+
+Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new) {
+  const KvGeometry& g = config_.geometry;
+  SeqCache* seq_ptr = table_.find(seq_id);
+  if (!seq_ptr) return invalid_argument("attend: unknown sequence " + std::to_string(seq_id));
+  SeqCache& seq = *seq_ptr;
+  if (layer < 0 || layer >= g.n_layers) return invalid_argument("attend: layer " + std::to_string(layer) + " out of range");
+  if (n_new <= 0 || !k || !v) return invalid_argument("attend: empty step or null buffer");
+  if (seq.pending.active() && seq.pending.n_new != n_new)
+    return invalid_argument("attend: n_new differs from this step's other layers (commit first)");
+  if (seq.pending.active() && seq.pending.before[layer])
+    return invalid_argument("attend: layer " + std::to_string(layer) + " attended twice in one step");
+  if (seq.n_tokens + n_new > config_.max_tokens_per_seq)
+    return invalid_argument("attend: sequence would exceed max_tokens_per_seq (" +
+                            std::to_string(config_.max_tokens_per_seq) + ")");
+  if (!seq.pending.active()) {
+    seq.pending.n_new = n_new;
+    seq.pending.before.resize(g.n_layers);
+  }
+  seq.pending.before[layer] = seq.layers[layer].clone_meta();
+  return seq_ptr;
+}
+
+Status KvCacheImpl::store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in) {
+  LayerCache& lc = seq.layers[in.layer];
+  LayerEditor editor(pool_, lc, seq.pending, in.layer, config_.geometry.head_dim);
   Status st = method_->store(in, editor);
   if (!st.is_ok()) {
-    const int64_t at = seq.n_tokens + n_new;
+    const int64_t at = seq.n_tokens + in.n_new;
     rollback(seq);  // the sequence is as it was before this step
     if (st.code() == StatusCode::kOutOfMemory)
       return Status(st.code(), st.message() + " at token " + std::to_string(at) + " (sequence " +
-                                   std::to_string(seq_id) + ", layer " + std::to_string(layer) +
+                                   std::to_string(seq_id) + ", layer " + std::to_string(in.layer) +
                                    ", method " + method_->spec() + "); raise --kv-budget or choose a smaller method");
-    return st.with_context("storing layer " + std::to_string(layer));
+    return st.with_context("storing layer " + std::to_string(in.layer));
   }
-  lc.n_tokens += n_new;
+  lc.n_tokens += in.n_new;
   return Status::ok();
 }
 

@@ -60,6 +60,13 @@ class KvCache {
   virtual Status attend(SeqId seq, int layer, const float* q, const float* k, const float* v,
                         const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
                         const float* visual_similarity = nullptr) = 0;
+  // Benchmarking aid (vlkv bench --fill random): attend() without the attention - the
+  // method stores one layer's new K/V (kinds non-null) through its normal store path, so
+  // segments, windows and folds are what a prefill would leave, at no quadratic cost. Same
+  // step protocol (every layer, then commit). Unsupported for a layer whose method needs
+  // attention statistics (use attend() there).
+  virtual Status store_without_attention(SeqId seq, int layer, const float* k, const float* v,
+                                         const TokenKind* kinds, int n_new) = 0;
   virtual void commit(SeqId seq, int n_new) = 0;
   // Undo attend() calls made since the last commit (e.g. when a later layer ran out of memory).
   virtual void rollback(SeqId seq) = 0;
