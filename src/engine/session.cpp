@@ -3,6 +3,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
+#include "engine/visual_similarity.h"
 #include "vision/qwen2vl_positions.h"
 
 namespace vlkv {
@@ -15,14 +16,44 @@ Session::~Session() {
 }
 
 int64_t Session::n_past() const { return n_past_; }
+
+void Session::set_attention_observer(std::function<void(const AttentionTap&)> observer) {
+  if (!observer) {
+    observer_ = nullptr;
+    return;
+  }
+  const TextHparams& hp = engine_->hparams;
+  observer_ = [observer = std::move(observer), &hp](const LayerQk& x) {
+    AttentionTap t;
+    t.layer = x.layer;
+    t.n_tokens = x.n_tokens;
+    t.n_heads = static_cast<int>(hp.n_heads);
+    t.n_kv_heads = static_cast<int>(hp.n_kv_heads);
+    t.head_dim = static_cast<int>(hp.head_dim);
+    t.scale = hp.attn_scale;
+    t.q = x.q;
+    t.k = x.k;
+    t.kinds = reinterpret_cast<const uint8_t*>(x.kinds);  // TokenKind is a uint8_t enum
+    observer(t);
+  };
+}
 int64_t Session::n_vocab() const { return engine_->hparams.n_vocab; }
+
+Status Session::check_room(int64_t n_tokens, const char* what) const {
+  const int64_t n_ctx = engine_->params.n_ctx;
+  if (n_past_ + n_tokens <= n_ctx) return Status::ok();
+  return invalid_argument("context full: " + std::to_string(n_past_) + " + " + std::to_string(n_tokens) + " " + what +
+                          " exceed the context size of " + std::to_string(n_ctx) + " (raise --ctx-size)");
+}
 
 // One chunk (text ids or media embeddings) through the decoder in n_batch pieces.
 // Token kinds: media -> visual, control tokens -> special, the rest -> text.
 // Positions are consecutive from next_pos_; Qwen2-VL media get M-RoPE (t, h, w)
 // positions from their token grid and advance next_pos_ by max(grid) only.
-Status Session::eval_chunk(const PromptChunk& chunk, bool want_logits, std::vector<float>* logits,
-                           const ProgressCallback& progress, int64_t progress_base, int64_t progress_total) {
+// visual_similarity: null or [n_tokens] for a media chunk (KvCache::attend's).
+Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similarity, bool want_logits,
+                           std::vector<float>* logits, const ProgressCallback& progress, int64_t progress_base,
+                           int64_t progress_total) {
   const bool media = chunk.kind == PromptChunk::Kind::kMedia;
   const int64_t n_tokens = chunk.n_tokens;
   const int64_t n_embd = engine_->hparams.n_embd;
@@ -31,11 +62,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, bool want_logits, std::vect
             : static_cast<int64_t>(chunk.tokens.size()) != n_tokens) {
     return invalid_argument("prompt chunk size does not match its token count");
   }
-  const int64_t n_ctx = engine_->params.n_ctx;
-  if (n_past_ + n_tokens > n_ctx) {
-    return invalid_argument("context full: " + std::to_string(n_past_) + " + " + std::to_string(n_tokens) +
-                            " tokens exceed the context size of " + std::to_string(n_ctx) + " (raise --ctx-size)");
-  }
+  VLKV_RETURN_IF_ERROR(check_room(n_tokens, "tokens"));
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
   const int64_t n_batch = engine_->params.n_batch;
   std::vector<float> chunk_logits;
@@ -70,7 +97,9 @@ Status Session::eval_chunk(const PromptChunk& chunk, bool want_logits, std::vect
     else in.tokens = chunk.tokens.data() + begin;
     in.positions = positions.data();
     in.kinds = kinds.data();
+    if (observer_) in.observer = &observer_;
     if (mrope) in.mrope_positions = mrope_positions.data() + begin * 3;
+    if (media && visual_similarity) in.visual_similarity = visual_similarity + begin;
     const LogitsMode mode = want_logits && end == n_tokens ? LogitsMode::kLast : LogitsMode::kNone;
     VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
     n_past_ += n;
@@ -83,11 +112,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, bool want_logits, std::vect
 
 Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
   if (tokens.empty()) return invalid_argument("nothing to evaluate: empty token list");
-  const int64_t n_ctx = engine_->params.n_ctx;
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx) {
-    return invalid_argument("context full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
-                            " tokens exceed the context size of " + std::to_string(n_ctx) + " (raise --ctx-size)");
-  }
+  VLKV_RETURN_IF_ERROR(check_room(static_cast<int64_t>(tokens.size()), "tokens"));
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
   const int64_t n_vocab = engine_->hparams.n_vocab;
   const int64_t n_batch = engine_->params.n_batch;
@@ -106,6 +131,7 @@ Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::v
     in.tokens = tokens.data() + begin;
     in.positions = positions.data();
     in.kinds = kinds.data();
+    if (observer_) in.observer = &observer_;
     const bool last_chunk = end == tokens.size();
     LogitsMode mode = !logits ? LogitsMode::kNone
                       : all_logits ? LogitsMode::kAll
@@ -128,15 +154,19 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
                             const ProgressCallback& progress) {
   if (prompt.chunks.empty()) return invalid_argument("nothing to evaluate: empty prompt");
   const int64_t total = prompt.n_tokens();
-  if (n_past_ + total > engine_->params.n_ctx) {
-    return invalid_argument("context full: " + std::to_string(n_past_) + " + " + std::to_string(total) +
-                            " prompt tokens exceed the context size of " + std::to_string(engine_->params.n_ctx) +
-                            " (raise --ctx-size)");
+  VLKV_RETURN_IF_ERROR(check_room(total, "prompt tokens"));
+  // VidKV's salient visual tokens need each visual token's similarity to the prompt's text.
+  std::vector<std::vector<float>> similarity;
+  if (engine_->kv->uses_visual_similarity() && prompt.n_visual_tokens() > 0) {
+    const Tokenizer& tok = *engine_->tokenizer;
+    similarity = visual_text_similarity(prompt, engine_->weights.token_embd,
+                                        [&](int32_t t) { return tok.token_type(t) != TokenType::kControl; });
   }
   int64_t done = 0;
   for (size_t i = 0; i < prompt.chunks.size(); ++i) {
     const bool last = i + 1 == prompt.chunks.size();
-    VLKV_RETURN_IF_ERROR(eval_chunk(prompt.chunks[i], last && last_logits, last_logits, progress, done, total));
+    const float* sim = i < similarity.size() && !similarity[i].empty() ? similarity[i].data() : nullptr;
+    VLKV_RETURN_IF_ERROR(eval_chunk(prompt.chunks[i], sim, last && last_logits, last_logits, progress, done, total));
     done += prompt.chunks[i].n_tokens;
   }
   return Status::ok();

@@ -1,0 +1,24 @@
+// VidKV's visual-to-text similarity (arXiv 2503.16257, METHODS.md "Salient visual
+// tokens"): per visual token of a prompt, the mean dot product of its embedding (the
+// projector output fed to the decoder) with the embeddings (token_embd rows) of the
+// prompt's text tokens. The engine passes it to KvCache::attend only for methods that
+// read it (KvCache::uses_visual_similarity).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "vlkv/engine.h"
+
+namespace vlkv {
+
+// One vector per prompt chunk: [n_tokens] for a media chunk, empty for a text chunk.
+// All empty when the prompt has no media or no text token. is_text says which token
+// ids count as text (the engine: all but control tokens such as BOS, as TokenKind does).
+// mean_t <v, e_t> = <v, mean_t e_t>: one mean embedding, then one dot per visual token.
+std::vector<std::vector<float>> visual_text_similarity(const PreparedPrompt& prompt, const WeightMatrix& token_embd,
+                                                       const std::function<bool(int32_t)>& is_text);
+
+}  // namespace vlkv
