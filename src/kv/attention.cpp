@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -11,23 +10,14 @@
 
 #include "base/check.h"
 #include "base/cpu_features.h"
+#include "kv/attention_chunks.h"
 
 namespace vlkv {
-namespace {
-
-constexpr int64_t kChunkTokens = 256;  // keys per scores/accumulate call: logits fit in L1/L2
-constexpr int kTileRows = 64;          // query rows (token, head of the GQA group) per task
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// A run of cached tokens of one segment: K and V views over the same tokens.
-struct Chunk {
-  const Codec* kc;
-  const Codec* vc;
-  SegmentView k, v;
-};
+namespace attn {
 
 void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, int d, std::vector<Chunk>& out) {
   const auto& segs = layer.heads[g].segments;
+  int64_t first = 0;  // storage index of the segment's first token
   for (size_t i = 0; i < segs.size(); ++i) {
     const Segment& s = segs[i];
     if (s.n_tokens == 0) continue;
@@ -43,13 +33,29 @@ void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, 
     const int64_t step = unit * std::max<int64_t>(1, kChunkTokens / unit);
     for (int64_t t0 = 0; t0 < s.n_tokens; t0 += step) {
       const int64_t n = std::min(step, s.n_tokens - t0);
-      out.push_back({ks->codec, s.v.codec, ks->view(t0, n, d), s.v.view(t0, n, d)});
+      out.push_back({ks->codec, s.v.codec, ks->view(t0, n, d), s.v.view(t0, n, d), first + t0});
     }
+    first += s.n_tokens;
   }
 }
 
+Chunk f32_rows_chunk(const Codec& f32, const uint8_t* const* kpage, const uint8_t* const* vpage, int64_t first,
+                     int64_t n, int64_t rows_in_page, int d) {
+  Chunk c{&f32, &f32, {}, {}, first};
+  c.k.pages = kpage;
+  c.k.first_block = first;
+  c.k.n_tokens = n;
+  c.k.blocks_per_page = static_cast<int32_t>(rows_in_page);
+  c.k.block_bytes = 4 * d;
+  c.k.tokens_per_block = 1;
+  c.k.head_dim = d;
+  c.v = c.k;
+  c.v.pages = vpage;
+  return c;
+}
+
 // ---------------- softmax over one chunk of logits (vectorized exp) ----------------
-// In place: x[t] <- exp(x[t] - m) for t < n; returns the sum. m is finite and >= every x[t].
+namespace {
 float exp_sub_sum_scalar(float* x, int64_t n, float m) {
   float sum = 0.0f;
   for (int64_t t = 0; t < n; ++t) sum += (x[t] = std::exp(x[t] - m));
@@ -168,6 +174,8 @@ VLKV_AVX512 float max_avx512(const float* x, int64_t n) {
 #undef VLKV_AVX2
 #undef VLKV_AVX512
 
+}  // namespace
+
 float exp_sub_sum(float* x, int64_t n, float m) {
   switch (simd_level()) {
     case SimdLevel::kAvx512: return exp_sub_sum_avx512(x, n, m);
@@ -183,6 +191,18 @@ float max_of(const float* x, int64_t n) {
   }
 }
 
+}  // namespace attn
+
+namespace {
+
+using attn::build_chunks;
+using attn::Chunk;
+using attn::exp_sub_sum;
+using attn::kChunkTokens;
+using attn::kNegInf;
+using attn::kTileRows;
+using attn::max_of;
+
 // Online-softmax state of the rows of one query tile.
 struct RowState {
   float* m;    // [rows] running max of logits
@@ -193,9 +213,10 @@ struct RowState {
 };
 
 // Folds one chunk into the state. limit (optional): row r sees chunk keys [0, limit[r]].
+// keep (optional): [chunk tokens], keys marked 0 get probability 0 (sparse attention).
 //   qt: [rows, head_dim]; logits: scratch [rows, chunk tokens]
 void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, const int64_t* limit,
-                RowState st, float* logits) {
+                const uint8_t* keep, RowState st, float* logits) {
   const int64_t n = c.k.n_tokens;
   c.kc->scores(qt, rows, c.k, scale, logits, n);
   for (int r = 0; r < rows; ++r) {
@@ -203,7 +224,14 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
     const int64_t valid = limit ? std::clamp<int64_t>(limit[r] + 1, 0, n) : n;
     for (int64_t t = valid; t < n; ++t) lr[t] = 0.0f;
     if (valid == 0) continue;
+    if (keep)
+      for (int64_t t = 0; t < valid; ++t)
+        if (!keep[t]) lr[t] = kNegInf;
     const float mx = max_of(lr, valid);
+    if (mx == kNegInf) {  // nothing kept in this row's range
+      std::fill(lr, lr + valid, 0.0f);
+      continue;
+    }
     const float m_old = st.m[r];
     const float m_new = std::max(m_old, mx);
     if (m_old != m_new) {
@@ -216,6 +244,9 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
       st.m[r] = m_new;
     }
     st.l[r] += exp_sub_sum(lr, valid, m_new);
+    if (keep)  // the vector exp flushes -inf to ~1e-38, not 0
+      for (int64_t t = 0; t < valid; ++t)
+        if (!keep[t]) lr[t] = 0.0f;
   }
   c.vc->accumulate(logits, n, rows, c.v, c.vc->output_transform() ? st.acc2 : st.acc);
 }
@@ -251,8 +282,9 @@ struct Scratch {
   std::vector<float> qt;          // [kTileRows, head_dim]
   std::vector<float> qt2;         // [kTileRows, head_dim] qt through a codec's query transform
   std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
-  std::vector<float> logits;      // [kTileRows, kChunkTokens]
+  std::vector<float> logits;      // [kTileRows, longest chunk (kChunkTokens or a codec block)]
   std::vector<int64_t> limit;     // [kTileRows]
+  std::vector<int64_t> row_last;  // [kTileRows] sparse: last gathered new key each row sees
   std::vector<float> m, acc;      // a tile's merged state
   std::vector<double> l;
 };
@@ -261,12 +293,14 @@ struct Scratch {
 
 void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
                   const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
-                  ThreadPool& pool) {
+                  ThreadPool& pool, const AttendOptions& options) {
   const int n_kv = shape.n_kv_heads, d = shape.head_dim, n_heads = shape.n_heads;
   const int group = n_heads / n_kv;
   const int tile_tokens = std::max(1, kTileRows / group);
   const int n_tiles = (n_new + tile_tokens - 1) / tile_tokens;
   const int tile_rows = tile_tokens * group;
+  const bool sparse = options.keep != nullptr;
+  const int64_t n_keys = layer.n_tokens + n_new;  // step key order: cached (storage order), then new
 
   // Per-step buffers of the calling thread, reused across steps (no allocation once warm).
   struct StepBuffers {
@@ -275,6 +309,8 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
     std::vector<double> cost;         // [chunks + n_kv] per head: prefix sums of chunk bytes
     std::vector<float> part_m, part_acc, part_acc2, kn, vn;
     std::vector<double> part_l;
+    std::vector<int> kept_new;  // [n_kv, n_new] sparse: step indices of each head's kept new tokens
+    std::vector<int> n_kept_new;  // [n_kv]
   };
   thread_local StepBuffers tls_buf;
   StepBuffers& buf = tls_buf;  // the caller's: the tasks below run on worker threads too
@@ -282,6 +318,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   buf.head_begin.assign(1, 0);
   buf.cost.clear();
   size_t max_chunks = 1;
+  int64_t max_chunk_tokens = kChunkTokens;  // codecs with blocks over 256 tokens make longer chunks
   const Codec* out_rot = nullptr;  // the value codec whose output transform acc2 undoes
   for (int g = 0; g < n_kv; ++g) {
     const size_t first = buf.chunks.size();
@@ -291,6 +328,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
     buf.cost.push_back(0.0);  // cost[head_begin[g] + g + i]: bytes of the head's chunks before chunk i
     for (size_t c = first; c < buf.chunks.size(); ++c) {
       const Chunk& ch = buf.chunks[c];
+      max_chunk_tokens = std::max(max_chunk_tokens, ch.k.n_tokens);
       buf.cost.push_back(buf.cost.back() +
                          static_cast<double>(ch.k.n_blocks()) * ch.k.block_bytes +
                          static_cast<double>(ch.v.n_blocks()) * ch.v.block_bytes + 64.0);
@@ -341,8 +379,9 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   thread_local Scratch scratch;
   auto prepare = [&](Scratch& s) {
     s.qt.resize(static_cast<size_t>(tile_rows) * d);
-    s.logits.resize(static_cast<size_t>(tile_rows) * kChunkTokens);
+    s.logits.resize(static_cast<size_t>(tile_rows) * max_chunk_tokens);
     s.limit.resize(tile_rows);
+    s.row_last.resize(tile_rows);
     s.m.resize(tile_rows);
     s.l.resize(tile_rows);
     s.acc.resize(static_cast<size_t>(tile_rows) * d);
@@ -366,6 +405,11 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       gather_q(g, tile, s.qt.data());
       int qt2_id = 0;  // query transform held in s.qt2: applied once per task, not per chunk
       for (size_t c = c0; c < c1; ++c) {
+        const uint8_t* keep_c = nullptr;
+        if (sparse) {
+          keep_c = options.keep + g * n_keys + cs[c].first;
+          if (std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
+        }
         const float* qc = s.qt.data();
         if (const int id = cs[c].kc->query_transform()) {
           if (id != qt2_id) {
@@ -375,7 +419,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
           }
           qc = s.qt2.data();
         }
-        fold_chunk(cs[c], qc, rows, d, scale, nullptr, st, s.logits.data());
+        fold_chunk(cs[c], qc, rows, d, scale, nullptr, keep_c, st, s.logits.data());
       }
     }
   });
@@ -390,6 +434,28 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + i) * d], k + (i * n_kv + g) * d, sizeof(float) * d);
       std::memcpy(&vn[(g * static_cast<int64_t>(n_new) + i) * d], v + (i * n_kv + g) * d, sizeof(float) * d);
     }
+  // Sparse: each head's kept new tokens gathered to the front of its rows (in order), so
+  // the new-token attention reads only those.
+  if (sparse) {
+    buf.kept_new.resize(static_cast<size_t>(n_kv) * n_new);
+    buf.n_kept_new.assign(n_kv, 0);
+    for (int g = 0; g < n_kv; ++g) {
+      const uint8_t* keep_new = options.keep + g * n_keys + layer.n_tokens;
+      int* idx = &buf.kept_new[static_cast<size_t>(g) * n_new];
+      int n_kept = 0;
+      for (int i = 0; i < n_new; ++i) {
+        if (!keep_new[i]) continue;
+        if (n_kept != i) {  // rows n_kept < i: a forward in-place move never overwrites unread rows
+          std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + n_kept) * d], &kn[(g * static_cast<int64_t>(n_new) + i) * d],
+                      sizeof(float) * d);
+          std::memcpy(&vn[(g * static_cast<int64_t>(n_new) + n_kept) * d], &vn[(g * static_cast<int64_t>(n_new) + i) * d],
+                      sizeof(float) * d);
+        }
+        idx[n_kept++] = i;
+      }
+      buf.n_kept_new[g] = n_kept;
+    }
+  }
 
   // Phase B: task = (kv head, tile): merge splits, add the causal new tokens, normalize.
   // A decode step's phase B is a few microseconds: run it on the calling thread.
@@ -414,20 +480,48 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       const uint8_t* vpage[1] = {reinterpret_cast<const uint8_t*>(&vn[static_cast<size_t>(g) * n_new * d])};
       const int64_t first_tok = static_cast<int64_t>(tile) * tile_tokens;
       const int64_t last_tok = first_tok + rows / group - 1;
-      for (int64_t j0 = 0; j0 <= last_tok; j0 += kChunkTokens) {
-        const int64_t n = std::min<int64_t>(kChunkTokens, last_tok + 1 - j0);
-        Chunk c{&f32, &f32, {}, {}};
-        c.k.pages = page;
-        c.k.first_block = j0;
-        c.k.n_tokens = n;
-        c.k.blocks_per_page = n_new;
-        c.k.block_bytes = 4 * d;
-        c.k.tokens_per_block = 1;
-        c.k.head_dim = d;
-        c.v = c.k;
-        c.v.pages = vpage;
-        for (int r = 0; r < rows; ++r) s.limit[r] = first_tok + r / group - j0;  // causal: key j <= token i
-        fold_chunk(c, s.qt.data(), rows, d, scale, s.limit.data(), st, s.logits.data());
+      // Row r sees gathered new keys [0, row_last[r]]: all up to its token, or the kept ones.
+      const int* kept = sparse ? &buf.kept_new[static_cast<size_t>(g) * n_new] : nullptr;
+      const int n_kept = sparse ? buf.n_kept_new[g] : 0;
+      auto last_seen = [&](int64_t tok) -> int64_t {
+        return sparse ? (std::upper_bound(kept, kept + n_kept, tok) - kept) - 1 : tok;
+      };
+      for (int r = 0; r < rows; ++r) s.row_last[r] = last_seen(first_tok + r / group);
+      const int64_t n_keys_new = last_seen(last_tok) + 1;
+      for (int64_t j0 = 0; j0 < n_keys_new; j0 += kChunkTokens) {
+        const int64_t n = std::min<int64_t>(kChunkTokens, n_keys_new - j0);
+        const Chunk c = attn::f32_rows_chunk(f32, page, vpage, j0, n, n_new, d);
+        for (int r = 0; r < rows; ++r) s.limit[r] = s.row_last[r] - j0;  // causal: key j <= token i
+        fold_chunk(c, s.qt.data(), rows, d, scale, s.limit.data(), nullptr, st, s.logits.data());
+      }
+      if (sparse) {  // a query whose own key was not kept still attends itself
+        const uint8_t* keep_new = options.keep + g * n_keys + layer.n_tokens;
+        for (int r = 0; r < rows; ++r) {
+          const int64_t i = first_tok + r / group;
+          if (keep_new[i]) continue;
+          const float* qr = s.qt.data() + static_cast<int64_t>(r) * d;
+          const float* ki = k + (i * n_kv + g) * d;
+          const float* vi = v + (i * n_kv + g) * d;
+          float dot = 0.0f;
+          for (int x = 0; x < d; ++x) dot += qr[x] * ki[x];
+          const float logit = scale * dot, m_new = std::max(st.m[r], logit);
+          const float alpha = st.m[r] == kNegInf ? 0.0f : std::exp(st.m[r] - m_new), p = std::exp(logit - m_new);
+          float* a = st.acc + static_cast<int64_t>(r) * d;
+          for (int x = 0; x < d; ++x) a[x] = a[x] * alpha + p * vi[x];
+          st.l[r] = st.l[r] * alpha + p;
+          st.m[r] = m_new;
+        }
+      }
+      if (options.probe_state && !sparse) {
+        const ProbeRows& pr = *options.probe_state;
+        for (int r = 0; r < rows; ++r) {
+          const int i = static_cast<int>(first_tok + r / group);
+          const int* at = std::lower_bound(pr.tokens, pr.tokens + pr.n, i);
+          if (at == pr.tokens + pr.n || *at != i) continue;
+          const int64_t slot = (at - pr.tokens) * static_cast<int64_t>(n_heads) + g * group + r % group;
+          pr.m[slot] = st.m[r];
+          pr.l[slot] = st.l[r];
+        }
       }
       for (int r = 0; r < rows; ++r) {
         const int64_t i = first_tok + r / group;

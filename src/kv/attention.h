@@ -5,6 +5,8 @@
 // cache only; storing the new tokens is the method's job afterwards.
 #pragma once
 
+#include <cstdint>
+
 #include "base/thread_pool.h"
 #include "kv/codec.h"
 #include "kv/segment.h"
@@ -17,6 +19,23 @@ struct AttendShape {
   int head_dim = 0;
 };
 
+// Softmax state of the probe queries of a step (kStatKeyMass): written by attend_layer
+// (full attention) or probe_softmax (before a sparse attention), read by probe_key_mass.
+struct ProbeRows {
+  const int* tokens = nullptr;  // [n] step token indices, ascending
+  int n = 0;
+  float* m = nullptr;   // [n, n_heads] final max logit of each probe row
+  double* l = nullptr;  // [n, n_heads] final sum of exp(logit - m)
+};
+
+struct AttendOptions {
+  // [n_kv_heads, n_cached + n_new] in step key order (AttentionStats) or null: attend only
+  // the keys marked 1, plus each query's own key (Method::select_attended_keys).
+  const uint8_t* keep = nullptr;
+  // Non-null: the final softmax state of these rows is written out (ignored with keep).
+  ProbeRows* probe_state = nullptr;
+};
+
 // layer:      the layer as at the last commit (cached tokens to attend over).
 // key_source: for segments without K (lazy layers), the layer whose segment of the
 //             same index supplies the keys; null when every segment has its own K.
@@ -26,6 +45,6 @@ struct AttendShape {
 //   out: [n_new, n_heads, head_dim]     softmax(scale * q.k) v over cached + causal new tokens
 void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
                   const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
-                  ThreadPool& pool);
+                  ThreadPool& pool, const AttendOptions& options = {});
 
 }  // namespace vlkv

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kv/attention.h"
+#include "kv/attention_stats.h"
 #include "kv/codec_registry.h"
 #include "kv/method_registry.h"
 #include "kv/page_table.h"
@@ -67,6 +68,11 @@ class KvCacheImpl final : public KvCache {
   std::string method_name() const override { return method_->spec(); }
   bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
   double bytes_per_token() const override { return method_->bytes_per_token(); }
+  LayerQkSource qk_source(int layer) const override {
+    VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);
+    const LayerPlan p = method_->layer_plan(layer);
+    return {p.score_layer != layer ? p.score_layer : -1, p.visual_only};
+  }
   uint64_t sequence_bytes(SeqId seq) const override {
     return static_cast<uint64_t>(table_.n_pages(seq)) * pool_.page_bytes();
   }
@@ -121,6 +127,12 @@ class KvCacheImpl final : public KvCache {
   KvCacheConfig config_;
   std::unique_ptr<Method> method_;
   std::shared_ptr<const Codec> f32_;  // runs the fused kernels over the new tokens
+  // Per-step statistics buffers, reused across steps.
+  std::vector<int> probes_;      // [n_probes] step token indices
+  std::vector<float> probe_m_;   // [n_probes, n_heads]
+  std::vector<double> probe_l_;  // [n_probes, n_heads]
+  std::vector<float> key_mass_;  // [n_kv_heads, n_cached + n_new]
+  std::vector<uint8_t> keep_;    // [n_kv_heads, n_cached + n_new] sparse attention's kept keys
   PagePool pool_;
   PageTable table_;
 };
@@ -134,17 +146,14 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   SeqCache& seq = *seq_ptr;
   LayerCache& lc = seq.layers[layer];
 
-  // 1. Attention over the cache as at the last commit plus the new tokens (full f32).
+  // 1. Attention over the cache as at the last commit plus the new tokens (full f32),
+  // with the probe statistics the method asked for.
   const LayerPlan plan = method_->layer_plan(layer);
   const LayerCache* key_source = nullptr;
   if (plan.score_layer >= 0) {  // a base layer already attended this step: use its pre-step snapshot
     const auto& snap = seq.pending.before[plan.score_layer];
     key_source = plan.score_layer != layer && snap ? &*snap : &seq.layers[plan.score_layer];
   }
-  attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out,
-               AttendShape{g.n_heads, g.n_kv_heads, g.head_dim}, pool);
-
-  // 2. The method stores the new tokens.
   std::vector<TokenKind> text_kinds;
   if (!kinds) {
     text_kinds.assign(n_new, TokenKind::kText);
@@ -158,6 +167,45 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.v = v;
   in.kinds = kinds;
   in.visual_similarity = visual_similarity;
+  const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
+  AttentionStats stats;
+  if (plan.stats & kStatKeyMass) {
+    // Salt: layer and first position, so steps and layers draw different random probes.
+    probes_ = choose_probes(plan.probe, n_new, (static_cast<uint64_t>(layer) << 40) ^ static_cast<uint64_t>(lc.n_tokens));
+    probe_m_.resize(probes_.size() * g.n_heads);
+    probe_l_.resize(probe_m_.size());
+    key_mass_.resize(static_cast<size_t>(g.n_kv_heads) * (lc.n_tokens + n_new));
+    ProbeRows rows{probes_.data(), static_cast<int>(probes_.size()), probe_m_.data(), probe_l_.data()};
+    stats.key_mass = key_mass_.data();
+    stats.probes = probes_.data();
+    stats.n_probes = rows.n;
+    in.stats = &stats;
+    bool attended = false;
+    if (plan.sparse_attention) {  // statistics first, then attention over the keys they select
+      probe_softmax(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, pool);
+      probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool);
+      keep_.clear();
+      if (method_->select_attended_keys(in, &keep_)) {
+        if (keep_.size() != key_mass_.size()) {
+          rollback(seq);
+          return Status(StatusCode::kInternal, "select_attended_keys: mask of " + std::to_string(keep_.size()) +
+                                                   " keys, expected " + std::to_string(key_mass_.size()));
+        }
+        attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, AttendOptions{keep_.data(), nullptr});
+        attended = true;
+      }
+    }
+    if (!attended) {
+      attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
+                   AttendOptions{nullptr, plan.sparse_attention ? nullptr : &rows});
+      if (!plan.sparse_attention)
+        probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool);
+    }
+  } else {
+    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool);
+  }
+
+  // 2. The method stores the new tokens.
   return store_layer_step(seq_id, seq, in);
 }
 
@@ -232,8 +280,10 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
   }
   for (int l = 0; l < g.n_layers; ++l) {
     const LayerPlan plan = method->layer_plan(l);
-    if (plan.stats != kStatNone)
-      return unsupported("KV method " + method->spec() + " needs attention statistics, not computed yet");
+    if (plan.stats & ~uint32_t{kStatKeyMass})
+      return unsupported("KV method " + method->spec() + " needs attention statistics not computed yet");
+    if (plan.sparse_attention && !(plan.stats & kStatKeyMass))
+      return Status(StatusCode::kInternal, "sparse attention needs kStatKeyMass");
     if (!plan.stores_k && (plan.score_layer < 0 || plan.score_layer >= l))
       return Status(StatusCode::kInternal, "a layer without K needs an earlier score_layer");
   }

@@ -18,15 +18,35 @@
 namespace vlkv {
 
 // Attention statistics a method may ask attend() to compute during a step (bit set).
-// None is computed yet: a method asking for one is Unsupported at KvCache::create.
 enum AttentionStat : uint32_t {
   kStatNone = 0,
   kStatKeyMass = 1u << 0,  // per key: attention mass from probe queries (ZipVL, AKVQ-VL pivots)
 };
 
+// Which of a step's queries probe the keys for kStatKeyMass (ZipVL: the last 5% of the
+// prompt plus a random 5%): the last max(1, ceil(last_frac * n_new)) tokens plus
+// round(random_frac * n_new) of the others drawn without replacement, seeded by seed,
+// the layer and the step's first position (choose_probes in attention_stats.h). A
+// 1-token decode step's probe is that token.
+struct ProbePlan {
+  double last_frac = 0.05;
+  double random_frac = 0.05;
+  uint64_t seed = 0;
+};
+
 // Filled by attend() for the bits in LayerPlan::stats.
+// Key order ("step key order"): the cached keys of the kv head in storage order
+// (segment by segment as in the head's segment list, as read_back returns them), then
+// the step's new tokens in sequence order.
 struct AttentionStats {
-  const float* key_mass = nullptr;  // [n_kv_heads, n_cached + n_new], summed over a GQA group
+  // [n_kv_heads, n_cached + n_new]: ZipVL's normalized score, exact softmax
+  //   score_j = sum over probes i and the query heads h of the GQA group of A_h[i, j]
+  //             / (number of probes that can see j)
+  // (every probe sees the cached keys; new token j is seen by the probes i >= j).
+  // Each probe row of each query head sums to 1 over the keys it sees.
+  const float* key_mass = nullptr;
+  const int* probes = nullptr;  // [n_probes] step token indices of the probe queries, ascending
+  int n_probes = 0;
 };
 
 struct LayerPlan {
@@ -36,7 +56,16 @@ struct LayerPlan {
   // for the lazy layer (it computes no projections of its own).
   bool stores_k = true;
   int score_layer = -1;
+  // Q Cache VLA: only the visual tokens' keys come from score_layer (K-less segments of
+  // visual tokens); text tokens keep their own K. The decoder passes the layer's own q and
+  // k with the visual rows of k replaced by the base layer's (KvCache::qk_source).
+  bool visual_only = false;
   uint32_t stats = kStatNone;  // AttentionStat bits needed before store()
+  ProbePlan probe;             // probe queries of kStatKeyMass
+  // Sparse attention (ZipVL's sparse prefill; needs kStatKeyMass): the probe statistics
+  // are computed before the step's attention, Method::select_attended_keys picks the
+  // keys, and all the step's queries then attend only over those (plus themselves).
+  bool sparse_attention = false;
 };
 
 // One layer's new tokens, handed to store() after attention over them is done.
@@ -72,6 +101,17 @@ class Method {
   // True when store() reads StoreInput::visual_similarity: the engine computes it for a
   // prompt's visual tokens (a dot product per visual token) only then.
   virtual bool uses_visual_similarity() const { return false; }
+
+  // LayerPlan::sparse_attention: called after the probe statistics (in.stats; in.k, in.v
+  // and in.kinds are the step's) and before the step's attention. Returns false to attend
+  // every key (e.g. a short step), or fills keep: [n_kv_heads, n_cached + n_new] in step
+  // key order (AttentionStats), 1 = attended. Every query attends the kept keys it can
+  // see causally plus its own key, kept or not. Chunks of cached keys with none kept
+  // are skipped; new tokens' kept keys are gathered, so the step's new-token attention
+  // costs ~ n_new * kept instead of n_new^2 / 2.
+  virtual bool select_attended_keys(const StoreInput& /*in*/, std::vector<uint8_t>* /*keep*/) const {
+    return false;
+  }
 
   // Steady-state stored bits per K/V element including metadata (long contexts,
   // excluding page tails and a not-yet-folded window).

@@ -1,0 +1,39 @@
+// Internal to the attention code (attention.cpp, attention_stats.cpp): runs of cached
+// tokens as kernel views ("chunks"), the vectorized softmax helpers and the query-tile
+// shape they share. Not for methods or the decoder.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kv/codec.h"
+#include "kv/segment.h"
+
+namespace vlkv::attn {
+
+constexpr int64_t kChunkTokens = 256;  // keys per scores/accumulate call: logits fit in L1/L2
+constexpr int kTileRows = 64;          // query rows (token, head of the GQA group) per task
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A run of cached tokens of one segment: K and V views over the same tokens.
+struct Chunk {
+  const Codec* kc;
+  const Codec* vc;
+  SegmentView k, v;
+  int64_t first = 0;  // storage index (within the kv head, segment after segment) of the first token
+};
+
+// Appends kv head g's cached chunks in storage order. key_source: see attend_layer.
+void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, int d, std::vector<Chunk>& out);
+
+// A chunk over n contiguous f32 rows starting at row `first` of the one-page buffers
+// kpage[0], vpage[0] (rows_in_page rows each): the step's new tokens.
+Chunk f32_rows_chunk(const Codec& f32, const uint8_t* const* kpage, const uint8_t* const* vpage, int64_t first,
+                     int64_t n, int64_t rows_in_page, int d);
+
+// In place: x[t] <- exp(x[t] - m) for t < n; returns the sum. m is finite and >= every x[t].
+float exp_sub_sum(float* x, int64_t n, float m);
+float max_of(const float* x, int64_t n);
+
+}  // namespace vlkv::attn

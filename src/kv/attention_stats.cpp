@@ -1,0 +1,234 @@
+#include "kv/attention_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "base/check.h"
+#include "kv/attention_chunks.h"
+
+namespace vlkv {
+namespace {
+
+using attn::Chunk;
+using attn::kChunkTokens;
+using attn::kNegInf;
+using attn::kTileRows;
+
+// The probe rows of one kv head in tiles: row r of tile t = (probe t * tile_probes + r / group,
+// query head g * group + r % group).
+struct ProbeTiles {
+  int group, tile_probes, n_tiles;
+  ProbeTiles(const AttendShape& s, int n_probes)
+      : group(s.n_heads / s.n_kv_heads), tile_probes(std::max(1, kTileRows / group)),
+        n_tiles((n_probes + tile_probes - 1) / tile_probes) {}
+  int first_probe(int tile) const { return tile * tile_probes; }
+  int rows(int tile, int n_probes) const { return std::min(tile_probes, n_probes - first_probe(tile)) * group; }
+};
+
+struct StatScratch {
+  std::vector<float> qt, qt2;   // [kTileRows, head_dim] probe queries, and through a query transform
+  std::vector<float> logits;    // [kTileRows, kChunkTokens]
+  std::vector<float> m;         // [kTileRows]
+  std::vector<double> l;        // [kTileRows]
+};
+thread_local StatScratch tls_scratch;
+
+StatScratch& scratch(int d) {
+  StatScratch& s = tls_scratch;
+  s.qt.resize(static_cast<size_t>(kTileRows) * d);
+  s.logits.resize(static_cast<size_t>(kTileRows) * kChunkTokens);
+  s.m.resize(kTileRows);
+  s.l.resize(kTileRows);
+  return s;
+}
+
+void gather_probe_q(const float* q, const AttendShape& shape, const ProbeRows& pr, const ProbeTiles& pt, int g,
+                    int tile, float* qt) {
+  const int d = shape.head_dim, rows = pt.rows(tile, pr.n);
+  for (int r = 0; r < rows; ++r) {
+    const int64_t i = pr.tokens[pt.first_probe(tile) + r / pt.group];
+    std::memcpy(qt + static_cast<int64_t>(r) * d, q + (i * shape.n_heads + g * pt.group + r % pt.group) * d,
+                sizeof(float) * d);
+  }
+}
+
+// The query tile as the chunk's key codec reads it (transformed when the codec asks).
+const float* query_for(const Chunk& c, StatScratch& s, int rows, int d, int& qt2_id) {
+  const int id = c.kc->query_transform();
+  if (!id) return s.qt.data();
+  if (id != qt2_id) {
+    s.qt2.assign(s.qt.begin(), s.qt.begin() + static_cast<int64_t>(rows) * d);
+    c.kc->transform_query(s.qt2.data(), rows, d);
+    qt2_id = id;
+  }
+  return s.qt2.data();
+}
+
+// Keys of the new tokens per kv head, contiguous: [n_kv_heads, n_new, head_dim].
+void gather_new_keys(const float* k, int n_new, int n_kv, int d, std::vector<float>& kn) {
+  kn.resize(static_cast<size_t>(n_kv) * n_new * d);
+  for (int64_t i = 0; i < n_new; ++i)
+    for (int g = 0; g < n_kv; ++g)
+      std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + i) * d], k + (i * n_kv + g) * d, sizeof(float) * d);
+}
+
+// Every kv head's cached chunks, head after head; head_begin: [n_kv + 1] offsets.
+void all_chunks(const LayerCache& layer, const LayerCache* key_source, int n_kv, int d, std::vector<Chunk>& chunks,
+                std::vector<size_t>& head_begin) {
+  chunks.clear();
+  head_begin.assign(1, 0);
+  for (int g = 0; g < n_kv; ++g) {
+    attn::build_chunks(layer, key_source, g, d, chunks);
+    head_begin.push_back(chunks.size());
+  }
+}
+
+}  // namespace
+
+std::vector<int> choose_probes(const ProbePlan& plan, int n_new, uint64_t salt) {
+  if (n_new <= 0) return {};
+  const int n_last = std::clamp(static_cast<int>(std::ceil(plan.last_frac * n_new - 1e-9)), 1, n_new);
+  const int n_rand = std::clamp(static_cast<int>(std::llround(plan.random_frac * n_new)), 0, n_new - n_last);
+  std::vector<int> pool(n_new - n_last);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::mt19937_64 rng(plan.seed * 0x9E3779B97F4A7C15ull + salt);
+  for (int i = 0; i < n_rand; ++i) {  // partial Fisher-Yates: the first n_rand of a random permutation
+    std::uniform_int_distribution<int> pick(i, static_cast<int>(pool.size()) - 1);
+    std::swap(pool[i], pool[pick(rng)]);
+  }
+  std::vector<int> out(pool.begin(), pool.begin() + n_rand);
+  for (int i = n_new - n_last; i < n_new; ++i) out.push_back(i);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                   const float* k, int n_new, float scale, const AttendShape& shape, ProbeRows& pr,
+                   ThreadPool& pool) {
+  const int n_kv = shape.n_kv_heads, d = shape.head_dim;
+  const ProbeTiles pt(shape, pr.n);
+  thread_local std::vector<Chunk> chunks;  // the caller's, read by the workers
+  thread_local std::vector<size_t> head_begin;
+  thread_local std::vector<float> kn;
+  std::vector<Chunk>& cs = chunks;
+  std::vector<size_t>& hb = head_begin;
+  std::vector<float>& keys = kn;
+  all_chunks(layer, key_source, n_kv, d, cs, hb);
+  gather_new_keys(k, n_new, n_kv, d, keys);
+
+  pool.parallel_for(static_cast<int64_t>(n_kv) * pt.n_tiles, [&](int64_t begin, int64_t end, int) {
+    StatScratch& s = scratch(d);
+    for (int64_t task = begin; task < end; ++task) {
+      const int g = static_cast<int>(task / pt.n_tiles), tile = static_cast<int>(task % pt.n_tiles);
+      const int rows = pt.rows(tile, pr.n);
+      std::fill(s.m.begin(), s.m.begin() + rows, kNegInf);
+      std::fill(s.l.begin(), s.l.begin() + rows, 0.0);
+      gather_probe_q(q, shape, pr, pt, g, tile, s.qt.data());
+      // Online max / sum of one chunk's logits; row r sees keys [0, limit(r)] of it.
+      auto fold = [&](const Chunk& c, const float* qc, auto&& limit) {
+        const int64_t n = c.k.n_tokens;
+        if (s.logits.size() < static_cast<size_t>(rows * n)) s.logits.resize(static_cast<size_t>(rows * n));
+        c.kc->scores(qc, rows, c.k, scale, s.logits.data(), n);
+        for (int r = 0; r < rows; ++r) {
+          float* lr = s.logits.data() + static_cast<int64_t>(r) * n;
+          const int64_t valid = std::clamp<int64_t>(limit(r) + 1, 0, n);
+          if (valid == 0) continue;
+          const float m_new = std::max(s.m[r], attn::max_of(lr, valid));
+          if (s.m[r] != m_new) {
+            if (s.m[r] != kNegInf) s.l[r] *= std::exp(s.m[r] - m_new);
+            s.m[r] = m_new;
+          }
+          s.l[r] += attn::exp_sub_sum(lr, valid, m_new);
+        }
+      };
+      int qt2_id = 0;
+      for (size_t c = hb[g]; c < hb[g + 1]; ++c)
+        fold(cs[c], query_for(cs[c], s, rows, d, qt2_id), [](int) { return std::numeric_limits<int64_t>::max() - 1; });
+      const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&keys[static_cast<size_t>(g) * n_new * d])};
+      const int last = pr.tokens[pt.first_probe(tile) + rows / pt.group - 1];
+      for (int64_t j0 = 0; j0 <= last; j0 += kChunkTokens) {
+        const Chunk c = attn::f32_rows_chunk(f32, page, page, j0, std::min<int64_t>(kChunkTokens, last + 1 - j0), n_new, d);
+        fold(c, s.qt.data(), [&](int r) { return pr.tokens[pt.first_probe(tile) + r / pt.group] - j0; });
+      }
+      for (int r = 0; r < rows; ++r) {
+        const int64_t slot = static_cast<int64_t>(pt.first_probe(tile) + r / pt.group) * shape.n_heads +
+                             g * pt.group + r % pt.group;
+        pr.m[slot] = s.m[r];
+        pr.l[slot] = s.l[r];
+      }
+    }
+  });
+}
+
+void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                    const float* k, int n_new, float scale, const AttendShape& shape, const ProbeRows& pr,
+                    float* key_mass, ThreadPool& pool) {
+  const int n_kv = shape.n_kv_heads, d = shape.head_dim;
+  const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
+  const ProbeTiles pt(shape, pr.n);
+  thread_local std::vector<Chunk> chunks;
+  thread_local std::vector<size_t> head_begin;
+  thread_local std::vector<float> kn;
+  std::vector<Chunk>& cs = chunks;
+  std::vector<size_t>& hb = head_begin;
+  std::vector<float>& keys = kn;
+  all_chunks(layer, key_source, n_kv, d, cs, hb);
+  gather_new_keys(k, n_new, n_kv, d, keys);
+  std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
+  if (pr.n == 0) return;
+  // New keys past the last probe are seen by none: their mass stays 0.
+  const int64_t n_new_chunks = (pr.tokens[pr.n - 1] + kChunkTokens) / kChunkTokens;
+  // Task = (kv head, one chunk of its keys): every probe row over that chunk, so tasks
+  // write disjoint ranges of key_mass.
+  std::vector<int64_t> task_begin(n_kv + 1, 0);  // [n_kv + 1] prefix counts of tasks per head
+  for (int g = 0; g < n_kv; ++g)
+    task_begin[g + 1] = task_begin[g] + static_cast<int64_t>(hb[g + 1] - hb[g]) + n_new_chunks;
+
+  pool.parallel_for(task_begin[n_kv], [&](int64_t begin, int64_t end, int) {
+    StatScratch& s = scratch(d);
+    for (int64_t task = begin; task < end; ++task) {
+      const int g = static_cast<int>(std::upper_bound(task_begin.begin(), task_begin.end(), task) - task_begin.begin()) - 1;
+      const int64_t local = task - task_begin[g];
+      const int64_t n_cached_chunks = static_cast<int64_t>(hb[g + 1] - hb[g]);
+      const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&keys[static_cast<size_t>(g) * n_new * d])};
+      const bool is_new = local >= n_cached_chunks;
+      const int64_t j0 = is_new ? (local - n_cached_chunks) * kChunkTokens : 0;
+      const Chunk c = is_new ? attn::f32_rows_chunk(f32, page, page, j0, std::min<int64_t>(kChunkTokens, n_new - j0),
+                                                    n_new, d)
+                             : cs[hb[g] + local];
+      const int64_t n = c.k.n_tokens;
+      float* mass = key_mass + g * n_keys + (is_new ? n_cached + j0 : c.first);  // [n]
+      // Probes that see none of a new chunk (token < j0) come first: skip them.
+      const int first_probe = is_new ? static_cast<int>(std::lower_bound(pr.tokens, pr.tokens + pr.n, j0) - pr.tokens) : 0;
+      for (int tile = first_probe / pt.tile_probes; tile < pt.n_tiles; ++tile) {
+        const int rows = pt.rows(tile, pr.n);
+        gather_probe_q(q, shape, pr, pt, g, tile, s.qt.data());
+        if (s.logits.size() < static_cast<size_t>(rows * n)) s.logits.resize(static_cast<size_t>(rows * n));
+        int qt2_id = 0;
+        c.kc->scores(query_for(c, s, rows, d, qt2_id), rows, c.k, scale, s.logits.data(), n);
+        for (int r = 0; r < rows; ++r) {
+          const int p = pt.first_probe(tile) + r / pt.group;
+          const int64_t valid = is_new ? std::clamp<int64_t>(pr.tokens[p] - j0 + 1, 0, n) : n;
+          if (valid == 0) continue;
+          const int64_t slot = static_cast<int64_t>(p) * shape.n_heads + g * pt.group + r % pt.group;
+          float* lr = s.logits.data() + static_cast<int64_t>(r) * n;
+          attn::exp_sub_sum(lr, valid, pr.m[slot]);
+          const float inv_l = static_cast<float>(1.0 / pr.l[slot]);
+          for (int64_t t = 0; t < valid; ++t) mass[t] += lr[t] * inv_l;
+        }
+      }
+      // Causal normalization: divide by the number of probes that see each key.
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t seen =
+            is_new ? pr.tokens + pr.n - std::lower_bound(pr.tokens, pr.tokens + pr.n, static_cast<int>(j0 + t)) : pr.n;
+        mass[t] = seen > 0 ? mass[t] / static_cast<float>(seen) : 0.0f;
+      }
+    }
+  });
+}
+
+}  // namespace vlkv

@@ -1,0 +1,38 @@
+// Attention statistics of a step (kStatKeyMass): which queries probe the keys, their
+// exact softmax state over all keys, and the per-key attention mass they put there,
+// normalized for the causal mask (ZipVL). Never an n x n matrix: the mass is summed
+// per key as the probe rows' probabilities are produced, chunk by chunk.
+//
+// Cost: probe_key_mass recomputes the probe rows' logits (scores only, no values) once;
+// probe_softmax (needed only before a sparse attention, when the full attention cannot
+// provide the rows' max and sum) is one more such pass. With 10% of a prefill's queries
+// as probes that is ~10-20% of the step's full attention.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kv/attention.h"
+#include "kv/method.h"
+
+namespace vlkv {
+
+// Step token indices of the probe queries, ascending (see ProbePlan). salt: mixes the
+// layer and the step's first position into the seed.
+std::vector<int> choose_probes(const ProbePlan& plan, int n_new, uint64_t salt);
+
+// Softmax max and sum of every probe row over the cached keys and the new keys it sees
+// causally (what attend_layer writes to AttendOptions::probe_state in a full attention).
+// f32: the f32 codec (runs the kernels over the new keys).
+//   q: [n_new, n_heads, head_dim]; k: [n_new, n_kv_heads, head_dim]
+void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                   const float* k, int n_new, float scale, const AttendShape& shape, ProbeRows& probes, ThreadPool& pool);
+
+// key_mass: [n_kv_heads, layer.n_tokens + n_new] in step key order (AttentionStats), the
+// normalized score of each key from the probe rows' final softmax state.
+void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                    const float* k, int n_new, float scale, const AttendShape& shape, const ProbeRows& probes, float* key_mass,
+                    ThreadPool& pool);
+
+}  // namespace vlkv
