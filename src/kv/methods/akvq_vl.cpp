@@ -1,0 +1,344 @@
+// Method "akvq_vl": AKVQ-VL (arXiv 2501.15021), attention-aware 2-bit KV for VLMs.
+//  - Codes: K (post-RoPE) and V rows Walsh-Hadamard rotated (wht_intB codecs: queries
+//    rotated by the codec's query transform, outputs un-rotated once per step), then
+//    asymmetric uniform per token in groups of g channels (default 128, or head_dim when
+//    smaller; f16 scale + min per group), clipping ratio `clip` (0.8 at 2 bits, 0.9 at 3,
+//    1.0 at 4: the group's [min, max] shrunk around its centre, int_codec.cpp).
+//  - Per layer a saliency pattern (akvq_vl_saliency.h):
+//      TSA (text-salient): text and special tokens at text_bits (4), visual tokens at bits (2);
+//      PSA (pivot-salient): the layer's pivot tokens in f16, every other token at bits (2).
+//    pattern=auto detects it from the prefill's attention statistics (kStatKeyMass: the
+//    share of mass on text tokens vs on the top n_pivots tokens); without statistics
+//    (none computed yet, or a step of one token) it keeps its last decision, else the
+//    paper's LLaVA-1.5 map: layers [0, tsa_layers) TSA, the rest PSA. pattern=map, tsa and
+//    psa force it. Statistics are read only from steps of more than one token (prefill
+//    chunks): a single decode query is too noisy to re-decide a layer. The pattern can
+//    change between prefill chunks; it applies to the tokens folded from then on.
+//  - Pivots (per kv head, at most n_pivots, kept f16 for the rest of the sequence): the
+//    tokens with the largest probe attention mass in a prefill step among those still in
+//    full precision (the window and the step's tokens), if they rank in the top n_pivots
+//    of the whole sequence. Without statistics in any step so far: the first n_pivots
+//    tokens of the sequence (attention sinks, where massive activations sit). Pivots only
+//    matter in PSA layers; TSA layers fold them by kind.
+//  - Text-only inputs: every token is text, so TSA would store every folded token at
+//    text_bits (int4 with WHT); auto calls such layers PSA (TSA's text/visual split is void
+//    there), map / tsa keep TSA in their layers (4.25 bits/element at d128).
+//  - Recent window: the last `window` tokens stay f16 (window..window+31: it is folded 32
+//    rows at a time with window_fold.h to amortize its rewrite; all rows at once when
+//    window=0). Folded rows go to their class's segment.
+//
+// Per (layer, kv head) segments by tag: kLow (bits codec), kText (text_bits codec, TSA
+// text tokens), kPivot (f16, PSA pivots), kWindow (f16, sequence order). Storage order is
+// sequence order while only kLow and kWindow exist (all visual tokens in TSA, no pivots).
+// The statistics list a head's keys in storage order (AttentionStats), so the layer state
+// keeps, besides the tokens' kinds in sequence order (runs), per head the kinds of the
+// rows folded into each class segment (runs again: a few per segment), the window rows'
+// pivot flags and the head's pivot count.
+//
+// Accounting (bits_per_element, bytes_per_token, bytes_for_tokens) assumes visual tokens
+// and no statistics, the setting whose bytes do not depend on the data: every folded token
+// at `bits` except, in PSA layers, the first min(n_pivots, folded) tokens in f16 (window
+// included in bytes_for_tokens, exact there). At head_dim 128, g 128: 2 + 32/128 = 2.25
+// bits per element. TSA text tokens cost text_bits + 32/g (4.25) each instead, pivots 16
+// (at most n_pivots per head and PSA layer).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/codec_registry.h"
+#include "kv/method_registry.h"
+#include "kv/methods/akvq_vl_saliency.h"
+#include "kv/methods/window_fold.h"
+
+namespace vlkv {
+namespace {
+
+using akvq::Pattern;
+
+constexpr uint32_t kLow = akvq::kTagLow, kText = akvq::kTagText, kPivot = akvq::kTagPivot, kWindow = akvq::kTagWindow;
+constexpr int kFoldRows = 32;  // window fold granularity (the window holds window..window+31 rows)
+// KvCache computes kStatKeyMass (helper A's attention statistics): flip when it lands;
+// until then KvCache::create refuses a method that asks for statistics.
+constexpr bool kKeyMassComputed = false;
+
+enum class PatternMode { kAuto, kTsa, kPsa, kMap };
+
+// Clipping ratio by code bits: the paper's 0.8 at 2 and 1.0 at 4; 0.9 at 3 is our pick.
+double default_clip(int64_t bits) { return bits <= 2 ? 0.8 : bits == 3 ? 0.9 : 1.0; }
+
+// Per kv head: the window rows' pivot flags, the pivots chosen so far, and the kinds of
+// the rows folded into each class segment in storage order (runs: few per segment), to
+// read the statistics' keys, which come in storage order (AttentionStats).
+struct AkvqHead {
+  std::vector<uint8_t> window_pivot;  // [window rows] 1 = pivot
+  int n_pivots = 0;
+  akvq::KindRuns folded[3];           // [kLow, kText, kPivot]
+};
+
+class AkvqState final : public LayerState {
+ public:
+  std::unique_ptr<LayerState> clone() const override { return std::make_unique<AkvqState>(*this); }
+  bool decided = false;          // pattern set from statistics (auto) at least once
+  Pattern pattern = Pattern::kPsa;
+  bool stats_seen = false;       // a prefill step brought statistics (no first-tokens fallback)
+  akvq::KindRuns kinds;          // every token stored in this layer, sequence order
+  std::vector<AkvqHead> heads;   // [n_kv_heads]
+};
+
+class AkvqVlMethod final : public Method {
+ public:
+  static Result<std::unique_ptr<Method>> create(const Spec& spec, const KvGeometry& geo) {
+    const std::string who = "'akvq_vl'";
+    VLKV_ASSIGN_OR_RETURN(int64_t bits, spec.get_int("bits", 2, 2, 4));
+    VLKV_ASSIGN_OR_RETURN(int64_t text_bits, spec.get_int("text_bits", 4, 2, 8));
+    if (text_bits != 2 && text_bits != 3 && text_bits != 4 && text_bits != 8)
+      return invalid_argument(who + ": text_bits=" + std::to_string(text_bits) + " is not supported; valid: 2, 3, 4, 8");
+    const int64_t g_default = std::min(128, geo.head_dim);
+    VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", g_default, 0, 1024));
+    if (g == 0) g = geo.head_dim;
+    if (g % 8 != 0 || geo.head_dim % g != 0)
+      return invalid_argument(who + ": g=" + std::to_string(g) + " does not divide head_dim " +
+                              std::to_string(geo.head_dim) +
+                              "; valid: a multiple of 8 dividing head_dim, or 0 for the whole head");
+    VLKV_ASSIGN_OR_RETURN(double clip, spec.get_double("clip", default_clip(bits), 0.05, 1.0));
+    VLKV_ASSIGN_OR_RETURN(double text_clip, spec.get_double("text_clip", default_clip(text_bits), 0.05, 1.0));
+    VLKV_ASSIGN_OR_RETURN(int64_t n_pivots, spec.get_int("n_pivots", 16, 0, 1024));
+    VLKV_ASSIGN_OR_RETURN(int64_t window, spec.get_int("window", 128, 0, 1 << 16));
+    const std::string pattern = spec.get_string("pattern", "auto");
+    PatternMode mode;
+    if (pattern == "auto") mode = PatternMode::kAuto;
+    else if (pattern == "tsa") mode = PatternMode::kTsa;
+    else if (pattern == "psa") mode = PatternMode::kPsa;
+    else if (pattern == "map") mode = PatternMode::kMap;
+    else return invalid_argument(who + ": pattern=" + pattern + " is not supported; valid: auto, tsa, psa, map");
+    VLKV_ASSIGN_OR_RETURN(int64_t tsa_layers, spec.get_int("tsa_layers", 2, 0, 1 << 16));
+    VLKV_ASSIGN_OR_RETURN(int64_t wht, spec.get_int("wht", 1, 0, 1));
+
+    auto codec = [&](int64_t b, double c) {
+      char text[96];
+      std::snprintf(text, sizeof text, "%sint%lld:g=%lld,clip=%g", wht ? "wht_" : "", static_cast<long long>(b),
+                    static_cast<long long>(g), c);
+      return make_codec(text);
+    };
+    auto m = std::unique_ptr<AkvqVlMethod>(new AkvqVlMethod());
+    VLKV_ASSIGN_OR_RETURN(m->low_, codec(bits, clip));
+    VLKV_ASSIGN_OR_RETURN(m->text_, codec(text_bits, text_clip));
+    VLKV_ASSIGN_OR_RETURN(m->f16_, make_codec("f16"));
+    for (const auto* c : {m->low_.get(), m->text_.get(), m->f16_.get()})
+      VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method akvq_vl"));
+    char text[224];
+    std::snprintf(text, sizeof text,
+                  "akvq_vl:bits=%lld,text_bits=%lld,g=%lld,clip=%g,text_clip=%g,n_pivots=%lld,window=%lld,"
+                  "pattern=%s,tsa_layers=%lld,wht=%lld",
+                  static_cast<long long>(bits), static_cast<long long>(text_bits), static_cast<long long>(g), clip,
+                  text_clip, static_cast<long long>(n_pivots), static_cast<long long>(window), pattern.c_str(),
+                  static_cast<long long>(tsa_layers), static_cast<long long>(wht));
+    m->spec_ = text;
+    m->geo_ = geo;
+    m->mode_ = mode;
+    m->P_ = static_cast<int>(n_pivots);
+    m->R_ = window;
+    m->tsa_layers_ = static_cast<int>(tsa_layers);
+    return std::unique_ptr<Method>(std::move(m));
+  }
+
+  const std::string& spec() const override { return spec_; }
+  std::vector<const Codec*> codecs() const override { return {low_.get(), text_.get(), f16_.get()}; }
+  std::unique_ptr<LayerState> new_layer_state(int) const override { return std::make_unique<AkvqState>(); }
+
+  LayerPlan layer_plan(int layer) const override {
+    LayerPlan plan;
+    if (kKeyMassComputed && wants_stats(layer)) plan.stats = kStatKeyMass;
+    return plan;
+  }
+
+  Status store(const StoreInput& in, LayerEditor& ed) const override {
+    auto* st = static_cast<AkvqState*>(ed.state());
+    const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
+    const int64_t stride = static_cast<int64_t>(n_kv) * d;  // rows of one head in in.k / in.v
+    if (st->heads.empty()) st->heads.resize(n_kv);
+    const int64_t n_window = static_cast<int64_t>(st->heads[0].window_pivot.size());
+    const int64_t first = in.n_cached - n_window;  // sequence position of the first full-precision row
+    const int64_t n_keys = in.n_cached + in.n_new;
+    const int64_t n_full = n_window + in.n_new;     // full-precision rows: window, then the step's
+    st->kinds.append(in.kinds, in.n_new);
+    const float* mass = in.n_new > 1 && in.stats ? in.stats->key_mass : nullptr;  // [n_kv, n_keys]
+
+    // 1. The layer's pattern, then 2. pivot flags of the full-precision rows, per head.
+    st->pattern = pattern_for(in.layer, in.n_cached, mass, ed, *st);
+    for (int h = 0; h < n_kv; ++h) {
+      AkvqHead& hs = st->heads[h];
+      hs.window_pivot.resize(static_cast<size_t>(n_full), 0);
+      if (mass) {
+        const std::vector<akvq::KeyRange> ranges = {{window_key0(ed, h), 0, n_window}, {in.n_cached, n_window, in.n_new}};
+        hs.n_pivots += akvq::select_pivots(mass + h * n_keys, n_keys, ranges, P_, P_ - hs.n_pivots,
+                                           hs.window_pivot.data());
+      } else if (!st->stats_seen) {  // attention sinks: the first P_ tokens
+        for (int64_t t = in.n_cached; t < std::min<int64_t>(n_keys, P_); ++t, ++hs.n_pivots)
+          hs.window_pivot[t - first] = 1;
+      }
+    }
+    if (mass) st->stats_seen = true;
+
+    // 3. New rows to the f16 window; rows it folds to their class's segment.
+    int64_t folded = 0;
+    for (int h = 0; h < n_kv; ++h) {
+      if (ed.segments(h).empty()) ed.add_segment(h, low_.get(), low_.get(), kLow);  // first: keeps sequence order
+      AkvqHead& hs = st->heads[h];
+      auto class_at = [&](int64_t row) { return class_of(st->pattern, st->kinds.at(first + row), hs.window_pivot[row]); };
+      auto sink = [&](const float* k, const float* v, int64_t rs, int64_t row0, int64_t n) -> Status {
+        for (int64_t r = 0; r < n;) {  // runs of one class
+          const uint32_t tag = class_at(row0 + r);
+          int64_t e = r + 1;
+          while (e < n && class_at(row0 + e) == tag) ++e;
+          VLKV_RETURN_IF_ERROR(ed.append(h, segment_for(ed, h, tag), k + r * rs, v + r * rs, rs, e - r));
+          hs.folded[tag].append(st->kinds, first + row0 + r, first + row0 + e);
+          r = e;
+        }
+        return Status::ok();
+      };
+      VLKV_ASSIGN_OR_RETURN(folded, window_fold::stage(ed, h, kWindow, f16_.get(), R_, fold_rows(), in.k + h * d,
+                                                       in.v + h * d, stride, in.n_new, sink));
+    }
+    for (AkvqHead& hs : st->heads) hs.window_pivot.erase(hs.window_pivot.begin(), hs.window_pivot.begin() + folded);
+    return Status::ok();
+  }
+
+  double bits_per_element() const override { return low_->bits_per_element(geo_.head_dim); }
+  double bytes_per_token() const override {
+    return 2.0 * geo_.n_layers * geo_.n_kv_heads * static_cast<double>(low_->block_bytes(geo_.head_dim));
+  }
+  // Exact for visual tokens without statistics (see the header comment).
+  double bytes_for_tokens(int64_t n) const override {
+    const int d = geo_.head_dim;
+    const int64_t w = window_tokens(n), c = n - w;
+    const double low = static_cast<double>(low_->block_bytes(d)), f16 = static_cast<double>(f16_->block_bytes(d));
+    double per_head = 0;
+    for (int l = 0; l < geo_.n_layers; ++l) {
+      const int64_t p = fallback_pattern(l) == Pattern::kPsa ? std::min<int64_t>(P_, c) : 0;
+      per_head += 2.0 * (static_cast<double>(w + p) * f16 + static_cast<double>(c - p) * low);
+    }
+    return per_head * geo_.n_kv_heads;
+  }
+  // kLow, kText, kPivot, kWindow (+ a window being rebuilt within a step), K and V each.
+  int max_streams_per_head() const override { return 10; }
+  // Per-token codes; in the rotated basis the bound grows by sqrt(g d) (int_codec.cpp),
+  // true but loose (>= 1 for 2-bit codes); the f16 window adds its rounding to folded rows.
+  double error_bound() const override {
+    return std::max(low_->error_bound_at(geo_.head_dim), text_->error_bound_at(geo_.head_dim)) + 0x1p-10;
+  }
+
+  int64_t window_tokens(int64_t n) const { return n < R_ + fold_rows() ? n : R_ + (n - R_) % fold_rows(); }
+
+ private:
+  int fold_rows() const { return R_ > 0 ? kFoldRows : 1; }
+
+  bool wants_stats(int layer) const {
+    switch (mode_) {
+      case PatternMode::kAuto: return true;
+      case PatternMode::kTsa: return false;
+      case PatternMode::kPsa: return P_ > 0;
+      case PatternMode::kMap: return P_ > 0 && layer >= tsa_layers_;
+    }
+    return false;
+  }
+
+  // The pattern without statistics: the forced one, or the paper's map.
+  Pattern fallback_pattern(int layer) const {
+    if (mode_ == PatternMode::kTsa) return Pattern::kTsa;
+    if (mode_ == PatternMode::kPsa) return Pattern::kPsa;
+    return layer < tsa_layers_ ? Pattern::kTsa : Pattern::kPsa;
+  }
+
+  // auto: detected from a prefill step's mass when usable, else the last decision, else the map.
+  Pattern pattern_for(int layer, int64_t n_cached, const float* mass, const LayerEditor& ed, AkvqState& st) const {
+    if (mode_ != PatternMode::kAuto) return fallback_pattern(layer);
+    if (mass) {
+      const int64_t n_keys = st.kinds.size();
+      akvq::MassShares shares;
+      for (int h = 0; h < ed.n_kv_heads(); ++h) shares.add_head(mass + h * n_keys, n_keys, key_kinds(ed, h, n_cached, st), P_);
+      if (const auto detected = akvq::detect_pattern(shares)) {
+        st.decided = true;
+        return *detected;
+      }
+    }
+    return st.decided ? st.pattern : fallback_pattern(layer);
+  }
+
+  // Kinds of head h's keys in step key order: its segments as listed, then the step's
+  // tokens (st.kinds holds the step's already; the window is the last n_window cached).
+  static akvq::KindRuns key_kinds(const LayerEditor& ed, int h, int64_t n_cached, const AkvqState& st) {
+    const AkvqHead& hs = st.heads[h];
+    const int64_t n_window = static_cast<int64_t>(hs.window_pivot.size());
+    akvq::KindRuns out;
+    const auto& segs = ed.segments(h);
+    for (size_t i = 0; i < segs.size(); ++i) {
+      const uint32_t tag = segs[i].tag;
+      if (tag == kWindow) out.append(st.kinds, n_cached - n_window, n_cached);
+      else out.append(hs.folded[tag], 0, hs.folded[tag].size());
+    }
+    out.append(st.kinds, n_cached, st.kinds.size());
+    return out;
+  }
+  // Key index (step key order) of head h's first window row: the rows of the segments before it.
+  static int64_t window_key0(const LayerEditor& ed, int h) {
+    int64_t key = 0;
+    const auto& segs = ed.segments(h);
+    for (size_t i = 0; i < segs.size() && segs[i].tag != kWindow; ++i) key += segs[i].n_tokens;
+    return key;
+  }
+
+  static uint32_t class_of(Pattern p, TokenKind kind, uint8_t pivot) {
+    if (p == Pattern::kPsa) return pivot ? kPivot : kLow;
+    return akvq::is_text(kind) ? kText : kLow;
+  }
+
+  int segment_for(LayerEditor& ed, int h, uint32_t tag) const {
+    const int seg = window_fold::find_segment(ed, h, tag);
+    if (seg >= 0) return seg;
+    const Codec* c = tag == kText ? text_.get() : tag == kPivot ? f16_.get() : low_.get();
+    return ed.add_segment(h, c, c, tag);
+  }
+
+  std::string spec_;
+  std::shared_ptr<const Codec> low_, text_, f16_;
+  KvGeometry geo_;
+  PatternMode mode_ = PatternMode::kAuto;
+  int P_ = 16;
+  int64_t R_ = 128;
+  int tsa_layers_ = 2;
+};
+
+MethodInfo akvq_vl_info() {
+  MethodInfo info;
+  info.name = "akvq_vl";
+  info.help =
+      "AKVQ-VL: Walsh-Hadamard-rotated K and V, asymmetric per token (groups of g channels); per layer TSA (text "
+      "tokens text_bits, visual bits) or PSA (pivot tokens f16, the rest bits) from the prefill's attention, f16 "
+      "recent window (2.25 bits/element at d128 for visual tokens)";
+  info.params = {
+      {"bits", "2", "code bits of visual tokens (TSA) and non-pivot tokens (PSA): 2, 3 or 4"},
+      {"text_bits", "4", "code bits of text tokens in TSA layers: 2, 3, 4 or 8"},
+      {"g", "128", "channels per group: a multiple of 8 dividing head_dim, 0 = head_dim (default 128, or head_dim "
+                   "when smaller)"},
+      {"clip", "0.8", "clipping ratio of the bits codes (default 0.8 at 2 bits, 0.9 at 3, 1 at 4)"},
+      {"text_clip", "1", "clipping ratio of the text_bits codes (default by text_bits as clip)"},
+      {"n_pivots", "16", "pivot tokens per kv head kept in f16 in PSA layers (top attention mass in the prefill; "
+                         "the first n_pivots tokens without statistics)"},
+      {"window", "128", "recent tokens kept in f16 (the window holds window..window+31)"},
+      {"pattern", "auto", "per-layer pattern: auto (from the prefill's attention, else map), tsa, psa, map (layers "
+                          "below tsa_layers TSA, the rest PSA)"},
+      {"tsa_layers", "2", "layers [0, tsa_layers) are TSA in the map (LLaVA-1.5: 2)"},
+      {"wht", "1", "1 = Walsh-Hadamard-rotate K and V (head_dim a power of two); 0 = plain RTN"},
+  };
+  info.create = [](const Spec& s, const KvGeometry& g) { return AkvqVlMethod::create(s, g); };
+  return info;
+}
+
+}  // namespace
+
+VLKV_REGISTER_KV_METHOD(akvq_vl, akvq_vl_info());
+
+}  // namespace vlkv

@@ -1,0 +1,521 @@
+// AKVQ-VL's own logic: saliency (kind runs, top-k, pattern detection and pivot selection
+// on hand-made attention masses), the method's parameters and stored bits, and store()
+// driven with hand-made StoreInput through a LayerEditor: TSA text/visual split, patterns
+// and per-head pivots from statistics, the pivot budget, window folding, pivots staying
+// f16 over many decode steps, exact bytes without statistics; then through KvCache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "base/fp16.h"
+#include "kv/kv_cache.h"
+#include "kv/layer_editor.h"
+#include "kv/method_registry.h"
+#include "kv/methods/akvq_vl_saliency.h"
+#include "kv/page_table.h"
+#include "kv_test_util.h"
+
+namespace vlkv {
+namespace {
+
+using akvq::KindRuns;
+using akvq::MassShares;
+using akvq::Pattern;
+using kvtest::random_vec;
+constexpr TokenKind kT = TokenKind::kText, kV = TokenKind::kVisual, kS = TokenKind::kSpecial;
+
+std::vector<TokenKind> kinds_of(std::initializer_list<std::pair<TokenKind, int>> runs) {
+  std::vector<TokenKind> out;
+  for (auto [k, n] : runs) out.insert(out.end(), n, k);
+  return out;
+}
+
+KindRuns runs_of(const std::vector<TokenKind>& kinds) {
+  KindRuns r;
+  r.append(kinds.data(), static_cast<int64_t>(kinds.size()));
+  return r;
+}
+
+// ---------------- saliency ----------------
+
+TEST(AkvqSaliency, KindRunsAppendAndLookup) {
+  const auto kinds = kinds_of({{kS, 1}, {kT, 4}, {kV, 10}, {kT, 3}});
+  KindRuns r = runs_of(kinds);
+  EXPECT_EQ(r.size(), 18);
+  EXPECT_EQ(r.n_runs(), 4u);
+  for (int t = 0; t < 18; ++t) EXPECT_EQ(r.at(t), kinds[t]) << t;
+  KindRuns part;
+  part.append(r, 3, 16);  // T T V*10 T
+  part.append(r, 0, 1);   // S
+  EXPECT_EQ(part.size(), 14);
+  EXPECT_EQ(part.n_runs(), 4u);
+  EXPECT_EQ(part.at(1), kT);
+  EXPECT_EQ(part.at(2), kV);
+  EXPECT_EQ(part.at(12), kT);
+  EXPECT_EQ(part.at(13), kS);
+}
+
+TEST(AkvqSaliency, TopKLargestFirstTiesEarlierNanLast) {
+  const std::vector<float> x = {1, 5, NAN, 5, 3, 9, 0};
+  EXPECT_EQ(akvq::top_k(x.data(), 7, 3), (std::vector<int64_t>{5, 1, 3}));
+  EXPECT_EQ(akvq::top_k(x.data(), 7, 0).size(), 0u);
+  EXPECT_EQ(akvq::top_k(x.data(), 7, 100).back(), 2);  // NaN last
+}
+
+// One head's mass over `kinds`: `text` per text token, `visual` per visual token.
+std::vector<float> flat_mass(const std::vector<TokenKind>& kinds, float text, float visual) {
+  std::vector<float> m;
+  for (TokenKind k : kinds) m.push_back(k == kV ? visual : text);
+  return m;
+}
+
+TEST(AkvqSaliency, TextSalientLayerIsTsa) {
+  // 60 text tokens sharing the attention, 200 visual tokens with little: the top 16
+  // (pivots) hold 16/73 of the mass, the other text tokens 44/73.
+  const auto kinds = kinds_of({{kT, 30}, {kV, 200}, {kT, 30}});
+  auto m = flat_mass(kinds, 1.0f, 0.065f);
+  MassShares s;
+  s.add_head(m.data(), static_cast<int64_t>(m.size()), runs_of(kinds), 16);
+  EXPECT_NEAR(s.pivot / s.total, 16.0 / 73.0, 1e-4);
+  EXPECT_NEAR(s.text / s.total, 44.0 / 73.0, 1e-4);
+  EXPECT_EQ(akvq::detect_pattern(s), Pattern::kTsa);
+}
+
+TEST(AkvqSaliency, SinkLayerIsPsaEvenWhenTheSinkIsText) {
+  const auto kinds = kinds_of({{kT, 30}, {kV, 200}, {kT, 30}});
+  auto m = flat_mass(kinds, 0.3f, 0.3f);
+  m[0] = 100.0f;  // BOS: the sink
+  MassShares s;
+  s.add_head(m.data(), static_cast<int64_t>(m.size()), runs_of(kinds), 16);
+  EXPECT_GT(s.pivot, s.text);
+  EXPECT_EQ(akvq::detect_pattern(s), Pattern::kPsa);
+  // Summed over heads: a second head with spread text attention does not outweigh it.
+  auto m2 = flat_mass(kinds, 1.0f, 0.0f);
+  s.add_head(m2.data(), static_cast<int64_t>(m2.size()), runs_of(kinds), 16);
+  EXPECT_EQ(akvq::detect_pattern(s), Pattern::kPsa);
+}
+
+TEST(AkvqSaliency, TextOnlyIsPsaAndNoMassIsNoDecision) {
+  const auto kinds = kinds_of({{kT, 100}});
+  auto m = flat_mass(kinds, 1.0f, 0.0f);  // spread over text: TSA if there were visual tokens
+  MassShares s;
+  s.add_head(m.data(), 100, runs_of(kinds), 16);
+  EXPECT_GT(s.text, s.pivot);
+  EXPECT_EQ(akvq::detect_pattern(s), Pattern::kPsa);
+  std::vector<float> zero(100, 0.0f);
+  zero[3] = NAN;
+  zero[4] = -1.0f;
+  MassShares z;
+  z.add_head(zero.data(), 100, runs_of(kinds), 16);
+  EXPECT_FALSE(akvq::detect_pattern(z).has_value());
+}
+
+TEST(AkvqSaliency, PivotsAreTopMassCandidatesWithinTheBudget) {
+  // 20 keys; keys 0..9 folded (not candidates), 10..19 full precision as rows 0..9.
+  std::vector<float> mass(20, 0.1f);
+  mass[2] = 9;   // top, but folded
+  mass[12] = 8;
+  mass[17] = 7;
+  mass[15] = 6;
+  mass[19] = 0;  // never a pivot: no mass
+  const std::vector<akvq::KeyRange> ranges = {{10, 0, 10}};
+  std::vector<uint8_t> flags(10, 0);
+  flags[5] = 1;  // key 15 is a pivot already
+  EXPECT_EQ(akvq::select_pivots(mass.data(), 20, ranges, 4, 2, flags.data()), 2);
+  EXPECT_EQ(flags, (std::vector<uint8_t>{0, 0, 1, 0, 0, 1, 0, 1, 0, 0}));
+  std::vector<uint8_t> f1(10, 0);
+  EXPECT_EQ(akvq::select_pivots(mass.data(), 20, ranges, 4, 1, f1.data()), 1);  // budget 1: the largest
+  EXPECT_EQ(f1[2], 1);
+  std::vector<uint8_t> f2(10, 0);
+  // Only the top n_pivots of all keys qualify: with 2, keys 2 and 12.
+  EXPECT_EQ(akvq::select_pivots(mass.data(), 20, ranges, 2, 2, f2.data()), 1);
+  // Two ranges (window rows, then new rows) map keys to rows.
+  std::vector<uint8_t> f3(6, 0);
+  EXPECT_EQ(akvq::select_pivots(mass.data(), 20, {{2, 0, 1}, {17, 1, 3}}, 3, 3, f3.data()), 2);
+  EXPECT_EQ(f3, (std::vector<uint8_t>{1, 1, 0, 0, 0, 0}));
+}
+
+// ---------------- the method: parameters and bits ----------------
+
+TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
+  const KvGeometry g128{32, 32, 8, 128};
+  auto m = create_method("akvq_vl", g128);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->spec(),
+            "akvq_vl:bits=2,text_bits=4,g=128,clip=0.8,text_clip=1,n_pivots=16,window=128,pattern=auto,"
+            "tsa_layers=2,wht=1");
+  // wht_int2 g128: 32 bytes of codes + f16 scale and min = 36 bytes per 128 elements.
+  EXPECT_DOUBLE_EQ((*m)->bits_per_element(), 2.25);
+  EXPECT_DOUBLE_EQ((*m)->bytes_per_token(), 2.0 * 32 * 8 * 36);
+  EXPECT_LE((*m)->bits_per_element(), 3.0);
+  // Smaller heads: g = head_dim; bits 4 clips at 1.
+  auto s = create_method("akvq_vl:bits=4", KvGeometry{2, 4, 2, 64});
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  EXPECT_NE((*s)->spec().find("bits=4,text_bits=4,g=64,clip=1,"), std::string::npos) << (*s)->spec();
+  auto tiny = create_method("akvq_vl:g=0,wht=0,pattern=map", KvGeometry{5, 8, 4, 8});
+  ASSERT_TRUE(tiny.is_ok()) << tiny.status().message();
+  EXPECT_DOUBLE_EQ((*tiny)->bits_per_element(), 2.0 + 32.0 / 8);
+  const KvGeometry g64{2, 4, 2, 64};
+  for (const char* bad : {"akvq_vl:g=48", "akvq_vl:g=128", "akvq_vl:g=12", "akvq_vl:bits=5", "akvq_vl:bits=1",
+                          "akvq_vl:text_bits=5", "akvq_vl:clip=0", "akvq_vl:clip=1.5", "akvq_vl:window=-1",
+                          "akvq_vl:n_pivots=-2", "akvq_vl:pattern=sometimes", "akvq_vl:wht=2", "akvq_vl:tsa=1"}) {
+    auto b = create_method(bad, g64);
+    ASSERT_FALSE(b.is_ok()) << bad;
+    EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  auto g = create_method("akvq_vl:g=48", g64);
+  EXPECT_NE(g.status().message().find("g=48 does not divide head_dim 64"), std::string::npos) << g.status().message();
+  auto p = create_method("akvq_vl:pattern=sometimes", g64);
+  EXPECT_NE(p.status().message().find("pattern=sometimes"), std::string::npos);
+  // The rotation needs a power-of-two head; plain RTN does not.
+  auto d96 = create_method("akvq_vl", KvGeometry{2, 4, 2, 96});
+  ASSERT_FALSE(d96.is_ok());
+  EXPECT_NE(d96.status().message().find("Walsh-Hadamard"), std::string::npos) << d96.status().message();
+  EXPECT_TRUE(create_method("akvq_vl:wht=0", KvGeometry{2, 4, 2, 96}).is_ok());
+}
+
+// ---------------- the method through a LayerEditor ----------------
+
+constexpr int kD = 64;
+
+// One (sequence, layer) of the cache driven with hand-made StoreInput.
+struct LayerHarness {
+  std::unique_ptr<Method> method;
+  PagePool pool{256ull << 20, 4096};
+  LayerCache layer;
+  PendingStep pending;
+  int layer_index = 0, n_kv = 2;
+  int64_t n = 0;
+  std::vector<float> k, v;  // [n, n_kv, d] exact history
+
+  LayerHarness(const std::string& spec, int layer_index_, int n_kv_ = 2, int n_layers = 4)
+      : layer_index(layer_index_), n_kv(n_kv_) {
+    auto m = create_method(spec, KvGeometry{n_layers, 2 * n_kv, n_kv, kD});
+    EXPECT_TRUE(m.is_ok()) << m.status().message();
+    method = std::move(*m);
+    layer.heads.resize(n_kv);
+    layer.state = method->new_layer_state(layer_index);
+    pending.n_new = 0;
+  }
+
+  // n_new = kinds.size() tokens with random rows; mass: [n_kv, n + n_new] or null.
+  void store(const std::vector<TokenKind>& kinds, const std::vector<float>* mass, uint32_t seed) {
+    const int n_new = static_cast<int>(kinds.size());
+    const auto kk = random_vec(static_cast<size_t>(n_new) * n_kv * kD, seed, -2.0f, 2.0f);
+    const auto vv = random_vec(kk.size(), seed + 1, -1.0f, 1.0f);
+    AttentionStats stats;
+    if (mass) {
+      ASSERT_EQ(mass->size(), static_cast<size_t>((n + n_new) * n_kv));
+      stats.key_mass = mass->data();
+    }
+    StoreInput in;
+    in.layer = layer_index;
+    in.n_cached = n;
+    in.n_new = n_new;
+    in.k = kk.data();
+    in.v = vv.data();
+    in.kinds = kinds.data();
+    in.stats = mass ? &stats : nullptr;
+    LayerEditor ed(pool, layer, pending, layer_index, kD);
+    const Status st = method->store(in, ed);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    layer.n_tokens += n_new;
+    n += n_new;
+    k.insert(k.end(), kk.begin(), kk.end());
+    v.insert(v.end(), vv.begin(), vv.end());
+  }
+
+  const Segment* segment(int h, uint32_t tag) const {
+    for (const Segment& s : layer.heads[h].segments)
+      if (s.tag == tag) return &s;
+    return nullptr;
+  }
+  int64_t count(int h, uint32_t tag) const {
+    const Segment* s = segment(h, tag);
+    return s ? s->n_tokens : 0;
+  }
+  // Stored rows of a segment: [count, d].
+  std::vector<float> stored(int h, uint32_t tag, bool key) const {
+    const Segment* s = segment(h, tag);
+    std::vector<float> x(static_cast<size_t>(s ? s->n_tokens : 0) * kD);
+    if (s) read_stream(key ? s->k : s->v, 0, s->n_tokens, kD, x.data());
+    return x;
+  }
+  // Exact input rows of head h at the given positions: [positions, d].
+  std::vector<float> input(int h, const std::vector<int64_t>& positions, bool key) const {
+    std::vector<float> x;
+    for (int64_t t : positions) {
+      const float* r = (key ? k : v).data() + (t * n_kv + h) * kD;
+      x.insert(x.end(), r, r + kD);
+    }
+    return x;
+  }
+  // Bytes of the blocks held (page tails excluded): every codec here stores one token per block.
+  double bytes() const {
+    double b = 0;
+    for (const HeadCache& hc : layer.heads)
+      for (const Segment& s : hc.segments) b += static_cast<double>(s.n_tokens) * (s.k.block_bytes + s.v.block_bytes);
+    return b;
+  }
+};
+
+double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, s = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e += (a[i] - b[i]) * (a[i] - b[i]);
+    s += b[i] * b[i];
+  }
+  return std::sqrt(e / s);
+}
+
+std::vector<float> f16_round(std::vector<float> x) {
+  for (float& e : x) e = fp16_to_fp32(fp32_to_fp16(e));
+  return x;
+}
+
+std::vector<int64_t> positions_where(const std::vector<TokenKind>& kinds, bool text) {
+  std::vector<int64_t> out;
+  for (size_t t = 0; t < kinds.size(); ++t)
+    if (akvq::is_text(kinds[t]) == text) out.push_back(static_cast<int64_t>(t));
+  return out;
+}
+
+// Relative RMS of stored vs exact rows (uniform data): int4 measured ~0.06, int2 with
+// clip 0.8 ~0.35; rows of another token would be ~1.4 (independent random rows). Bars
+// halfway leave margin both ways.
+constexpr double kInt4Rms = 0.15, kInt2Rms = 0.6;
+
+TEST(AkvqStore, TsaStoresTextAtFourBitsAndVisualAtTwo) {
+  LayerHarness hx("akvq_vl:pattern=tsa,window=0", 0);
+  const auto kinds = kinds_of({{kS, 1}, {kT, 9}, {kV, 100}, {kT, 20}});
+  hx.store(kinds, nullptr, 1);
+  const auto text = positions_where(kinds, true), visual = positions_where(kinds, false);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_EQ(hx.count(h, akvq::kTagText), 30);
+    EXPECT_EQ(hx.count(h, akvq::kTagLow), 100);
+    EXPECT_EQ(hx.count(h, akvq::kTagPivot), 0);
+    EXPECT_EQ(hx.count(h, akvq::kTagWindow), 0);
+    for (bool key : {true, false}) {
+      const double et = rel_rms(hx.stored(h, akvq::kTagText, key), hx.input(h, text, key));
+      const double ev = rel_rms(hx.stored(h, akvq::kTagLow, key), hx.input(h, visual, key));
+      EXPECT_LT(et, kInt4Rms) << "head " << h << (key ? " K" : " V");
+      EXPECT_GT(et, 0.0);
+      EXPECT_LT(ev, kInt2Rms) << "head " << h << (key ? " K" : " V");
+      EXPECT_GT(ev, 2 * et);  // 2-bit codes are coarser
+    }
+  }
+}
+
+// Mass [n_kv, n]: `base` everywhere, heavy[h] keys of head h at 50.
+std::vector<float> mass_with(int n_kv, int64_t n, float base, const std::vector<std::vector<int64_t>>& heavy) {
+  std::vector<float> m(static_cast<size_t>(n_kv * n), base);
+  for (int h = 0; h < n_kv; ++h)
+    for (int64_t t : heavy[h]) m[h * n + t] = 50.0f;
+  return m;
+}
+
+TEST(AkvqStore, AutoDetectsPsaAndKeepsEachHeadsPivotsInF16) {
+  LayerHarness hx("akvq_vl:n_pivots=3,window=0", 0);
+  const auto kinds = kinds_of({{kT, 10}, {kV, 90}});
+  // Head 0's sinks: tokens 0, 40, 41; head 1's: 0, 7, 99 (a visual token may be a pivot).
+  const auto mass = mass_with(2, 100, 0.1f, {{0, 40, 41}, {0, 7, 99}});
+  hx.store(kinds, &mass, 3);
+  const std::vector<std::vector<int64_t>> pivots = {{0, 40, 41}, {0, 7, 99}};
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_EQ(hx.count(h, akvq::kTagText), 0);  // PSA: no 4-bit class
+    EXPECT_EQ(hx.count(h, akvq::kTagPivot), 3);
+    EXPECT_EQ(hx.count(h, akvq::kTagLow), 97);
+    for (bool key : {true, false})
+      EXPECT_EQ(hx.stored(h, akvq::kTagPivot, key), f16_round(hx.input(h, pivots[h], key))) << "head " << h;
+  }
+}
+
+TEST(AkvqStore, AutoDetectsTsaFromSpreadTextAttention) {
+  LayerHarness hx("akvq_vl:n_pivots=4,window=0", 3);  // layer 3: PSA in the map, TSA by its statistics
+  const auto kinds = kinds_of({{kT, 20}, {kV, 80}, {kT, 20}});
+  std::vector<float> mass;
+  for (int h = 0; h < 2; ++h) {
+    auto m = flat_mass(kinds, 1.0f, 0.05f);
+    mass.insert(mass.end(), m.begin(), m.end());
+  }
+  hx.store(kinds, &mass, 5);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_EQ(hx.count(h, akvq::kTagText), 40);
+    EXPECT_EQ(hx.count(h, akvq::kTagLow), 80);
+    EXPECT_EQ(hx.count(h, akvq::kTagPivot), 0);  // pivots are chosen but TSA folds by kind
+  }
+  // A later decode token (no statistics from a one-token step) keeps the decision.
+  for (int s = 0; s < 3; ++s) hx.store({kT}, nullptr, 100 + s);
+  EXPECT_EQ(hx.count(0, akvq::kTagText), 43);
+}
+
+TEST(AkvqStore, WithoutStatisticsTheMapAndTheFirstTokensArePivots) {
+  // Layer 1: TSA in the map; layer 2: PSA with the first n_pivots tokens (sinks) in f16.
+  const auto kinds = kinds_of({{kT, 5}, {kV, 50}, {kT, 5}});
+  LayerHarness tsa("akvq_vl:n_pivots=8,window=0", 1), psa("akvq_vl:n_pivots=8,window=0", 2);
+  tsa.store(kinds, nullptr, 9);
+  psa.store(kinds, nullptr, 9);
+  EXPECT_EQ(tsa.count(0, akvq::kTagText), 10);
+  EXPECT_EQ(tsa.count(0, akvq::kTagPivot), 0);
+  std::vector<int64_t> first8(8);
+  std::iota(first8.begin(), first8.end(), 0);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_EQ(psa.count(h, akvq::kTagPivot), 8);
+    EXPECT_EQ(psa.count(h, akvq::kTagLow), 52);
+    EXPECT_EQ(psa.stored(h, akvq::kTagPivot, true), f16_round(psa.input(h, first8, true)));
+  }
+  // pattern=psa everywhere, pattern=tsa everywhere.
+  LayerHarness forced_psa("akvq_vl:pattern=psa,n_pivots=8,window=0", 0), forced_tsa("akvq_vl:pattern=tsa,window=0", 3);
+  forced_psa.store(kinds, nullptr, 9);
+  forced_tsa.store(kinds, nullptr, 9);
+  EXPECT_EQ(forced_psa.count(1, akvq::kTagPivot), 8);
+  EXPECT_EQ(forced_tsa.count(1, akvq::kTagText), 10);
+}
+
+TEST(AkvqStore, PivotBudgetAcrossPrefillChunksAndWindowCandidates) {
+  // n_pivots 4, window 16 (folded 32 rows at a time).
+  LayerHarness hx("akvq_vl:n_pivots=4,window=16,pattern=psa", 0, 1);
+  // Chunk 1: 60 tokens, only tokens 1 and 50 have mass: 2 pivots, budget 2 left. 60 >= 16 + 32:
+  // rows 0..31 fold (token 1 to kPivot), 28 stay in the window.
+  std::vector<float> m1(60, 0.0f);
+  m1[1] = 10;
+  m1[50] = 5;
+  hx.store(kinds_of({{kV, 60}}), &m1, 11);
+  EXPECT_EQ(hx.count(0, akvq::kTagPivot), 1);
+  EXPECT_EQ(hx.count(0, akvq::kTagLow), 31);
+  EXPECT_EQ(hx.count(0, akvq::kTagWindow), 28);
+  // Chunk 2: 10 tokens. Keys in storage order: kLow (31), kPivot (token 1), window (32..59), new (60..69).
+  // Top 4: key 31 (token 1, a pivot already), key 5 (folded: cannot be promoted), key 40
+  // (window token 40), key 65 (new token 65); key 66 is 5th and does not qualify.
+  std::vector<float> m2(70, 0.0f);
+  m2[31] = 10;
+  m2[5] = 9;
+  m2[40] = 8;
+  m2[65] = 7;
+  m2[66] = 6;
+  hx.store(kinds_of({{kV, 10}}), &m2, 12);
+  // Decode: 200 tokens with statistics that would make every one a pivot: one-token
+  // steps never choose pivots (and the budget is spent anyway).
+  for (int s = 0; s < 200; ++s) {
+    std::vector<float> m(static_cast<size_t>(hx.n + 1), 0.0f);
+    m.back() = 100;
+    hx.store({kT}, &m, 1000 + s);
+  }
+  EXPECT_EQ(hx.count(0, akvq::kTagPivot), 4);
+  for (bool key : {true, false})
+    EXPECT_EQ(hx.stored(0, akvq::kTagPivot, key), f16_round(hx.input(0, {1, 40, 50, 65}, key)));
+}
+
+TEST(AkvqStore, PivotsStayF16AfterManyDecodeStepsAndTheWindowFolds) {
+  LayerHarness hx("akvq_vl:n_pivots=16,window=40", 2);
+  const auto kinds = kinds_of({{kT, 10}, {kV, 200}, {kT, 10}});
+  std::vector<std::vector<int64_t>> heavy(2);
+  for (int i = 0; i < 16; ++i) {
+    heavy[0].push_back(i * 13);       // spread over the prompt
+    heavy[1].push_back(219 - i * 7);  // some of them still in the window after the prefill
+  }
+  const auto mass = mass_with(2, 220, 0.1f, heavy);
+  hx.store(kinds, &mass, 21);
+  for (int s = 0; s < 1000; ++s) {
+    hx.store({kT}, nullptr, 5000 + s);
+    const int64_t n = hx.n, window = n < 72 ? n : 40 + (n - 40) % 32;
+    ASSERT_EQ(hx.count(0, akvq::kTagWindow), window) << "after " << n << " tokens";
+  }
+  for (int h = 0; h < 2; ++h) {
+    std::vector<int64_t> p = heavy[h];
+    std::sort(p.begin(), p.end());
+    EXPECT_EQ(hx.count(h, akvq::kTagPivot), 16);
+    EXPECT_EQ(hx.count(h, akvq::kTagText), 0);
+    for (bool key : {true, false}) EXPECT_EQ(hx.stored(h, akvq::kTagPivot, key), f16_round(hx.input(h, p, key)));
+    // The window: the last rows in f16, sequence order.
+    const int64_t w = hx.count(h, akvq::kTagWindow);
+    std::vector<int64_t> last(w);
+    std::iota(last.begin(), last.end(), hx.n - w);
+    EXPECT_EQ(hx.stored(h, akvq::kTagWindow, false), f16_round(hx.input(h, last, false)));
+    EXPECT_EQ(hx.count(h, akvq::kTagLow) + 16 + w, hx.n);
+  }
+}
+
+TEST(AkvqStore, BytesForTokensIsExactWithoutStatistics) {
+  // Visual tokens, no statistics: the accounting's setting. 4 layers (2 TSA, 2 PSA by the map).
+  for (const char* spec : {"akvq_vl:window=40,n_pivots=16", "akvq_vl:window=0,n_pivots=5,pattern=psa",
+                           "akvq_vl:window=128,pattern=tsa"}) {
+    std::vector<std::unique_ptr<LayerHarness>> layers;
+    for (int l = 0; l < 4; ++l) layers.push_back(std::make_unique<LayerHarness>(spec, l));
+    const auto& method = *layers[0]->method;
+    for (int step = 0; step < 60; ++step) {
+      const int n_new = step == 0 ? 37 : step % 7 == 0 ? 50 : 1;
+      double held = 0;
+      for (auto& l : layers) {
+        l->store(kinds_of({{kV, n_new}}), nullptr, 300 + step);
+        held += l->bytes();
+      }
+      ASSERT_DOUBLE_EQ(held, method.bytes_for_tokens(layers[0]->n)) << spec << " at " << layers[0]->n << " tokens";
+    }
+  }
+}
+
+// ---------------- through KvCache ----------------
+
+TEST(AkvqCache, VlmPromptThenDecodeAttendsOverWhatIsStored) {
+  ThreadPool pool(2);
+  const KvGeometry g{3, 4, 2, kD};
+  KvCacheConfig kc;
+  kc.geometry = g;
+  kc.method = "akvq_vl:window=16,n_pivots=4,tsa_layers=1";
+  kc.page_bytes = 4096;
+  kc.budget_bytes = 64 << 20;
+  auto created = KvCache::create(kc);
+  ASSERT_TRUE(created.is_ok()) << created.status().message();
+  KvCache& cache = **created;
+  const SeqId seq = cache.add_sequence().value();
+  const float scale = 0.125f;
+  // The engine's chunks: text, image, text; then decode.
+  std::vector<std::pair<TokenKind, int>> steps = {{kT, 12}, {kV, 100}, {kT, 9}};
+  for (int s = 0; s < 40; ++s) steps.push_back({kT, 1});
+  uint32_t seed = 1;
+  for (auto [kind, n_new] : steps) {
+    const std::vector<TokenKind> kinds(n_new, kind);
+    for (int l = 0; l < g.n_layers; ++l) {
+      const auto q = random_vec(static_cast<size_t>(n_new) * g.n_heads * kD, seed++, -2.0f, 2.0f);
+      const auto k = random_vec(static_cast<size_t>(n_new) * g.n_kv_heads * kD, seed++, -2.0f, 2.0f);
+      const auto v = random_vec(k.size(), seed++, -1.0f, 1.0f);
+      std::vector<std::vector<float>> sk(2), sv(2);
+      for (int h = 0; h < 2; ++h) ASSERT_TRUE(cache.read_back(seq, l, h, &sk[h], &sv[h]).is_ok());
+      std::vector<float> out(q.size());
+      ASSERT_TRUE(cache.attend(seq, l, q.data(), k.data(), v.data(), kinds.data(), n_new, scale, out.data(), pool).is_ok());
+      // The last new token of each query head vs a double reference over the stored rows
+      // (storage order: attention does not depend on it) plus the step's exact rows.
+      for (int qh = 0; qh < g.n_heads; ++qh) {
+        const int h = qh / 2;
+        std::vector<float> keys = sk[h], vals = sv[h];
+        for (int i = 0; i < n_new; ++i) {
+          keys.insert(keys.end(), &k[(i * 2 + h) * kD], &k[(i * 2 + h) * kD] + kD);
+          vals.insert(vals.end(), &v[(i * 2 + h) * kD], &v[(i * 2 + h) * kD] + kD);
+        }
+        std::vector<double> ref(kD);
+        const size_t row = (static_cast<size_t>(n_new - 1) * g.n_heads + qh) * kD;
+        kvtest::ref_attention_row(&q[row], keys.data(), vals.data(), static_cast<int64_t>(keys.size()) / kD, kD, scale,
+                                  ref.data());
+        ASSERT_LT(kvtest::rel_err(&out[row], ref.data(), kD), 1e-4) << "layer " << l << " head " << qh;
+      }
+    }
+    cache.commit(seq, n_new);
+  }
+  EXPECT_EQ(cache.n_tokens(seq), 161);
+  EXPECT_EQ(cache.sequence_bytes(seq), cache.bytes_in_use());
+  // Copy continues identically.
+  const SeqId b = cache.add_sequence().value();
+  ASSERT_TRUE(cache.copy_sequence(seq, b).is_ok());
+  std::vector<float> ka, va, kb, vb;
+  for (int l = 0; l < 3; ++l) {
+    ASSERT_TRUE(cache.read_back(seq, l, 1, &ka, &va).is_ok());
+    ASSERT_TRUE(cache.read_back(b, l, 1, &kb, &vb).is_ok());
+    EXPECT_EQ(ka, kb);
+    EXPECT_EQ(va, vb);
+  }
+}
+
+}  // namespace
+}  // namespace vlkv
