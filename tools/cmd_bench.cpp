@@ -1,5 +1,9 @@
 // `vlkv bench`: prefill and decode speed, KV bytes and peak memory per
 // (KV method, context length), as a fixed-column table or JSON lines.
+// Depth: --fill random (default) stores random K/V rows through the method's store path
+// (Session::fill_kv_for_benchmark) and times the decode steps over them, prefill being
+// timed apart on --prefill-tokens real tokens; --fill prefill reaches the depth with a
+// real prefill of ctx tokens (minutes at 8K+ on a laptop-class CPU) and times that.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -9,6 +13,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -21,15 +27,20 @@
 namespace vlkv::cli {
 namespace {
 
+enum class Fill { kRandom, kPrefill };
+
 struct BenchOptions {
   EngineParams engine;
   std::string methods = "f16";
   std::string contexts = "128,1K,4K";
   std::string kv_budget = "8G";
+  Fill fill = Fill::kRandom;
+  int64_t prefill_tokens = 512;  // --fill random: the prefill column's prompt (clamped to the model's context)
   int64_t n_decode = 32;
   int repetitions = 1;
   bool json = false;
   bool no_bandwidth = false;
+  int method_width = 10;  // the table's method column: the longest --kv spec
   double read_gb_s = 0;  // measured streaming read bandwidth (threads as -t)
 };
 
@@ -58,6 +69,8 @@ uint64_t peak_rss_bytes() {
 struct Row {
   std::string method;
   int64_t ctx = 0;
+  int64_t prefill_tokens = 0;          // tokens the prefill column timed (ctx with --fill prefill)
+  double fill_seconds = 0;             // bringing the cache to ctx (random K/V, or the real prefill)
   double prefill_tok_s = 0, decode_tok_s = 0;
   double kv_bytes_per_token = 0;       // the method's steady-state bytes per token (all layers, K and V)
   double kv_held_bytes_per_token = 0;  // pages actually held / tokens, after the decode steps
@@ -100,55 +113,150 @@ double measure_read_gb_s(int n_threads) {
   return total == n ? best : best;  // total keeps the sums alive
 }
 
-Result<Row> bench_one(const BenchOptions& o, const std::string& method, int64_t ctx) {
+// Greedy-free random prompt tokens (ids 3.. skip the usual BOS/EOS/UNK).
+std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n_vocab, int64_t n) {
+  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(n_vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = tok(rng);
+  return t;
+}
+
+// Best of o.repetitions: seconds of a real prefill of n tokens on a fresh session.
+Result<double> time_prefill(const BenchOptions& o, Engine& engine, int64_t n, std::mt19937& rng) {
   using Clock = std::chrono::steady_clock;
-  EngineParams ep = o.engine;
-  ep.kv_method = method;
-  ep.n_ctx = ctx + o.n_decode + 1;
-  Result<std::unique_ptr<Engine>> loaded = Engine::load(ep);
-  if (!loaded.is_ok()) return check_kv_load_error(loaded.status(), method);
-  std::unique_ptr<Engine> engine = std::move(*loaded);
-  const ModelInfo& info = engine->info();
-  if (info.n_ctx_train > 0 && ep.n_ctx > info.n_ctx_train)
-    return invalid_argument("--ctx " + std::to_string(ctx) + ": " + std::to_string(ctx) + " + " +
-                            std::to_string(o.n_decode) + " decode tokens exceed the model's context of " +
-                            std::to_string(info.n_ctx_train) + " tokens");
-  VLKV_RETURN_IF_ERROR(check_kv_budget_for_model(ep.kv_budget_bytes, o.kv_budget, info));
+  const std::vector<int32_t> prompt = random_tokens(rng, engine.info().n_vocab, n);
+  double best = 1e30;
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, engine.new_session());
+    std::vector<float> logits;
+    const auto t0 = Clock::now();
+    VLKV_RETURN_IF_ERROR(s->eval(prompt, false, &logits));
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+// One (method, ctx) row. prefill_seconds < 0: measure it here (--fill prefill always does).
+Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& method, int64_t ctx,
+                      double prefill_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const ModelInfo& info = engine.info();
   Row row;
   row.method = method;
   row.ctx = ctx;
   std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(engine->info().n_vocab - 1));
-  std::vector<int32_t> prompt(static_cast<size_t>(ctx));
-  for (auto& t : prompt) t = tok(rng);
-
+  const std::vector<int32_t> prompt =
+      o.fill == Fill::kPrefill ? random_tokens(rng, info.n_vocab, ctx) : std::vector<int32_t>{};
+  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(info.n_vocab - 1));
   double best_prefill = 1e30, best_decode = 1e30;
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, engine->new_session());
+    VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, engine.new_session());
     std::vector<float> logits;
     auto t0 = Clock::now();
-    VLKV_RETURN_IF_ERROR(s->eval(prompt, false, &logits));
+    if (o.fill == Fill::kPrefill) VLKV_RETURN_IF_ERROR(s->eval(prompt, false, &logits));
+    else VLKV_RETURN_IF_ERROR(s->fill_kv_for_benchmark(ctx, /*seed=*/1234 + static_cast<uint64_t>(rep)));
     best_prefill = std::min(best_prefill, std::chrono::duration<double>(Clock::now() - t0).count());
+    row.fill_seconds = best_prefill;
     auto t1 = Clock::now();
     for (int64_t i = 0; i < o.n_decode; ++i) VLKV_RETURN_IF_ERROR(s->eval({tok(rng)}, false, &logits));
     best_decode = std::min(best_decode, std::chrono::duration<double>(Clock::now() - t1).count());
-    row.kv_held_bytes_per_token = static_cast<double>(engine->kv_bytes_in_use()) / static_cast<double>(s->n_past());
+    row.kv_held_bytes_per_token = static_cast<double>(engine.kv_bytes_in_use()) / static_cast<double>(s->n_past());
   }
-  row.prefill_tok_s = ctx / best_prefill;
-  row.decode_tok_s = o.n_decode > 0 ? o.n_decode / best_decode : 0;
-  row.bits_per_elem = engine->kv_bits_per_element();
+  if (o.fill == Fill::kPrefill) {
+    row.prefill_tokens = ctx;
+    row.prefill_tok_s = static_cast<double>(ctx) / best_prefill;
+  } else {
+    row.prefill_tokens = o.prefill_tokens;
+    row.prefill_tok_s = static_cast<double>(o.prefill_tokens) / prefill_seconds;
+  }
+  row.decode_tok_s = o.n_decode > 0 ? static_cast<double>(o.n_decode) / best_decode : 0;
+  row.bits_per_elem = engine.kv_bits_per_element();
   row.kv_bytes_per_token = row.bits_per_elem / 8.0 * 2.0 * static_cast<double>(info.n_layers) *
                            static_cast<double>(info.n_kv_heads) * static_cast<double>(info.head_dim);
   row.peak_rss = peak_rss_bytes();
   // Sequences of ctx + n_decode tokens that fit the budget, at the bytes one such sequence held.
   const double seq_bytes = row.kv_held_bytes_per_token * static_cast<double>(ctx + o.n_decode);
-  row.max_seqs = seq_bytes > 0 ? static_cast<int64_t>(static_cast<double>(ep.kv_budget_bytes) / seq_bytes) : 0;
+  row.max_seqs = seq_bytes > 0 ? static_cast<int64_t>(static_cast<double>(engine.params().kv_budget_bytes) / seq_bytes)
+                               : 0;
   // Bytes one decode step reads: all weights once, the KV cache at the mean decode depth.
   const double kv_read = row.kv_bytes_per_token * (static_cast<double>(ctx) + 0.5 * static_cast<double>(o.n_decode));
   if (o.read_gb_s > 0)
     row.roofline_pct = 100.0 * (static_cast<double>(info.weight_bytes) + kv_read) * row.decode_tok_s / (o.read_gb_s * 1e9);
   row.weight_bytes = info.weight_bytes;
   return row;
+}
+
+// The model's context must hold each row (depth + decode steps). --prefill-tokens is
+// clamped to it (a small model's 512-token context would refuse the default 512 + n).
+Result<int64_t> check_contexts(const BenchOptions& o, const std::vector<int64_t>& contexts, int64_t n_ctx_train) {
+  if (n_ctx_train <= 0) return o.prefill_tokens;
+  for (int64_t ctx : contexts) {
+    if (ctx + o.n_decode + 1 > n_ctx_train)
+      return invalid_argument("--ctx " + std::to_string(ctx) + ": " + std::to_string(ctx) + " + " +
+                              std::to_string(o.n_decode) + " decode tokens exceed the model's context of " +
+                              std::to_string(n_ctx_train) + " tokens");
+  }
+  const int64_t prefill = std::min(o.prefill_tokens, n_ctx_train - o.n_decode - 1);
+  if (o.fill == Fill::kRandom && prefill <= 0)
+    return invalid_argument("--prefill-tokens: the model's context of " + std::to_string(n_ctx_train) +
+                            " tokens leaves no room for a prefill before " + std::to_string(o.n_decode) +
+                            " decode steps");
+  return prefill;
+}
+
+// All rows of one method on one engine (its context holds the longest row and the prefill).
+Status bench_method(const BenchOptions& o_in, const std::string& method, const std::vector<int64_t>& contexts,
+                    const std::function<void(const Row&)>& emit) {
+  BenchOptions o = o_in;
+  EngineParams ep = o.engine;
+  ep.kv_method = method;
+  const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
+  ep.n_ctx = std::max(longest, o.fill == Fill::kRandom ? o.prefill_tokens : 0) + o.n_decode + 1;
+  Result<std::unique_ptr<Engine>> loaded = Engine::load(ep);
+  if (!loaded.is_ok()) return check_kv_load_error(loaded.status(), method);
+  std::unique_ptr<Engine> engine = std::move(*loaded);
+  VLKV_ASSIGN_OR_RETURN(o.prefill_tokens, check_contexts(o, contexts, engine->info().n_ctx_train));
+  VLKV_RETURN_IF_ERROR(check_kv_budget_for_model(ep.kv_budget_bytes, o.kv_budget, engine->info()));
+  double prefill_seconds = -1;
+  if (o.fill == Fill::kRandom) {
+    std::mt19937 rng(99);
+    VLKV_ASSIGN_OR_RETURN(prefill_seconds, time_prefill(o, *engine, o.prefill_tokens, rng));
+  }
+  for (int64_t ctx : contexts) {
+    VLKV_ASSIGN_OR_RETURN(Row row, bench_one(o, *engine, method, ctx, prefill_seconds));
+    emit(row);
+  }
+  return Status::ok();
+}
+
+void print_row(const BenchOptions& o, const std::string& model, const Row& row) {
+  if (o.json) {
+    nlohmann::json j = {{"model", model},
+                        {"method", row.method},
+                        {"ctx", row.ctx},
+                        {"fill", o.fill == Fill::kRandom ? "random" : "prefill"},
+                        {"fill_s", row.fill_seconds},
+                        {"prefill_tokens", row.prefill_tokens},
+                        {"prefill_tok_s", row.prefill_tok_s},
+                        {"decode_tok_s", row.decode_tok_s},
+                        {"kv_bytes_per_token", row.kv_bytes_per_token},
+                        {"kv_held_bytes_per_token", row.kv_held_bytes_per_token},
+                        {"weight_bytes", row.weight_bytes},
+                        {"read_bandwidth_gb_s", o.read_gb_s},
+                        {"roofline_pct", row.roofline_pct},
+                        {"bits_per_elem", row.bits_per_elem},
+                        {"peak_rss_bytes", row.peak_rss},
+                        {"max_seqs_in_budget", row.max_seqs},
+                        {"threads", o.engine.n_threads},
+                        {"n_decode", o.n_decode}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %10.0f %10.0f %9.2f %12.1f %9lld %8.0f%%\n", model.c_str(),
+                o.method_width, row.method.c_str(), static_cast<long long>(row.ctx), o.fill == Fill::kRandom ? "random" : "prefill",
+                row.prefill_tok_s, row.decode_tok_s, row.kv_bytes_per_token, row.kv_held_bytes_per_token,
+                row.bits_per_elem, row.peak_rss / 1048576.0, static_cast<long long>(row.max_seqs), row.roofline_pct);
+  }
+  std::fflush(stdout);
 }
 
 int bench(const BenchOptions& o_in) {
@@ -162,58 +270,39 @@ int bench(const BenchOptions& o_in) {
     if (!v.is_ok()) return report_error(v.status().with_context("--ctx"));
     contexts.push_back(*v);
   }
-  const std::vector<std::string> methods = split(o.methods, ',');
+  const std::vector<std::string> methods = split_kv_method_list(o.methods);
   if (methods.empty() || contexts.empty()) return report_error(invalid_argument("no methods or contexts given"));
   for (const std::string& m : methods) {
     Status st = check_kv_method_flag(m);
     if (!st.is_ok()) return report_error(st);
   }
+  for (const std::string& m : methods) o.method_width = std::max(o.method_width, static_cast<int>(m.size()));
   if (!o.no_bandwidth) o.read_gb_s = measure_read_gb_s(o.engine.n_threads);
   if (!o.json) {
-    std::printf("# prefill: the decoder over ctx random tokens in batches of %lld (real prefill, full-precision "
-                "attention); decode: %lld steps after it, one token each\n",
-                static_cast<long long>(o.engine.n_batch), static_cast<long long>(o.n_decode));
+    if (o.fill == Fill::kRandom)
+      std::printf("# fill random: the cache brought to ctx tokens by storing random K/V rows through the method "
+                  "(no model run); prefill: a real prefill of %lld random tokens (fewer if the model's context is "
+                  "shorter) from an empty cache, apart from the depth; decode: %lld steps at depth ctx, one token "
+                  "each\n",
+                  static_cast<long long>(o.prefill_tokens), static_cast<long long>(o.n_decode));
+    else
+      std::printf("# fill prefill: the decoder over ctx random tokens in batches of %lld (real prefill, "
+                  "full-precision attention), timed as prefill; decode: %lld steps after it, one token each\n",
+                  static_cast<long long>(o.engine.n_batch), static_cast<long long>(o.n_decode));
     std::printf("# KV B/tok: method's steady-state bytes per token; held B/tok: pool pages held / tokens (window, "
                 "page tails included); max seqs: sequences of ctx+n tokens in --kv-budget %s\n", o.kv_budget.c_str());
     if (o.read_gb_s > 0)
       std::printf("# roofline: (weight bytes + KV B/tok x depth) x decode tok/s / %.2f GB/s measured read bandwidth "
                   "(%d threads)\n", o.read_gb_s, o.engine.n_threads);
-    std::printf("%-24s %-10s %7s %11s %10s %10s %10s %9s %12s %9s %9s\n", "model", "method", "ctx", "prefill t/s",
+    std::printf("%-24s %-*s %7s %8s %11s %10s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx", "fill",
+                "prefill t/s",
                 "decode t/s", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");
   }
   std::string model = o.engine.model_path;
   if (size_t slash = model.find_last_of('/'); slash != std::string::npos) model = model.substr(slash + 1);
   for (const std::string& m : methods) {
-    for (int64_t ctx : contexts) {
-      Result<Row> r = bench_one(o, m, ctx);
-      if (!r.is_ok()) return report_error(r.status());
-      const Row& row = *r;
-      if (o.json) {
-        nlohmann::json j = {{"model", model},
-                            {"method", row.method},
-                            {"ctx", row.ctx},
-                            {"prefill_tok_s", row.prefill_tok_s},
-                            {"decode_tok_s", row.decode_tok_s},
-                            {"kv_bytes_per_token", row.kv_bytes_per_token},
-                            {"kv_held_bytes_per_token", row.kv_held_bytes_per_token},
-                            {"weight_bytes", row.weight_bytes},
-                            {"read_bandwidth_gb_s", o.read_gb_s},
-                            {"roofline_pct", row.roofline_pct},
-                            {"prefill_mode", "real"},
-                            {"bits_per_elem", row.bits_per_elem},
-                            {"peak_rss_bytes", row.peak_rss},
-                            {"max_seqs_in_budget", row.max_seqs},
-                            {"threads", o.engine.n_threads},
-                            {"n_decode", o.n_decode}};
-        std::printf("%s\n", j.dump().c_str());
-      } else {
-        std::printf("%-24s %-10s %7lld %11.1f %10.2f %10.0f %10.0f %9.2f %12.1f %9lld %8.0f%%\n", model.c_str(),
-                    row.method.c_str(), static_cast<long long>(row.ctx), row.prefill_tok_s, row.decode_tok_s,
-                    row.kv_bytes_per_token, row.kv_held_bytes_per_token, row.bits_per_elem,
-                    row.peak_rss / 1048576.0, static_cast<long long>(row.max_seqs), row.roofline_pct);
-      }
-      std::fflush(stdout);
-    }
+    Status st = bench_method(o, m, contexts, [&](const Row& row) { print_row(o, model, row); });
+    if (!st.is_ok()) return report_error(st);
   }
   return kExitOk;
 }
@@ -225,9 +314,20 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   CLI::App* app = root.add_subcommand("bench", "Measure prefill/decode speed and KV memory per method and context");
   app->add_option("-m,--model", o->engine.model_path, "Model GGUF file")->required();
   app->add_option("--kv", o->methods, kv_method_help(true))->capture_default_str();
-  app->add_option("--ctx", o->contexts, "Comma-separated context lengths (prompt tokens), e.g. 128,1K,4K")
+  app->add_option("--ctx", o->contexts, "Comma-separated depths (tokens in the cache before the decode steps), e.g. 128,1K,4K,32K")
       ->capture_default_str();
   app->add_option("--kv-budget", o->kv_budget, "KV budget used for max-seqs and allocation")->capture_default_str();
+  app->add_option("--fill", o->fill,
+                  "How the cache reaches each --ctx depth: random (default; random K/V rows stored through the KV "
+                  "method, no model run, so 8K-32K rows take seconds; prefill is then timed on --prefill-tokens) or "
+                  "prefill (a real prefill of ctx tokens, timed as the prefill column)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, Fill>{{"random", Fill::kRandom},
+                                                                      {"prefill", Fill::kPrefill}}))
+      ->default_str("random");
+  app->add_option("--prefill-tokens", o->prefill_tokens,
+                  "--fill random: prompt tokens of the timed prefill (from an empty cache; at most the model's "
+                  "context minus the decode steps)")
+      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app->add_option("-n,--n-decode", o->n_decode, "Decode steps measured after the prefill")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app->add_option("-r,--repetitions", o->repetitions, "Repetitions (best is reported)")

@@ -57,23 +57,6 @@ struct EvalOptions {
   bool json = false;
 };
 
-// Comma-separated methods where a method's own parameters also use commas:
-// "f16,kivi:bits=2,g=32,int4" -> f16 | kivi:bits=2,g=32 | int4 (an item with '=' and no ':'
-// continues the previous method).
-std::vector<std::string> split_methods(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    if (!out.empty() && item.find('=') != std::string::npos && item.find(':') == std::string::npos)
-      out.back() += "," + item;
-    else
-      out.push_back(item);
-  }
-  return out;
-}
-
 // Per-position reference: log-softmax rows of the f16 cache.
 struct LogProbs {
   int64_t n_vocab = 0;
@@ -446,7 +429,7 @@ int eval(const EvalOptions& o_in) {
   Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
   if (!budget.is_ok()) return report_error(budget.status());
   o.engine.kv_budget_bytes = *budget;
-  const std::vector<std::string> methods = split_methods(o.methods);
+  const std::vector<std::string> methods = split_kv_method_list(o.methods);
   if (methods.empty()) return report_error(invalid_argument("--kv: no methods given"));
   for (const std::string& m : methods)
     if (Status st = check_kv_method_flag(m); !st.is_ok()) return report_error(st);

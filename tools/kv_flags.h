@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kv/method_registry.h"
 #include "kv/spec.h"
@@ -18,9 +19,31 @@ inline constexpr uint64_t kKvPageBytes = 64 * 1024;  // KvCacheConfig's page siz
 
 inline std::string kv_method_help(bool several) {
   return std::string(several ? "Comma-separated KV cache methods" : "KV cache method") +
-         " and parameters, NAME[:key=value,...], e.g. f16, int4:g=64, kivi2:residual=64. Registered methods "
-         "(parameters with defaults):\n" +
-         describe_methods();
+         " and parameters, NAME[:key=value,...], e.g. f16, int4:g=64, kivi2:residual=64" +
+         (several ? " (in a list, an item key=value continues the previous method: f16,kivi2:residual=64,g=32,int4 "
+                    "is f16 | kivi2:residual=64,g=32 | int4)"
+                  : "") +
+         ". Registered methods (parameters with defaults):\n" + describe_methods();
+}
+
+// A --kv list where a method's own parameters also use commas: an item with '=' and no
+// ':' continues the previous method ("f16,kivi:bits=2,g=32,int4" -> f16 | kivi:bits=2,g=32
+// | int4). Method names never contain '=', so a list of plain names splits at every comma.
+inline std::vector<std::string> split_kv_method_list(const std::string& list) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    size_t end = list.find(',', begin);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(begin, end - begin);
+    begin = end + 1;
+    if (item.empty()) continue;
+    if (!out.empty() && item.find('=') != std::string::npos && item.find(':') == std::string::npos)
+      out.back() += "," + item;
+    else
+      out.push_back(item);
+  }
+  return out;
 }
 
 inline void add_kv_flags(CLI::App& app, std::string& method, std::string& budget) {
