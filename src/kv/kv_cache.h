@@ -23,6 +23,13 @@ struct KvGeometry {
   int n_heads = 0;      // query heads
   int n_kv_heads = 0;   // GQA: n_heads % n_kv_heads == 0
   int head_dim = 0;
+  uint64_t model_fingerprint = 0;  // hash of the model's tensor table (0: unknown); Q Cache maps check it
+};
+
+// Where a layer's queries and keys come from (Q Cache lazy layers), for the decoder.
+struct LayerQkSource {
+  int base_layer = -1;       // -1: the layer's own q and k; else an earlier layer whose q and k it reuses
+  bool visual_only = false;  // true (VLA): only visual tokens' keys come from base_layer; text tokens' are own
 };
 
 struct KvCacheConfig {
@@ -92,6 +99,10 @@ class KvCache {
   //   k, v: resized to [layer_tokens, head_dim]; k rows of a layer storing no K are left 0.
   virtual Status read_back(SeqId seq, int layer, int kv_head, std::vector<float>* k,
                            std::vector<float>* v) const = 0;
+  // Q Cache: base_layer >= 0 means the decoder passes attend() the base layer's post-RoPE q
+  // and k (GLA: computing no projections of its own), or, visual_only, its own q and k with
+  // the visual tokens' k rows replaced by the base layer's (VLA, shared keys).
+  virtual LayerQkSource qk_source(int /*layer*/) const { return {}; }
 };
 
 }  // namespace vlkv

@@ -7,11 +7,29 @@
 
 namespace vlkv {
 
+std::vector<int> LayerEditor::visible(int kv_head) const {
+  const auto& segs = layer_.heads[kv_head].segments;
+  std::vector<int> idx;
+  idx.reserve(segs.size());
+  for (size_t i = 0; i < segs.size(); ++i)
+    if (space_ == 0 || segs[i].space == space_) idx.push_back(static_cast<int>(i));
+  return idx;
+}
+
+int LayerEditor::real_index(int kv_head, int seg) const {
+  if (space_ == 0) return seg;
+  const std::vector<int> idx = visible(kv_head);
+  VLKV_CHECK_MSG(seg >= 0 && seg < static_cast<int>(idx.size()), "segment index outside the editor's view");
+  return idx[static_cast<size_t>(seg)];
+}
+
 int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag) {
   VLKV_CHECK(v_codec != nullptr);
+  if (drop_k_) k_codec = nullptr;
   const uint32_t page_bytes = pool_.page_bytes();
   Segment seg;
   seg.tag = tag;
+  seg.space = space_;
   for (auto [s, c] : {std::pair{&seg.k, k_codec}, std::pair{&seg.v, v_codec}}) {
     if (!c) continue;
     s->codec = c;
@@ -19,9 +37,9 @@ int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_c
     s->blocks_per_page = static_cast<int32_t>(page_bytes / static_cast<uint32_t>(s->block_bytes));
     VLKV_CHECK_MSG(s->blocks_per_page >= 1, "codec block larger than a page (checked at create)");
   }
-  auto& segs = layer_.heads[kv_head].segments;
-  segs.push_back(std::move(seg));
-  return static_cast<int>(segs.size()) - 1;
+  const int visible_index = static_cast<int>(visible(kv_head).size());
+  layer_.heads[kv_head].segments.push_back(std::move(seg));
+  return visible_index;
 }
 
 Status LayerEditor::append_stream(Stream& s, int64_t first_token, const float* x, int64_t row_stride,
@@ -46,7 +64,7 @@ Status LayerEditor::append_stream(Stream& s, int64_t first_token, const float* x
 
 Status LayerEditor::append(int kv_head, int seg_index, const float* k, const float* v, int64_t row_stride,
                            int64_t n_tokens) {
-  Segment& seg = layer_.heads[kv_head].segments[seg_index];
+  Segment& seg = layer_.heads[kv_head].segments[real_index(kv_head, seg_index)];
   if (seg.k.present()) VLKV_RETURN_IF_ERROR(append_stream(seg.k, seg.n_tokens, k, row_stride, n_tokens));
   VLKV_RETURN_IF_ERROR(append_stream(seg.v, seg.n_tokens, v, row_stride, n_tokens));
   seg.n_tokens += n_tokens;
@@ -69,7 +87,7 @@ void read_stream(const Stream& s, int64_t first, int64_t n, int head_dim, float*
 }
 
 void LayerEditor::read(int kv_head, int seg_index, int64_t first, int64_t n, float* k, float* v) const {
-  const Segment& seg = layer_.heads[kv_head].segments[seg_index];
+  const Segment& seg = layer_.heads[kv_head].segments[real_index(kv_head, seg_index)];
   VLKV_CHECK(first >= 0 && first + n <= seg.n_tokens);
   if (k && seg.k.present()) read_stream(seg.k, first, n, head_dim_, k);
   if (v) read_stream(seg.v, first, n, head_dim_, v);
@@ -89,7 +107,8 @@ void LayerEditor::release_stream(Stream& s) {
   s.page_data.clear();
 }
 
-void LayerEditor::remove_segment(int kv_head, int seg_index) {
+void LayerEditor::remove_segment(int kv_head, int visible_index) {
+  const int seg_index = real_index(kv_head, visible_index);
   auto& segs = layer_.heads[kv_head].segments;
   release_stream(segs[seg_index].k);
   release_stream(segs[seg_index].v);

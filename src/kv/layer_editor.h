@@ -2,6 +2,9 @@
 // add / append to / read / remove segments. Allocates pages from the pool and
 // records them in the pending step so rollback() can undo everything, and defers
 // frees of pre-step pages to commit(). Used from one thread at a time.
+// A wrapping method (Q Cache) hands its inner method a view() that may drop K streams
+// and may show only the segments of one "space" (indices among those), so the inner
+// method never knows it is wrapped.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,19 @@
 
 namespace vlkv {
 
+// The segments of one kv head as a LayerEditor (or a view of it) sees them.
+class SegmentList {
+ public:
+  SegmentList(const std::vector<Segment>& all, std::vector<int> index) : all_(all), index_(std::move(index)) {}
+  size_t size() const { return index_.size(); }
+  bool empty() const { return index_.empty(); }
+  const Segment& operator[](size_t i) const { return all_[static_cast<size_t>(index_[i])]; }
+
+ private:
+  const std::vector<Segment>& all_;
+  std::vector<int> index_;  // visible position -> index in all_
+};
+
 class LayerEditor {
  public:
   LayerEditor(PagePool& pool, LayerCache& layer, PendingStep& pending, int layer_index, int head_dim)
@@ -22,8 +38,19 @@ class LayerEditor {
   int layer() const { return layer_index_; }
   int head_dim() const { return head_dim_; }
   int n_kv_heads() const { return static_cast<int>(layer_.heads.size()); }
-  LayerState* state() { return layer_.state.get(); }
-  const std::vector<Segment>& segments(int kv_head) const { return layer_.heads[kv_head].segments; }
+  LayerState* state() { return state_override_ ? state_override_ : layer_.state.get(); }
+  SegmentList segments(int kv_head) const { return SegmentList(layer_.heads[kv_head].segments, visible(kv_head)); }
+
+  // A view for a wrapped method. space > 0: it sees (and adds) only segments of that space;
+  // 0: all segments. drop_k: segments it adds store no K (their keys come from a base layer).
+  // state: what its state() returns (null: this editor's).
+  LayerEditor view(uint32_t space, bool drop_k, LayerState* state) const {
+    LayerEditor e(*this);
+    e.space_ = space;
+    e.drop_k_ = drop_k;
+    e.state_override_ = state;
+    return e;
+  }
 
   // A new empty segment at the end of kv_head's list; returns its index.
   // k_codec may be null (no K stored: lazy layer). Codecs must outlive the cache contents.
@@ -46,12 +73,17 @@ class LayerEditor {
  private:
   Status append_stream(Stream& s, int64_t first_token, const float* x, int64_t row_stride, int64_t n_tokens);
   void release_stream(Stream& s);
+  std::vector<int> visible(int kv_head) const;  // indices of the segments this editor sees
+  int real_index(int kv_head, int seg) const;   // visible index -> index in the head's list
 
   PagePool& pool_;
   LayerCache& layer_;
   PendingStep& pending_;
   int layer_index_;
   int head_dim_;
+  uint32_t space_ = 0;
+  bool drop_k_ = false;
+  LayerState* state_override_ = nullptr;
 };
 
 // Decodes tokens [first, first + n) of one stream into x: [n, head_dim].

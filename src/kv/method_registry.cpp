@@ -20,7 +20,8 @@ bool register_method(MethodInfo info) {
 }
 
 Result<std::unique_ptr<Method>> create_method(std::string_view text, const KvGeometry& geometry) {
-  VLKV_ASSIGN_OR_RETURN(Spec spec, Spec::parse(text));
+  const size_t plus = text.find('+');
+  VLKV_ASSIGN_OR_RETURN(Spec spec, Spec::parse(text.substr(0, plus)));
   const auto& table = method_table();
   const auto it = table.find(spec.name());
   if (it == table.end()) {
@@ -29,7 +30,12 @@ Result<std::unique_ptr<Method>> create_method(std::string_view text, const KvGeo
     return invalid_argument("unknown KV method '" + spec.name() + "'; valid methods: " + valid);
   }
   VLKV_RETURN_IF_ERROR(spec.check_keys(it->second.params));
-  return it->second.create(spec, geometry);
+  if (plus == std::string_view::npos) return it->second.create(spec, geometry);
+  if (!it->second.wrap)
+    return invalid_argument("'" + spec.name() + "' does not wrap another method (in '" + std::string(text) +
+                            "'; methods that do: qcache_gla, qcache_vla)");
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> inner, create_method(text.substr(plus + 1), geometry));
+  return it->second.wrap(spec, geometry, std::move(inner));
 }
 
 std::vector<const MethodInfo*> list_methods() {
@@ -41,7 +47,7 @@ std::vector<const MethodInfo*> list_methods() {
 std::string describe_methods() {
   std::string out;
   for (const MethodInfo* m : list_methods()) {
-    out += "  " + m->name + ": " + m->help + "\n";
+    out += "  " + m->name + (m->wrap ? "[+METHOD]" : "") + ": " + m->help + "\n";
     for (const auto& p : m->params) out += "      " + p.name + "=" + p.default_value + "  " + p.help + "\n";
   }
   return out;

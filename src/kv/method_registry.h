@@ -21,12 +21,16 @@ struct MethodInfo {
   std::vector<ParamInfo> params;  // accepted keys, defaults and help
   // Called with keys already checked against params; validates values and geometry.
   std::function<Result<std::unique_ptr<Method>>(const Spec&, const KvGeometry&)> create;
+  // Set for methods that wrap a storage method ("outer+inner", e.g. qcache_vla+vidkv):
+  // called with the inner method already created.
+  std::function<Result<std::unique_ptr<Method>>(const Spec&, const KvGeometry&, std::unique_ptr<Method>)> wrap = nullptr;
 };
 
 // Returns true (for use in a static initializer). Aborts on a duplicate name.
 bool register_method(MethodInfo info);
-// "name[:key=value,...]". InvalidArgument for an unknown method (listing the valid
-// ones), an unknown key (listing the valid keys) or a bad value.
+// "name[:key=value,...]" or a composition "outer[:...]+inner[:...]" (split at the first
+// '+'; the outer method must wrap). InvalidArgument for an unknown method (listing the
+// valid ones), an unknown key (listing the valid keys) or a bad value.
 Result<std::unique_ptr<Method>> create_method(std::string_view spec, const KvGeometry& geometry);
 // Sorted by name.
 std::vector<const MethodInfo*> list_methods();

@@ -41,6 +41,7 @@ struct Stream {
 // token group in a full-precision window segment until the group fills.
 struct Segment {
   uint32_t tag = 0;      // method-defined role (e.g. 0 compressed, 1 residual window, 2 important)
+  uint32_t space = 0;    // which wrapped method instance owns it (Q Cache VLA: 1 visual, 2 text; 0 unwrapped)
   int64_t n_tokens = 0;  // a multiple of both streams' tokens_per_block
   Stream k;              // [n_tokens, head_dim] in k.codec's layout (or absent)
   Stream v;              // [n_tokens, head_dim] in v.codec's layout

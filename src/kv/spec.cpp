@@ -5,11 +5,12 @@
 
 namespace vlkv {
 
-static bool valid_ident(std::string_view s) {
+// Values may also be file paths ('/'), e.g. qcache_vla:map=out/map.json.
+static bool valid_ident(std::string_view s, bool value = false) {
   if (s.empty()) return false;
   for (char c : s) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-' || c == '.' || c == '+';
+                    c == '_' || c == '-' || c == '.' || c == '+' || (value && c == '/');
     if (!ok) return false;
   }
   return true;
@@ -30,7 +31,7 @@ Result<Spec> Spec::parse(std::string_view text) {
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
       return invalid_argument("bad spec '" + std::string(text) + "': expected key=value, got '" + std::string(item) + "'");
     std::string key(item.substr(0, eq)), value(item.substr(eq + 1));
-    if (!valid_ident(key) || !valid_ident(value))
+    if (!valid_ident(key) || !valid_ident(value, /*value=*/true))
       return invalid_argument("bad spec '" + std::string(text) + "': malformed '" + std::string(item) + "'");
     if (spec.has(key)) return invalid_argument("bad spec '" + std::string(text) + "': repeated key '" + key + "'");
     spec.params_.emplace_back(std::move(key), std::move(value));
