@@ -95,6 +95,21 @@ class KvCacheImpl final : public KvCache {
       row += s.n_tokens;
     }
     if (row != lc.n_tokens) return Status(StatusCode::kInternal, "read_back: segments hold a different token count");
+    // Methods storing out of sequence order say where each stored row belongs.
+    std::vector<int64_t> pos;
+    if (!method_->stored_positions(lc.state.get(), kv_head, lc.heads[kv_head].segments, &pos)) return Status::ok();
+    if (static_cast<int64_t>(pos.size()) != lc.n_tokens)
+      return Status(StatusCode::kInternal, "read_back: the method's positions do not cover the stored tokens");
+    std::vector<float> ks(k->size()), vs(v->size());
+    std::vector<uint8_t> seen(pos.size(), 0);
+    for (size_t r = 0; r < pos.size(); ++r) {
+      if (pos[r] < 0 || pos[r] >= lc.n_tokens || seen[pos[r]]++)
+        return Status(StatusCode::kInternal, "read_back: the method's positions are not a permutation");
+      std::copy_n(k->data() + r * d, d, ks.data() + pos[r] * d);
+      std::copy_n(v->data() + r * d, d, vs.data() + pos[r] * d);
+    }
+    k->swap(ks);
+    v->swap(vs);
     return Status::ok();
   }
 

@@ -130,12 +130,23 @@ class Method {
   // Bytes of codec blocks (page tails excluded) a sequence holds once n_tokens are
   // stored, a full-precision window included (bytes_per_token() excludes it).
   virtual double bytes_for_tokens(int64_t n_tokens) const { return bytes_per_token() * static_cast<double>(n_tokens); }
+  // Upper bound of the same, for methods whose layout depends on the data (ZipVL's
+  // important-token mix): then bytes_for_tokens() is the lower bound.
+  virtual double max_bytes_for_tokens(int64_t n_tokens) const { return bytes_for_tokens(n_tokens); }
   // Streams (K and V of each segment) one (layer, kv head) holds at most after a step;
   // each may end in a partly used page, so held - bytes_for_tokens() < this * pages.
   virtual int max_streams_per_head() const { return 2; }
   // error_bound() is relative to max|x| over this many consecutive tokens of a head
   // (aligned in sequence order: tokens [kB, (k+1)B)), e.g. per-channel groups of G.
   virtual int error_block_tokens() const { return 1; }
+  // Sequence positions of one (layer, kv head)'s stored tokens in storage order (segment
+  // after segment), for methods that store tokens out of sequence order (ZipVL keeps
+  // important and other tokens apart); false: storage order is sequence order.
+  // KvCache::read_back returns rows in sequence order with it.
+  virtual bool stored_positions(const LayerState* /*state*/, int /*kv_head*/, const std::vector<Segment>& /*segments*/,
+                                std::vector<int64_t>* /*positions*/) const {
+    return false;
+  }
 };
 
 }  // namespace vlkv
