@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add_bench_command(app, commands);
   add_gen_model_command(app, commands);
   add_eval_command(app, commands);
+  add_calibrate_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -54,6 +54,19 @@ struct ModelInfo {
   uint64_t weight_bytes = 0;
   std::string tokenizer_model;
   std::string chat_template;  // detected family name, "none" if none
+  uint64_t fingerprint = 0;   // FNV-1a of the tensor table (names, types, shapes): identifies the weights
+};
+
+// One layer's post-RoPE queries and keys of an evaluated chunk, as its attention used
+// them (Session::set_attention_observer; vlkv calibrate).
+struct AttentionTap {
+  int layer = 0;
+  int64_t n_tokens = 0;
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float scale = 0;                 // softmax scale of q.k
+  const float* q = nullptr;        // [n_tokens, n_heads, head_dim]
+  const float* k = nullptr;        // [n_tokens, n_kv_heads, head_dim]
+  const uint8_t* kinds = nullptr;  // [n_tokens] 0 text, 1 visual, 2 special
 };
 
 // libmtmd's media marker: each one in a prompt's text stands for the next media item.
@@ -96,6 +109,7 @@ struct PreparedPrompt {
 
 class Session;
 class Sampler;
+struct LayerQk;
 
 class Engine {
  public:
@@ -163,6 +177,9 @@ class Session {
                   const std::function<bool(const std::string&)>& on_piece, GenerateStats* stats,
                   const ProgressCallback& progress = {});
 
+  // Called for every layer of every chunk evaluated from now on (empty: none).
+  void set_attention_observer(std::function<void(const AttentionTap&)> observer);
+
   int64_t n_past() const;   // tokens in the cache
   int64_t n_vocab() const;
 
@@ -186,6 +203,7 @@ class Session {
   Engine::Impl* engine_;
   int32_t seq_;
   int64_t n_past_ = 0;
+  std::function<void(const LayerQk&)> observer_;  // empty: none
   int64_t next_pos_ = 0;  // RoPE position of the next token (M-RoPE media advance it by less than their tokens)
 };
 

@@ -54,9 +54,21 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   const int n_threads = params.n_threads > 0 ? params.n_threads : ThreadPool::default_threads();
   impl->pool = std::make_unique<ThreadPool>(n_threads);
 
+  // Identifies the weights (Q Cache calibration maps are checked against it).
+  uint64_t fingerprint = 0xcbf29ce484222325ull;  // FNV-1a over names, types and shapes
+  auto mix = [&fingerprint](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) fingerprint = (fingerprint ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  };
+  for (const GgufTensorInfo& t : g.tensors()) {
+    mix(t.name.data(), t.name.size());
+    const uint32_t type = static_cast<uint32_t>(t.type);
+    mix(&type, sizeof type);
+    for (int64_t d : t.dims) mix(&d, sizeof d);
+  }
+
   KvCacheConfig kv;
   kv.geometry = {static_cast<int>(impl->hparams.n_layers), static_cast<int>(impl->hparams.n_heads),
-                 static_cast<int>(impl->hparams.n_kv_heads), static_cast<int>(impl->hparams.head_dim)};
+                 static_cast<int>(impl->hparams.n_kv_heads), static_cast<int>(impl->hparams.head_dim), fingerprint};
   kv.method = params.kv_method;
   kv.budget_bytes = params.kv_budget_bytes;
   kv.max_tokens_per_seq = static_cast<int>(std::min<int64_t>(impl->params.n_ctx, std::numeric_limits<int>::max()));
@@ -80,6 +92,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   info.weight_bytes = impl->weights.total_bytes;
   info.tokenizer_model = impl->tokenizer->model_name();
   info.chat_template = chat_template_name(impl->chat_template);
+  info.fingerprint = fingerprint;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -17,6 +17,28 @@ Session::~Session() {
 
 int64_t Session::n_past() const { return n_past_; }
 
+void Session::set_attention_observer(std::function<void(const AttentionTap&)> observer) {
+  if (!observer) {
+    observer_ = nullptr;
+    return;
+  }
+  const TextHparams& hp = engine_->hparams;
+  observer_ = [observer = std::move(observer), &hp](const LayerQk& x) {
+    AttentionTap t;
+    t.layer = x.layer;
+    t.n_tokens = x.n_tokens;
+    t.n_heads = static_cast<int>(hp.n_heads);
+    t.n_kv_heads = static_cast<int>(hp.n_kv_heads);
+    t.head_dim = static_cast<int>(hp.head_dim);
+    t.scale = hp.attn_scale;
+    t.q = x.q;
+    t.k = x.k;
+    t.kinds = reinterpret_cast<const uint8_t*>(x.kinds);  // TokenKind is a uint8_t enum
+    observer(t);
+  };
+}
+int64_t Session::n_vocab() const { return engine_->hparams.n_vocab; }
+
 Status Session::check_room(int64_t n_tokens, const char* what) const {
   const int64_t n_ctx = engine_->params.n_ctx;
   if (n_past_ + n_tokens <= n_ctx) return Status::ok();
@@ -75,6 +97,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
     else in.tokens = chunk.tokens.data() + begin;
     in.positions = positions.data();
     in.kinds = kinds.data();
+    if (observer_) in.observer = &observer_;
     if (mrope) in.mrope_positions = mrope_positions.data() + begin * 3;
     if (media && visual_similarity) in.visual_similarity = visual_similarity + begin;
     const LogitsMode mode = want_logits && end == n_tokens ? LogitsMode::kLast : LogitsMode::kNone;
@@ -108,6 +131,7 @@ Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::v
     in.tokens = tokens.data() + begin;
     in.positions = positions.data();
     in.kinds = kinds.data();
+    if (observer_) in.observer = &observer_;
     const bool last_chunk = end == tokens.size();
     LogitsMode mode = !logits ? LogitsMode::kNone
                       : all_logits ? LogitsMode::kAll

@@ -1,5 +1,6 @@
 #include "text/decoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -25,6 +26,44 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
     }
   }
   return Status::ok();
+}
+
+// q = rope(Wq·xn + bq), k = rope(Wk·xn + bk) for the chunk's tokens.
+void TextDecoder::project_qk(const LayerWeights& l, const DecoderInput& in, const std::vector<float>& xn,
+                             std::vector<float>& q, std::vector<float>& k, ThreadPool& pool) const {
+  const int64_t n = in.n_tokens;
+  const int64_t head_dim = hp_.head_dim;
+  const int64_t q_dim = hp_.n_heads * head_dim;
+  const int64_t kv_dim = hp_.n_kv_heads * head_dim;
+  auto per_token = [&](const std::function<void(int64_t)>& fn) {
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) fn(t);
+    }, /*min_per_thread=*/8);
+  };
+  matmul(l.wq, xn.data(), n, q.data(), pool);
+  matmul(l.wk, xn.data(), n, k.data(), pool);
+  if (!l.bq.empty())
+    for (int64_t t = 0; t < n; ++t) add_inplace(&q[t * q_dim], l.bq.data(), q_dim);
+  if (!l.bk.empty())
+    for (int64_t t = 0; t < n; ++t) add_inplace(&k[t * kv_dim], l.bk.data(), kv_dim);
+  if (in.mrope_positions) {
+    // M-RoPE: (t, h, w) per token; the fourth section (unused by qwen2vl) gets 0, as in llama.cpp.
+    per_token([&](int64_t t) {
+      const int64_t* p3 = &in.mrope_positions[t * 3];
+      const int64_t pos[4] = {p3[0], p3[1], p3[2], 0};
+      rope_multi(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), pos,
+                 hp_.rope_sections.data(), hp_.rope);
+      rope_multi(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), pos,
+                 hp_.rope_sections.data(), hp_.rope);
+    });
+  } else {
+    // Text tokens of qwen2vl too: with t = h = w, M-RoPE is NeoX RoPE.
+    per_token([&](int64_t t) {
+      rope(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
+      rope(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), in.positions[t],
+           hp_.rope);
+    });
+  }
 }
 
 Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode,
@@ -63,35 +102,42 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
     for (int64_t t = 0; t < n; ++t) add_inplace(&y[t * dim], bias.data(), dim);
   };
 
+  // Q Cache: a lazy layer reuses the post-RoPE q and k of its base layer (the cache's
+  // method decides which layers; the decoder keeps the bases' q and k for the step).
+  std::vector<LayerQkSource> sources(hp_.n_layers);
+  std::vector<std::vector<float>> saved_q(hp_.n_layers), saved_k(hp_.n_layers);  // [n, q_dim], [n, kv_dim] of bases
+  for (int64_t il = 0; il < hp_.n_layers; ++il) {
+    sources[il] = cache.qk_source(static_cast<int>(il));
+    const int b = sources[il].base_layer;
+    if (b >= il) return Status(StatusCode::kInternal, "a lazy layer's base layer must come before it");
+    if (b >= 0) saved_q[b].resize(1);  // marks b as a base: keep its q and k
+  }
+
   for (int64_t il = 0; il < hp_.n_layers; ++il) {
     const LayerWeights& l = w_.layers[il];
+    const LayerQkSource& src = sources[il];
+    const bool global_lazy = src.base_layer >= 0 && !src.visual_only;  // GLA: no q/k projections at all
 
     // Attention block: x += Wo · attention(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
     per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.attn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
-    matmul(l.wq, xn.data(), n, q.data(), pool);
-    matmul(l.wk, xn.data(), n, k.data(), pool);
     matmul(l.wv, xn.data(), n, v.data(), pool);
-    add_bias(q, l.bq, q_dim);
-    add_bias(k, l.bk, kv_dim);
     add_bias(v, l.bv, kv_dim);
-    if (in.mrope_positions) {
-      // M-RoPE: (t, h, w) per token; the fourth section (unused by qwen2vl) gets 0, as in llama.cpp.
-      per_token([&](int64_t t) {
-        const int64_t* p3 = &in.mrope_positions[t * 3];
-        const int64_t pos[4] = {p3[0], p3[1], p3[2], 0};
-        rope_multi(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), pos,
-                   hp_.rope_sections.data(), hp_.rope);
-        rope_multi(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), pos,
-                   hp_.rope_sections.data(), hp_.rope);
-      });
+    if (global_lazy) {
+      q = saved_q[src.base_layer];
+      k = saved_k[src.base_layer];
     } else {
-      // Text tokens of qwen2vl too: with t = h = w, M-RoPE is NeoX RoPE.
-      per_token([&](int64_t t) {
-        rope(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
-        rope(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), in.positions[t],
-             hp_.rope);
-      });
+      project_qk(l, in, xn, q, k, pool);
+      if (src.base_layer >= 0) {  // VLA: visual tokens' keys are the base layer's
+        const std::vector<float>& bk = saved_k[src.base_layer];
+        for (int64_t t = 0; t < n; ++t)
+          if (in.kinds[t] == TokenKind::kVisual) std::copy_n(&bk[t * kv_dim], kv_dim, &k[t * kv_dim]);
+      }
     }
+    if (!saved_q[il].empty()) {
+      saved_q[il] = q;
+      saved_k[il] = k;
+    }
+    if (in.observer) (*in.observer)(LayerQk{static_cast<int>(il), n, q.data(), k.data(), in.kinds});
     Status st = cache.attend(seq, static_cast<int>(il), q.data(), k.data(), v.data(), in.kinds, static_cast<int>(n),
                              hp_.attn_scale, attn.data(), pool, in.visual_similarity);
     if (!st.is_ok()) {

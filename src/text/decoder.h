@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -14,6 +15,16 @@
 #include "text/tokenizer.h"
 
 namespace vlkv {
+
+// One layer's post-RoPE queries and keys of a chunk, as attention saw them (a Q Cache lazy
+// layer's are its base layer's), for DecoderInput::observer.
+struct LayerQk {
+  int layer = 0;
+  int64_t n_tokens = 0;
+  const float* q = nullptr;          // [n_tokens, n_heads, head_dim]
+  const float* k = nullptr;          // [n_tokens, n_kv_heads, head_dim]
+  const TokenKind* kinds = nullptr;  // [n_tokens]
+};
 
 // One chunk of consecutive new tokens of one sequence. Exactly one of tokens /
 // embeddings is set: text chunks pass ids, media chunks pass projected embeddings.
@@ -30,6 +41,8 @@ struct DecoderInput {
   // Optional: [n_tokens] per visual token, the mean dot product of its embedding with the
   // prompt's text token embeddings, passed to KvCache::attend (VidKV's salient tokens).
   const float* visual_similarity = nullptr;
+  // Optional (vlkv calibrate): called once per layer with the q and k attention used.
+  const std::function<void(const LayerQk&)>* observer = nullptr;
 };
 
 enum class LogitsMode { kNone, kLast, kAll };
@@ -48,6 +61,8 @@ class TextDecoder {
 
  private:
   Status check_input(const DecoderInput& in) const;
+  void project_qk(const LayerWeights& l, const DecoderInput& in, const std::vector<float>& xn, std::vector<float>& q,
+                  std::vector<float>& k, ThreadPool& pool) const;
 
   const TextHparams& hp_;
   const TextWeights& w_;
