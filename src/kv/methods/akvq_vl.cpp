@@ -59,9 +59,6 @@ using akvq::Pattern;
 
 constexpr uint32_t kLow = akvq::kTagLow, kText = akvq::kTagText, kPivot = akvq::kTagPivot, kWindow = akvq::kTagWindow;
 constexpr int kFoldRows = 32;  // window fold granularity (the window holds window..window+31 rows)
-// KvCache computes kStatKeyMass (helper A's attention statistics): flip when it lands;
-// until then KvCache::create refuses a method that asks for statistics.
-constexpr bool kKeyMassComputed = false;
 
 enum class PatternMode { kAuto, kTsa, kPsa, kMap };
 
@@ -150,7 +147,7 @@ class AkvqVlMethod final : public Method {
 
   LayerPlan layer_plan(int layer) const override {
     LayerPlan plan;
-    if (kKeyMassComputed && wants_stats(layer)) plan.stats = kStatKeyMass;
+    if (wants_stats(layer)) plan.stats = kStatKeyMass;  // default probes: last 5% + random 5% of a step
     return plan;
   }
 
