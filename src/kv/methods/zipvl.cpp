@@ -26,8 +26,9 @@
 // (Method::stored_positions) and the window's accumulated mass.
 //
 // Accounting: the mix depends on the data. bits_per_element() and bytes_per_token()
-// report the configured worst case (every token important, hi bits: at hi=4, g=32,
-// d=128 4.5 bits/element for K and V); what a sequence really holds is bytes_in_use.
+// report the configured worst case (every token important, hi bits: at hi=4, g=32 5.0
+// bits/element for K and for V; lo=2 alone would be 3.0); what a sequence really holds
+// is bytes_in_use (vlkv eval reports it at the evaluated length).
 // bytes_for_tokens(n) is the exact lower bound (every token at lo bits) and
 // max_bytes_for_tokens(n) the upper bound (window and staging full of f16 rows, the rest
 // at hi bits).
