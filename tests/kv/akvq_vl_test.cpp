@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "base/fp16.h"
@@ -454,6 +455,28 @@ TEST(AkvqStore, BytesForTokensIsExactWithoutStatistics) {
       ASSERT_DOUBLE_EQ(held, method.bytes_for_tokens(layers[0]->n)) << spec << " at " << layers[0]->n << " tokens";
     }
   }
+}
+
+TEST(AkvqStore, DeclaredRmsErrorHoldsAndShrinksWithBits) {
+  double previous = 1.0;
+  for (int bits : {2, 3, 4}) {
+    const std::string spec = "akvq_vl:pattern=tsa,window=0,text_bits=4,bits=" + std::to_string(bits);
+    LayerHarness hx(spec, 0, 1);
+    hx.store(kinds_of({{kV, 512}}), nullptr, 40 + bits);
+    std::vector<int64_t> all(512);
+    std::iota(all.begin(), all.end(), 0);
+    const double bound = hx.method->rms_error_bound();
+    const double ek = rel_rms(hx.stored(0, akvq::kTagLow, true), hx.input(0, all, true));
+    const double ev = rel_rms(hx.stored(0, akvq::kTagLow, false), hx.input(0, all, false));
+    std::printf("%s: relative RMS K %.3f V %.3f (declared %.3f)\n", spec.c_str(), ek, ev, bound);
+    EXPECT_LE(ek, bound);
+    EXPECT_LE(ev, bound);
+    EXPECT_LT(ek, previous);
+    previous = ek;
+  }
+  auto loose = create_method("akvq_vl:clip=0.3", KvGeometry{2, 4, 2, kD});
+  ASSERT_TRUE(loose.is_ok());
+  EXPECT_LT((*loose)->rms_error_bound(), 0.0);  // not declared away from the default clipping
 }
 
 // ---------------- through KvCache ----------------
