@@ -81,9 +81,18 @@ class Codec {
   virtual void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
                       int64_t ld) const = 0;
   // out[r] += sum_t p[r * ld + t] * v_t.
-  //   p:   [n_q, ld]
+  //   p:   [n_q, ld], non-negative (softmax weights)
   //   out: [n_q, head_dim]
   virtual void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const = 0;
+
+  // Bits the fused ops round their float inputs to at this head_dim and the current SIMD
+  // level, or 0 where they compute on the stored values in f32 (each codec documents its
+  // steps and error bound): queries in scores(), probabilities in accumulate().
+  struct FusedRounding {
+    int query_bits = 0;
+    int prob_bits = 0;
+  };
+  virtual FusedRounding fused_rounding(int /*head_dim*/) const { return {}; }
 
   // ---- optional linear transforms (e.g. Walsh-Hadamard-rotated codecs) ----
   // Rows stored in a rotated basis keep decode() in the original basis, but the fused

@@ -39,6 +39,21 @@ std::unique_ptr<Method> method_of(const std::string& spec) {
   return m.is_ok() ? std::move(*m) : nullptr;
 }
 
+// Tolerance of attention outputs against a double reference over the stored rows: f32
+// sums (1e-4), or 5e-3 when a codec's fused ops round their inputs to 16 bits
+// (Codec::fused_rounding): a logit error of ~2^-16 sum|q| |k| grows with the x20 outlier
+// channels below (measured <= 1.5e-3, int2 keys per token) - two orders below what 2/4-bit
+// codes themselves change (attention_tolerance_vs_f32 below: 0.5).
+double stored_rows_tolerance(const KvCache& cache) {
+  auto m = create_method(cache.method_name(), kGeom);
+  if (!m.is_ok()) return 1e-4;
+  for (const Codec* c : (*m)->codecs()) {
+    const Codec::FusedRounding r = c->fused_rounding(kGeom.head_dim);
+    if (r.query_bits || r.prob_bits) return 5e-3;
+  }
+  return 1e-4;
+}
+
 // Attends n_new tokens on every layer; history gets the exact inputs. Checks the
 // output against a double reference over read_back() rows when `check`.
 void step(KvCache& cache, SeqId seq, std::vector<std::vector<float>>& hk, std::vector<std::vector<float>>& hv,
@@ -48,6 +63,7 @@ void step(KvCache& cache, SeqId seq, std::vector<std::vector<float>>& hk, std::v
   const int d = g.head_dim, group = g.n_heads / g.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t n_cached = cache.n_tokens(seq);
+  const double tol = check ? stored_rows_tolerance(cache) : 0.0;
   for (int l = 0; l < g.n_layers; ++l) {
     auto q = random_vec(static_cast<size_t>(n_new) * g.n_heads * d, seed + 3 * l, -2.0f, 2.0f);
     auto k = outliers ? outlier_keys(static_cast<size_t>(n_new) * g.n_kv_heads, d, seed + 3 * l + 1)
@@ -79,7 +95,7 @@ void step(KvCache& cache, SeqId seq, std::vector<std::vector<float>>& hk, std::v
         for (int hh = 0; hh < group; ++hh) {
           const size_t row = (static_cast<size_t>(i) * g.n_heads + h * group + hh) * d;
           kvtest::ref_attention_row(&q[row], keys.data(), vals.data(), n_cached + i + 1, d, scale, ref.data());
-          ASSERT_LT(kvtest::rel_err(&out[row], ref.data(), d), 1e-4) << "layer " << l << " token " << i;
+          ASSERT_LT(kvtest::rel_err(&out[row], ref.data(), d), tol) << "layer " << l << " token " << i;
         }
     }
   }
@@ -148,16 +164,18 @@ void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::ve
       ASSERT_TRUE(cache.read_back(seq, l, h, &k, &v).is_ok());
       ASSERT_EQ(static_cast<int64_t>(k.size()), n * d);
       const std::vector<int64_t> source = match_rows(k, v, hk[l], hv[l], h, n);
+      // max|x| per aligned block of bt history tokens (once: bt may span the whole head)
+      std::vector<double> block_max_k((n + bt - 1) / bt, 0.0), block_max_v(block_max_k.size(), 0.0);
+      for (int64_t u = 0; u < n; ++u)
+        for (int i = 0; i < d; ++i) {
+          const size_t s2 = (u * g.n_kv_heads + h) * d + i;
+          block_max_k[u / bt] = std::max(block_max_k[u / bt], static_cast<double>(std::abs(hk[l][s2])));
+          block_max_v[u / bt] = std::max(block_max_v[u / bt], static_cast<double>(std::abs(hv[l][s2])));
+        }
       for (int64_t t = 0; t < n; ++t) {
         const int64_t tok = source[t];
         const size_t src = (tok * g.n_kv_heads + h) * d;
-        double mk = 0, mv = 0;
-        for (int64_t u = tok / bt * bt; u < std::min(tok / bt * bt + bt, n); ++u)
-          for (int i = 0; i < d; ++i) {
-            const size_t s2 = (u * g.n_kv_heads + h) * d + i;
-            mk = std::max(mk, static_cast<double>(std::abs(hk[l][s2])));
-            mv = std::max(mv, static_cast<double>(std::abs(hv[l][s2])));
-          }
+        const double mk = block_max_k[tok / bt], mv = block_max_v[tok / bt];
         for (int i = 0; i < d; ++i) {
           ASSERT_LE(std::abs(k[t * d + i] - hk[l][src + i]), bound * mk + 0x1p-24) << "K l" << l << " t" << tok;
           ASSERT_LE(std::abs(v[t * d + i] - hv[l][src + i]), bound * mv + 0x1p-24) << "V l" << l << " t" << tok;
@@ -226,9 +244,9 @@ TEST_P(EveryMethod, ThousandsOfDecodeStepsCopyRemove) {
     const double bb = static_cast<double>(c->block_bytes(kGeom.head_dim));
     pack = std::max(pack, kc.page_bytes / (std::floor(kc.page_bytes / bb) * bb));
   }
-  EXPECT_GE(static_cast<double>(cache.bytes_in_use()), reported);
-  // Data-dependent layouts (zipvl's important-token mix) declare an upper bound too.
-  EXPECT_LE(static_cast<double>(cache.bytes_in_use()), method->max_bytes_for_tokens(cache.n_tokens(a)) * pack + slack);
+  // Data-dependent layouts (zipvl's important-token mix) declare a lower bound too.
+  EXPECT_GE(static_cast<double>(cache.bytes_in_use()), method->min_bytes_for_tokens(cache.n_tokens(a)));
+  EXPECT_LE(static_cast<double>(cache.bytes_in_use()), reported * pack + slack);
   EXPECT_GT(cache.bits_per_element(), 0.0);
 
   // Copy: b continues exactly like a.

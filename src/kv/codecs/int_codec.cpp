@@ -29,9 +29,19 @@
 // eb sqrt(g d) M per element (per token, Cauchy-Schwarz over groups) or eb d M (per
 // channel) - loose worst cases; rotation usually *lowers* the error on outlier channels.
 //
-// Fused ops dequantize a tile of <= 16 tokens in registers into an L1 scratch row block
-// (never the cache) and run the f32 kernels over it: scalar / AVX2 / AVX-512 by
-// simd_level(), identical dequantized values at every level (same fma).
+// Code layouts (the quantizer and decode() values are the same in every layout):
+//  - rows (per-token default, tpb 1): a token's codes densely packed (int_pack.h);
+//  - tiles (int_tiles.h): per-token codecs with layout=k (keys) or layout=v (values) store
+//    blocks of 16 tokens; per-channel codecs use key tiles whenever G % 16 == 0, B is 2, 4
+//    or 8 and head_dim % 16 == 0 (else rows). Block = [scales][mins][codes], per-token
+//    tiled metadata group-major ([n_groups][16 tokens] f16) so 16 tokens' scales load at once.
+//
+// Fused ops: with AVX-512 VNNI, tiled 2/4-bit layouts run integer dots on the codes in place
+// (int_tile_kernels_avx512.h: queries and probabilities rounded to 16 bits); rows layouts of 2/4-bit codes use exact 24-bit
+// query dots with gathers (int_kernels_avx512.h). Otherwise a tile of <= 16 tokens is
+// dequantized in registers into an L1 scratch row block (never the cache) and the f32
+// kernels run over it: scalar / AVX2 / AVX-512 by simd_level(), identical dequantized
+// values at every level (same fma).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -43,6 +53,8 @@
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/int_kernels_avx512.h"
 #include "kv/codecs/int_pack.h"
+#include "kv/codecs/int_tile_kernels_avx512.h"
+#include "kv/codecs/int_tiles.h"
 #include "kv/codecs/wht.h"
 
 namespace vlkv {
@@ -51,12 +63,16 @@ namespace {
 constexpr int kTile = 16;       // tokens dequantized per fused-op tile
 constexpr int kMaxWhtDim = 256;  // largest head_dim a rotated codec accepts (error bound)
 
+// Per-token code layout (per-channel codecs choose theirs from G, bits and head_dim).
+enum class TokenLayout { kRows, kKeyTiles, kValueTiles };
+
 struct IntParams {
   int bits = 4;
   int g = 32;       // per-token: channels per group (0 = head_dim); unused per channel
   int G = 0;        // per-channel: tokens per block; 0 = per-token codec
   double clip = 1.0;
   bool wht = false;
+  TokenLayout layout = TokenLayout::kRows;  // per-token only
 };
 
 inline uint16_t load_u16(const uint8_t* p) {
@@ -180,6 +196,7 @@ class IntCodec final : public Codec {
     std::snprintf(clip, sizeof clip, "%g", p.clip);
     name_ += p.G ? ":G=" + std::to_string(p.G) : ":g=" + std::to_string(p.g);
     name_ += std::string(",clip=") + clip;
+    if (p.layout != TokenLayout::kRows) name_ += p.layout == TokenLayout::kKeyTiles ? ",layout=k" : ",layout=v";
   }
 
   const std::string& name() const override { return name_; }
@@ -191,6 +208,9 @@ class IntCodec final : public Codec {
     if (!p_.G && p_.g != 0 && d % p_.g != 0)
       return invalid_argument(who + ": group size " + std::to_string(p_.g) + " does not divide head_dim " +
                               std::to_string(d) + " (choose g among the divisors of head_dim, or g=0 for the whole head)");
+    if (p_.layout != TokenLayout::kRows && d % intt::kTileChannels != 0)
+      return invalid_argument(who + ": layout=k|v needs head_dim a multiple of 16, got " + std::to_string(d) +
+                              " (use the default rows layout)");
     if (p_.wht && (!is_power_of_two(d) || d > kMaxWhtDim))
       return invalid_argument(who + ": the Walsh-Hadamard rotation needs head_dim a power of two <= " +
                               std::to_string(kMaxWhtDim) + ", got " + std::to_string(d));
@@ -198,10 +218,13 @@ class IntCodec final : public Codec {
     return Status::ok();
   }
 
-  int tokens_per_block() const override { return p_.G ? p_.G : 1; }
+  int tokens_per_block() const override {
+    if (p_.G) return p_.G;
+    return p_.layout == TokenLayout::kRows ? 1 : intt::kTileTokens;
+  }
   int64_t block_bytes(int d) const override {
     if (p_.G) return 4LL * d + p_.G * intq::row_bytes(d, p_.bits);
-    return 4LL * (d / group(d)) + intq::row_bytes(d, p_.bits);
+    return tokens_per_block() * (4LL * (d / group(d)) + intq::row_bytes(d, p_.bits));
   }
   double error_bound() const override {
     if (!p_.wht) return base_bound();
@@ -230,38 +253,31 @@ class IntCodec final : public Codec {
         store_u16(block + 2 * i, s);
         store_u16(block + 2 * d + 2 * i, z);
       }
-      for (int t = 0; t < tpb; ++t)
-        intq::pack_row(&codes[static_cast<size_t>(t) * d], d, p_.bits, block + 4 * d + t * intq::row_bytes(d, p_.bits));
     } else {
       const int g = group(d), ng = d / g;
-      for (int k = 0; k < ng; ++k) {
-        uint16_t s, z;
-        quantize_group(x + k * g, 1, g, p_.bits, p_.clip, &codes[k * g], 1, &s, &z);
-        store_u16(block + 2 * k, s);
-        store_u16(block + 2 * ng + 2 * k, z);
-      }
-      intq::pack_row(codes.data(), d, p_.bits, block + 4 * ng);
+      for (int t = 0; t < tpb; ++t)
+        for (int k = 0; k < ng; ++k) {
+          uint16_t s, z;
+          quantize_group(x + t * x_stride + k * g, 1, g, p_.bits, p_.clip, &codes[static_cast<size_t>(t) * d + k * g], 1,
+                         &s, &z);
+          store_u16(block + scale_offset(t, k), s);
+          store_u16(block + min_offset(t, k, d), z);
+        }
     }
+    pack_codes(codes.data(), d, block + meta_bytes(d));
   }
 
   void decode(const uint8_t* block, int d, float* x) const override {
-    const int tpb = tokens_per_block();
-    std::vector<float> sc, mn;
-    if (p_.G) {
-      sc.resize(d);
-      mn.resize(d);
-      halves_to_floats_scalar(block, d, sc.data());
-      halves_to_floats_scalar(block + 2 * d, d, mn.data());
-    }
-    for (int t = 0; t < tpb; ++t) deq_row_scalar(row_meta(block, t, d, sc.data(), mn.data()), d, p_.bits, x + t * d);
-    if (p_.wht) wht_rows(x, tpb, d);
+    decode_stored_basis(block, d, x);
+    if (p_.wht) wht_rows(x, tokens_per_block(), d);
   }
 
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
     const int d = seg.head_dim;
-    if (simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni && d % 16 == 0 && (p_.bits == 2 || p_.bits == 4) &&
-        (p_.G || group(d) % 16 == 0) && seg.block_bytes < (1 << 26)) {
+    if (vnni_tiles(d, /*key_op=*/true)) return scores_tiles(q, n_q, seg, scale, logits, ld);
+    if (!tiled(d) && simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni && d % 16 == 0 &&
+        (p_.bits == 2 || p_.bits == 4) && (p_.G || group(d) % 16 == 0) && seg.block_bytes < (1 << 26)) {
       switch (p_.bits) {
         case 4: return scores_vnni<4>(q, n_q, seg, scale, logits, ld);
         default: return scores_vnni<2>(q, n_q, seg, scale, logits, ld);
@@ -275,12 +291,21 @@ class IntCodec final : public Codec {
     }
   }
   void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
+    if (vnni_tiles(seg.head_dim, /*key_op=*/false)) return accumulate_tiles(p, ld, n_q, seg, out);
     Tile& tile = tile_for(seg.head_dim);
     for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
       const int n = static_cast<int>(std::min<int64_t>(kTile, seg.n_tokens - t0));
       dequant(seg, t0, n, tile);
       float_kernels::accumulate<float>(p + t0, ld, n_q, tile.view(n), out);
     }
+  }
+
+  // Tiled layouts on VNNI: 16-bit queries (key tiles) or probabilities (value tiles).
+  FusedRounding fused_rounding(int d) const override {
+    FusedRounding r;
+    if (vnni_tiles(d, true)) r.query_bits = 16;
+    if (vnni_tiles(d, false)) r.prob_bits = 16;
+    return r;
   }
 
   int query_transform() const override { return p_.wht ? kWhtTransformId : 0; }
@@ -295,10 +320,95 @@ class IntCodec final : public Codec {
  private:
   static constexpr int kWhtTransformId = 0x574854;  // "WHT": shared by every rotated codec
 
+  // ---- layout ----
+  int group(int d) const { return p_.g == 0 ? d : p_.g; }
+  bool tiled(int d) const {
+    if (p_.G) return p_.G % intt::kTileTokens == 0 && intt::tileable_bits(p_.bits) && d % intt::kTileChannels == 0;
+    return p_.layout != TokenLayout::kRows;
+  }
+  bool key_tiles(int d) const { return p_.G ? tiled(d) : p_.layout == TokenLayout::kKeyTiles; }
+  int64_t meta_bytes(int d) const { return p_.G ? 4LL * d : 4LL * tokens_per_block() * (d / group(d)); }
+  // f16 scale / min of group k of token t (per-token codecs): rows blocks hold one token;
+  // tiled blocks store each group's 16 tokens together.
+  int64_t scale_offset(int t, int k) const {
+    return p_.layout == TokenLayout::kRows ? 2LL * k : 2LL * (k * intt::kTileTokens + t);
+  }
+  int64_t min_offset(int t, int k, int d) const { return 2LL * tokens_per_block() * (d / group(d)) + scale_offset(t, k); }
+
+  // codes: [tpb, d] -> the block's code area.
+  void pack_codes(const uint8_t* codes, int d, uint8_t* dst) const {
+    const int tpb = tokens_per_block();
+    if (!tiled(d)) {
+      for (int t = 0; t < tpb; ++t)
+        intq::pack_row(codes + static_cast<size_t>(t) * d, d, p_.bits, dst + t * intq::row_bytes(d, p_.bits));
+      return;
+    }
+    const int64_t tb = intt::tile_bytes(p_.bits), units = d / intt::kTileChannels;
+    for (int tt = 0; tt < tpb / intt::kTileTokens; ++tt)
+      for (int u = 0; u < units; ++u)
+        intt::pack_tile(codes + static_cast<size_t>(tt) * intt::kTileTokens * d, d, u * intt::kTileChannels, p_.bits,
+                        key_tiles(d), dst + (tt * units + u) * tb);
+  }
+  void unpack_codes(const uint8_t* src, int d, uint8_t* codes) const {
+    const int tpb = tokens_per_block();
+    if (!tiled(d)) {
+      for (int t = 0; t < tpb; ++t)
+        intq::unpack_row(src + t * intq::row_bytes(d, p_.bits), d, p_.bits, codes + static_cast<size_t>(t) * d);
+      return;
+    }
+    const int64_t tb = intt::tile_bytes(p_.bits), units = d / intt::kTileChannels;
+    for (int tt = 0; tt < tpb / intt::kTileTokens; ++tt)
+      for (int u = 0; u < units; ++u)
+        intt::unpack_tile(src + (tt * units + u) * tb, p_.bits, key_tiles(d),
+                          codes + static_cast<size_t>(tt) * intt::kTileTokens * d, d, u * intt::kTileChannels);
+  }
+
+  // Scalar reference decode in the stored (possibly rotated) basis: x [tpb, d].
+  void decode_stored_basis(const uint8_t* block, int d, float* x) const {
+    const int tpb = tokens_per_block();
+    std::vector<uint8_t> codes(static_cast<size_t>(tpb) * d);
+    unpack_codes(block + meta_bytes(d), d, codes.data());
+    const int g = group(d);
+    for (int t = 0; t < tpb; ++t)
+      for (int i = 0; i < d; ++i) {
+        const int64_t so = p_.G ? 2LL * i : scale_offset(t, i / g);
+        const int64_t mo = p_.G ? 2LL * d + 2LL * i : min_offset(t, i / g, d);
+        x[static_cast<size_t>(t) * d + i] = std::fma(static_cast<float>(codes[static_cast<size_t>(t) * d + i]),
+                                                     fp16_to_fp32(load_u16(block + so)), fp16_to_fp32(load_u16(block + mo)));
+      }
+  }
+
+  // ---- 8-bit VNNI dots on tiles (int_tile_kernels_avx512.h) ----
+  // 8-bit codes would need more than 8-bit queries to stay near their own precision:
+  // they take the dequantizing path.
+  bool vnni_tiles(int d, bool key_op) const {
+    if (!tiled(d) || p_.bits == 8 || key_tiles(d) != key_op || simd_level() != SimdLevel::kAvx512 ||
+        !cpu_features().avx512vnni)
+      return false;
+    return p_.G || group(d) % intt::kTileChannels == 0;
+  }
+  void scores_tiles(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
+    const int d = seg.head_dim;
+    tilek::KeyTileShape shape{d, p_.G ? 0 : group(d), static_cast<int>(meta_bytes(d))};
+    switch (p_.bits) {
+      case 4: return tilek::scores<4>(q, n_q, seg, shape, scale, logits, ld);
+      default: return tilek::scores<2>(q, n_q, seg, shape, scale, logits, ld);
+    }
+  }
+  void accumulate_tiles(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const {
+    const int d = seg.head_dim;
+    tilek::ValueTileShape shape{d, group(d), static_cast<int>(meta_bytes(d))};
+    switch (p_.bits) {
+      case 4: return tilek::accumulate<4>(p, ld, n_q, seg, shape, out);
+      default: return tilek::accumulate<2>(p, ld, n_q, seg, shape, out);
+    }
+  }
+
   // Scratch of one thread: the dequantized tile and a per-channel block's metadata.
   struct Tile {
     std::vector<float> rows;       // [kTile, d]
     std::vector<float> sc, mn;     // [d] per-channel scale / min of block `block`
+    std::vector<float> blk;        // tiled layouts: block `block` decoded, [tpb, d]
     const uint8_t* block = nullptr;
     const uint8_t* page_ptr[1] = {nullptr};
     int d = 0;
@@ -325,9 +435,7 @@ class IntCodec final : public Codec {
     return t;
   }
 
-  int group(int d) const { return p_.g == 0 ? d : p_.g; }
-
-  // ---- AVX-512 VNNI scores on the codes (int_kernels_avx512.h) ----
+  // ---- AVX-512 VNNI scores on rows layouts (int_kernels_avx512.h) ----
   struct Prep {
     std::vector<int8_t> hi, lo, mid;  // [n_q, d]
     std::vector<float> step;      // [n_q, d / 16]
@@ -354,7 +462,6 @@ class IntCodec final : public Codec {
     }
     return p;
   }
-
   template <int B>
   void scores_vnni(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
     const int d = seg.head_dim;
@@ -447,6 +554,7 @@ class IntCodec final : public Codec {
     return std::max(p_.clip / q, 1.0 - p_.clip) * (1.0 + 0x1p-8) + 0x1p-10;
   }
 
+  // Rows layouts only.
   RowMeta row_meta(const uint8_t* block, int t, int d, const float* sc, const float* mn) const {
     RowMeta m{};
     if (p_.G) {
@@ -466,6 +574,19 @@ class IntCodec final : public Codec {
   // Tokens [t0, t0 + n) of the view -> tile.rows [n, d].
   void dequant(const SegmentView& seg, int64_t t0, int n, Tile& tile) const {
     const int d = seg.head_dim, tpb = tokens_per_block();
+    if (tiled(d)) {  // the whole block through the scalar reference, once per block
+      tile.blk.resize(static_cast<size_t>(tpb) * d);
+      for (int j = 0; j < n; ++j) {
+        const int64_t t = t0 + j;
+        const uint8_t* block = seg.block(t / tpb);
+        if (block != tile.block) {
+          decode_stored_basis(block, d, tile.blk.data());
+          tile.block = block;
+        }
+        std::memcpy(tile.rows.data() + static_cast<size_t>(j) * d, tile.blk.data() + (t % tpb) * d, sizeof(float) * d);
+      }
+      return;
+    }
     SimdLevel level = simd_level();
     if (d % 16 != 0 || (!p_.G && group(d) % 16 != 0)) level = SimdLevel::kScalar;
     for (int j = 0; j < n; ++j) {
@@ -512,7 +633,11 @@ bool register_int_codecs() {
         const std::string name = std::string(rot ? "wht_" : "") + "int" + std::to_string(bits) + (per_channel ? "c" : "");
         std::vector<ParamInfo> params;
         if (per_channel) params.push_back({"G", "32", "tokens per block (per-channel scale/min over G tokens), 1..1024"});
-        else params.push_back({"g", "32", "channels per group (must divide head_dim); 0 = head_dim"});
+        else {
+          params.push_back({"g", "32", "channels per group (must divide head_dim); 0 = head_dim"});
+          params.push_back({"layout", "rows", "rows (1 token per block) | k | v: blocks of 16 tokens in tiles for 8-bit "
+                                               "VNNI scores (k) or accumulate (v); bits 2, 4, 8, head_dim % 16 == 0"});
+        }
         params.push_back({"clip", "1", "clipping ratio in (0, 1]: the group's range shrunk around its centre"});
         std::string help = std::to_string(bits) + "-bit uniform asymmetric, f16 scale+min per " +
                            (per_channel ? "channel over G tokens" : "group of g channels of a token") +
@@ -530,6 +655,15 @@ bool register_int_codecs() {
                                        return invalid_argument("'" + name + "': g=" + std::to_string(g) +
                                                                " must be a multiple of 8 (e.g. 32, 64, 128) or 0 for head_dim");
                                      p.g = static_cast<int>(g);
+                                     const std::string layout = spec.get_string("layout", "rows");
+                                     if (layout == "k") p.layout = TokenLayout::kKeyTiles;
+                                     else if (layout == "v") p.layout = TokenLayout::kValueTiles;
+                                     else if (layout != "rows")
+                                       return invalid_argument("'" + name + "': layout=" + layout +
+                                                               " is not supported; valid: rows, k, v");
+                                     if (p.layout != TokenLayout::kRows && !intt::tileable_bits(bits))
+                                       return invalid_argument("'" + name + "': layout=" + layout +
+                                                               " needs 2, 4 or 8 bits");
                                    }
                                    VLKV_ASSIGN_OR_RETURN(p.clip, spec.get_double("clip", 1.0, 0.05, 1.0));
                                    return std::shared_ptr<const Codec>(std::make_shared<IntCodec>(p));

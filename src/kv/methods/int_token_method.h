@@ -1,13 +1,23 @@
-// Shared by methods "int8" and "int4": every token of every layer in one segment, K
-// and V with the per-token integer codec intB (int_codec.cpp) - f16 scale + min per
-// group of g channels, optional clipping and Walsh-Hadamard rotation.
+// Shared by the per-token integer methods ("int8", "int4", ...): K and V with the per-token
+// integer codec intB (int_codec.cpp) - f16 scale + min per group of g channels, optional
+// clipping and Walsh-Hadamard rotation.
+//
+// At 2 and 4 bits (head_dim and g multiples of 16) the codes live in 16-token tiles (keys
+// in key tiles, values in value tiles: integer VNNI dots on the codes, int_tiles.h); the
+// newest < 16 tokens wait in an f16 staging segment until their tile fills (window_fold.h
+// with keep = 0). Otherwise one segment stores every token as it comes (rows layout).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "kv/codec_registry.h"
 #include "kv/method_registry.h"
 #include "kv/methods/single_codec.h"
+#include "kv/methods/window_fold.h"
 
 namespace vlkv {
 
@@ -15,6 +25,69 @@ namespace vlkv {
 // (e.g. head_dim 8 or 80). An explicit g is taken as given and refused when it does
 // not divide head_dim.
 inline int default_channel_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+
+class TiledIntTokenMethod final : public Method {
+ public:
+  static constexpr uint32_t kTagTiles = 0, kTagStaging = 1;
+  static constexpr int kTile = 16;
+
+  static Result<std::unique_ptr<Method>> create(const std::string& spec, const std::string& codec_spec,
+                                                const KvGeometry& geo) {
+    auto m = std::unique_ptr<TiledIntTokenMethod>(new TiledIntTokenMethod());
+    VLKV_ASSIGN_OR_RETURN(m->k_, make_codec(codec_spec + ",layout=k"));
+    VLKV_ASSIGN_OR_RETURN(m->v_, make_codec(codec_spec + ",layout=v"));
+    VLKV_ASSIGN_OR_RETURN(m->w_, make_codec("f16"));
+    for (const auto* c : {m->k_.get(), m->v_.get(), m->w_.get()}) VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim));
+    m->spec_ = spec;
+    m->geo_ = geo;
+    return std::unique_ptr<Method>(std::move(m));
+  }
+
+  const std::string& spec() const override { return spec_; }
+  std::vector<const Codec*> codecs() const override { return {k_.get(), v_.get(), w_.get()}; }
+
+  Status store(const StoreInput& in, LayerEditor& ed) const override {
+    const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
+    const int64_t stride = static_cast<int64_t>(n_kv) * d;
+    for (int h = 0; h < n_kv; ++h) {
+      if (window_fold::find_segment(ed, h, kTagTiles) < 0) ed.add_segment(h, k_.get(), v_.get(), kTagTiles);
+      const window_fold::Sink to_tiles = [&](const float* k, const float* v, int64_t rs, int64_t, int64_t n) {
+        return ed.append(h, window_fold::find_segment(ed, h, kTagTiles), k, v, rs, n);
+      };
+      Result<int64_t> folded = window_fold::stage(ed, h, kTagStaging, w_.get(), /*keep=*/0, kTile, in.k + h * d,
+                                                  in.v + h * d, stride, in.n_new, to_tiles);
+      if (!folded.is_ok()) return folded.status();
+    }
+    return Status::ok();
+  }
+
+  double bits_per_element() const override {
+    return 0.5 * (k_->bits_per_element(geo_.head_dim) + v_->bits_per_element(geo_.head_dim));
+  }
+  double bytes_per_token() const override {
+    return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads * tile_bytes_per_token();
+  }
+  double bytes_for_tokens(int64_t n) const override {
+    const int64_t staged = n % kTile;
+    const double per_head = static_cast<double>(n - staged) * tile_bytes_per_token() +
+                            2.0 * static_cast<double>(staged) * static_cast<double>(w_->block_bytes(geo_.head_dim));
+    return per_head * geo_.n_layers * geo_.n_kv_heads;
+  }
+  int max_streams_per_head() const override { return 4; }
+  // Staged rows are f16 (2^-11 relative), far inside the codec's bound.
+  double error_bound() const override { return std::max(k_->error_bound(), 0x1p-10); }
+
+ private:
+  TiledIntTokenMethod() = default;
+  double tile_bytes_per_token() const {
+    const int d = geo_.head_dim;
+    return static_cast<double>(k_->block_bytes(d) + v_->block_bytes(d)) / kTile;
+  }
+
+  std::string spec_;
+  std::shared_ptr<const Codec> k_, v_, w_;
+  KvGeometry geo_;
+};
 
 inline MethodInfo int_token_method_info(int bits) {
   const std::string name = "int" + std::to_string(bits);
@@ -28,7 +101,7 @@ inline MethodInfo int_token_method_info(int bits) {
       {"clip", "1", "clipping ratio in [0.05, 1]: each group's range shrunk around its centre"},
       {"wht", "0", "1 = rotate K and V rows by the normalized Walsh-Hadamard transform (head_dim 2^k)"},
   };
-  info.create = [name](const Spec& spec, const KvGeometry& geo) -> Result<std::unique_ptr<Method>> {
+  info.create = [name, bits](const Spec& spec, const KvGeometry& geo) -> Result<std::unique_ptr<Method>> {
     VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", default_channel_group(geo.head_dim), 0, 1024));
     if (g % 8 != 0)
       return invalid_argument("'" + name + "': g=" + std::to_string(g) +
@@ -39,8 +112,12 @@ inline MethodInfo int_token_method_info(int bits) {
     char clip_text[32];
     std::snprintf(clip_text, sizeof clip_text, "%g", clip);
     const std::string params = ":g=" + std::to_string(g) + ",clip=" + clip_text;
-    return SingleCodecMethod::create(name + params + ",wht=" + std::to_string(wht),
-                                     std::string(wht ? "wht_" : "") + name + params, geo);
+    const std::string method_spec = name + params + ",wht=" + std::to_string(wht);
+    const std::string codec_spec = std::string(wht ? "wht_" : "") + name + params;
+    const int64_t group = g == 0 ? geo.head_dim : g;
+    if ((bits == 2 || bits == 4) && geo.head_dim % 16 == 0 && group % 16 == 0)
+      return TiledIntTokenMethod::create(method_spec, codec_spec, geo);
+    return SingleCodecMethod::create(method_spec, codec_spec, geo);
   };
   return info;
 }

@@ -1,7 +1,7 @@
 // Methods "kivi" (bits=2|4) and "kivi2" (bits 2): KIVI (Liu et al. 2024). Keys
 // quantized per channel over groups of G tokens (codec intBc:G=g), values per token in
-// groups of g channels (codec intB:g=g), and a full-precision residual window of the
-// most recent tokens.
+// groups of g channels (codec intB:g=g, in 16-token value tiles when g % 16 == 0), and a
+// full-precision residual window of the most recent tokens.
 //
 // Per (layer, kv head) two segments, found by tag: the compressed one (kTagCompressed) and
 // the window (kTagWindow, f16 or f32 rows), staged by window_fold.h. New tokens go to the
@@ -54,7 +54,10 @@ class KiviMethod final : public Method {
     const int64_t gv = spec.has("g") || geo.head_dim % g == 0 ? g : geo.head_dim;
     const std::string b = std::to_string(bits);
     VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g)));
-    VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv)));
+    // Values in 16-token tiles (8-bit VNNI accumulate on the codes, int_tiles.h) whenever the
+    // folds (whole groups of g tokens) fill whole tiles; else one token per block.
+    const bool v_tiles = geo.head_dim % 16 == 0 && gv % 16 == 0 && g % 16 == 0;
+    VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv) + (v_tiles ? ",layout=v" : "")));
     VLKV_ASSIGN_OR_RETURN(auto wc, make_codec(window));
     for (const auto* c : {kc.get(), vc.get(), wc.get()})
       VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method " + name));
@@ -96,13 +99,13 @@ class KiviMethod final : public Method {
   double bytes_per_token() const override {
     const int d = geo_.head_dim;
     return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads *
-           (static_cast<double>(k_->block_bytes(d)) / G_ + static_cast<double>(v_->block_bytes(d)));
+           (static_cast<double>(k_->block_bytes(d)) / G_ + v_bytes_per_token());
   }
   double bytes_for_tokens(int64_t n) const override {
     const int64_t w = window_tokens(n), c = n - w;
     const int d = geo_.head_dim;
     const double per_head = static_cast<double>(c / G_) * static_cast<double>(k_->block_bytes(d)) +
-                            static_cast<double>(c) * static_cast<double>(v_->block_bytes(d)) +
+                            static_cast<double>(c) * v_bytes_per_token() +
                             2.0 * static_cast<double>(w) * static_cast<double>(w_->block_bytes(d));
     return per_head * geo_.n_layers * geo_.n_kv_heads;
   }
@@ -114,6 +117,9 @@ class KiviMethod final : public Method {
     return std::max(k_->error_bound(), v_->error_bound()) + (w_->error_bound() > 0 ? 0x1p-10 : 0.0);
   }
 
+  double v_bytes_per_token() const {
+    return static_cast<double>(v_->block_bytes(geo_.head_dim)) / v_->tokens_per_block();
+  }
   // Tokens in the window once n are stored (see the header comment).
   int64_t window_tokens(int64_t n) const { return n < R_ + G_ ? n : R_ + (n - R_) % G_; }
 

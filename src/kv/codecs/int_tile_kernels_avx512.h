@@ -1,0 +1,331 @@
+// AVX-512 VNNI fused ops of the integer codecs on tiled code layouts (int_tiles.h):
+// integer dot products on the codes in place, vpdpbusd on 4 x 16 codes at a time.
+//
+// scores (key tiles; lane = token): the query row (times the per-channel scales for
+// per-channel blocks) is rounded to 16 bits, split into two s8 halves (two vpdpbusd), with
+// one f32 step per group (per-token codecs) or per 32 channels (per-channel blocks, whose
+// q * scale spans orders of magnitude across outlier channels - 8 bits lost 2% RMS there).
+//   |error| <= d * max|q'| * (2^B - 1) / (2 * 32512), q' = q (* per-channel scale).
+// accumulate (value tiles; lane = channel): p' = p_t * scale_{t,g} is rounded to 16 bits
+// (two u8 halves, two vpdpbusd) with one step per (row, group, 64 tokens); the mins add
+// sum_t p_t min_{t,g} in f32.
+//   |error| per output <= sum over the 64-token runs of 64 * step / 2 * (2^B - 1),
+//   step = max p' / 65535 over the run. B = 2 and 4 (8-bit codes take the dequantizing path).
+// p must be non-negative (softmax weights), as attention passes them.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kv/codec.h"
+#include "kv/codecs/int_tiles.h"
+
+// GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
+// -Wmaybe-uninitialized once inlined here; the values are fully defined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace vlkv::tilek {
+
+#define VLKV_TILE_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+struct KeyTileShape {
+  int d = 0;
+  int g = 0;           // per-token codec: channels per group; 0: per-channel block (G tokens)
+  int meta_bytes = 0;  // bytes before the code tiles in a block
+};
+struct ValueTileShape {
+  int d = 0;
+  int g = 0;
+  int meta_bytes = 0;
+};
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// One tile -> quads[j]: lane l = 4 codes (elements 4j..4j+3 of lane l) as bytes.
+template <int B>
+VLKV_TILE_VNNI inline void unpack_quads(const uint8_t* tile, __m512i* quads) {
+  if constexpr (B == 2) {
+    const __m512i w = _mm512_loadu_si512(tile), k3 = _mm512_set1_epi8(3);
+    quads[0] = _mm512_and_si512(w, k3);
+    quads[1] = _mm512_and_si512(_mm512_srli_epi16(w, 2), k3);
+    quads[2] = _mm512_and_si512(_mm512_srli_epi16(w, 4), k3);
+    quads[3] = _mm512_and_si512(_mm512_srli_epi16(w, 6), k3);
+  } else {
+    static_assert(B == 4, "2- and 4-bit tiles only (8-bit codes take the dequantizing path)");
+    const __m512i w0 = _mm512_loadu_si512(tile), w1 = _mm512_loadu_si512(tile + 64), kf = _mm512_set1_epi8(15);
+    quads[0] = _mm512_and_si512(w0, kf);
+    quads[1] = _mm512_and_si512(_mm512_srli_epi16(w0, 4), kf);
+    quads[2] = _mm512_and_si512(w1, kf);
+    quads[3] = _mm512_and_si512(_mm512_srli_epi16(w1, 4), kf);
+  }
+}
+
+VLKV_TILE_VNNI inline __m512 load_halves16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Rounds rows of q (times mul when given) to 16 bits, qi = 256 hi + lo with hi, lo in s8,
+// one step per piece of P channels.
+//   q: [n_q, d]; hi, lo: [n_q, d]; step: [n_q, d / P]
+VLKV_TILE_VNNI inline void quantize_q16(const float* q, int n_q, int d, const float* mul, int P, int8_t* hi, int8_t* lo,
+                                        float* step) {
+  constexpr float kMax = 127.0f * 256.0f;  // |qi| <= 32512 keeps hi in [-127, 127]
+  const int np = d / P;
+  const __m512i k128 = _mm512_set1_epi32(128), k255 = _mm512_set1_epi32(255);
+  for (int r = 0; r < n_q; ++r)
+    for (int pc = 0; pc < np; ++pc) {
+      const int64_t c0 = static_cast<int64_t>(r) * d + pc * P;
+      __m512 mx = _mm512_setzero_ps();
+      for (int c = 0; c < P; c += 16) {
+        __m512 v = _mm512_loadu_ps(q + c0 + c);
+        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + pc * P + c));
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+      }
+      const float m = _mm512_reduce_max_ps(mx);
+      step[static_cast<int64_t>(r) * np + pc] = m / kMax;
+      const __m512 inv = _mm512_set1_ps(m > 0.0f ? kMax / m : 0.0f);
+      for (int c = 0; c < P; c += 16) {
+        __m512 v = _mm512_loadu_ps(q + c0 + c);
+        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + pc * P + c));
+        const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(v, inv));  // round to nearest
+        const __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(qi, k128), k255), k128);
+        const __m512i h = _mm512_srai_epi32(_mm512_sub_epi32(qi, l), 8);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c0 + c), _mm512_cvtsepi32_epi8(l));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + c0 + c), _mm512_cvtsepi32_epi8(h));
+      }
+    }
+}
+
+// ---------------- scores ----------------
+
+struct QRows {  // RB prepared query rows
+  const int8_t* hi;  // [RB, d]
+  const int8_t* lo;
+  const float* step;  // [RB, d / P]
+};
+
+// 16 tokens (one tile row of `codes`), RB query rows. Per-token (kPerToken): scales / mins
+// [n_groups][16] f16 at sc_h / mn_h, qsum [RB][n_groups] = sum of q over each group, and
+// P == g; per-channel: c0 [RB] = sum_c q_c min_c.
+template <int B, int RB, bool kPerToken>
+VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
+                                  const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
+  constexpr int64_t kTb = 32 * B;
+  const int np = d / P, upp = P / 16;
+  __m512 accf[RB];
+  for (int r = 0; r < RB; ++r) accf[r] = kPerToken ? _mm512_setzero_ps() : _mm512_set1_ps(c0[r]);
+  for (int pc = 0; pc < np; ++pc) {
+    __m512i ah[RB], al[RB];
+    for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm512_setzero_si512();
+    for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
+      __m512i qd[4];
+      unpack_quads<B>(codes + u * kTb, qd);
+      for (int r = 0; r < RB; ++r) {
+        const int8_t* h = q.hi + static_cast<int64_t>(r) * d + 16 * u;
+        const int8_t* l = q.lo + static_cast<int64_t>(r) * d + 16 * u;
+        for (int j = 0; j < 4; ++j) {
+          ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(h + 4 * j)));
+          al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(l + 4 * j)));
+        }
+      }
+    }
+    // Each int32 sum is exact in f32 (|sum| < 2^24); one rounding when combined.
+    const __m512 sv = kPerToken ? load_halves16(sc_h + 2 * 16 * pc) : _mm512_set1_ps(1.0f);
+    for (int r = 0; r < RB; ++r) {
+      const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]));
+      accf[r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(sv, _mm512_set1_ps(q.step[r * np + pc])), accf[r]);
+      if constexpr (kPerToken)
+        accf[r] = _mm512_fmadd_ps(load_halves16(mn_h + 2 * 16 * pc), _mm512_set1_ps(qsum[r * np + pc]), accf[r]);
+    }
+  }
+  for (int r = 0; r < RB; ++r) _mm512_storeu_ps(lg + r * ld, _mm512_mul_ps(accf[r], _mm512_set1_ps(scale)));
+}
+
+template <int B, bool kPerToken>
+void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
+              const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
+  switch (rb) {
+    case 4: return key_tile_rows<B, 4, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    case 3: return key_tile_rows<B, 3, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    case 2: return key_tile_rows<B, 2, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    default: return key_tile_rows<B, 1, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+  }
+}
+
+struct ScoreScratch {
+  std::vector<int8_t> hi, lo;
+  std::vector<float> step, qsum, c0, sc, mn;
+};
+
+// logits[r * ld + t] = scale * q_r . k_t over the view (blocks of 16 tokens per-token, G per channel).
+template <int B>
+VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale,
+                           float* logits, int64_t ld) {
+  thread_local ScoreScratch s;
+  const int d = sh.d, units = d / 16;
+  const bool per_token = sh.g > 0;
+  // One step per group (per token) or per 32 channels (per channel: an outlier channel's
+  // q * scale then only coarsens its own piece).
+  const int P = per_token ? sh.g : (d % 32 == 0 ? 32 : 16);
+  const int np = d / P;
+  s.hi.resize(static_cast<size_t>(n_q) * d);
+  s.lo.resize(s.hi.size());
+  s.step.resize(static_cast<size_t>(n_q) * np);
+  s.c0.resize(n_q);
+  auto rows = [&](int r0) {
+    return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
+                 s.step.data() + static_cast<int64_t>(r0) * np};
+  };
+  if (per_token) {
+    quantize_q16(q, n_q, d, nullptr, P, s.hi.data(), s.lo.data(), s.step.data());
+    s.qsum.assign(static_cast<size_t>(n_q) * np, 0.0f);
+    for (int r = 0; r < n_q; ++r)
+      for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
+    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+      const uint8_t* blk = seg.block(b);
+      for (int r0 = 0; r0 < n_q; r0 += 4)
+        key_tile<B, true>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
+                          s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16, ld);
+    }
+    return;
+  }
+  const int G = seg.tokens_per_block;
+  const int64_t tb = 32 * B;
+  s.sc.resize(d);
+  s.mn.resize(d);
+  for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+    const uint8_t* blk = seg.block(b);
+    for (int i = 0; i < d; i += 16) {
+      _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
+      _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
+    }
+    quantize_q16(q, n_q, d, s.sc.data(), P, s.hi.data(), s.lo.data(), s.step.data());
+    for (int r = 0; r < n_q; ++r) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int i = 0; i < d; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + i), _mm512_loadu_ps(&s.mn[i]), acc);
+      s.c0[r] = _mm512_reduce_add_ps(acc);
+    }
+    for (int tt = 0; tt < G / 16; ++tt)
+      for (int r0 = 0; r0 < n_q; r0 += 4)
+        key_tile<B, false>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0), nullptr,
+                           nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16, ld);
+  }
+}
+
+// ---------------- accumulate ----------------
+
+constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
+
+struct AccScratch {
+  std::vector<float> pf;            // [RB][ng][64] p' as floats
+  std::vector<uint8_t> hi, lo;      // [RB][ng][64] p' rounded to 16 bits: 256 hi + lo
+  std::vector<float> step;          // [RB][ng]
+  std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g}
+};
+
+template <int B, int RB>
+VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
+                                    float* out, AccScratch& s) {
+  static_assert(B == 2 || B == 4, "codes must fit s8 against u8 probabilities");
+  constexpr float kQMax = 65535.0f;
+  constexpr int64_t kTb = 32 * B;
+  constexpr int kRun = 16 * kRunBlocks;
+  const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
+  s.pf.resize(static_cast<size_t>(RB) * ng * kRun);
+  s.hi.resize(s.pf.size());
+  s.lo.resize(s.pf.size());
+  s.step.resize(static_cast<size_t>(RB) * ng);
+  s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
+  const __m512i k255 = _mm512_set1_epi32(255);
+  const int64_t nb = seg.n_blocks();
+  for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
+    const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
+    // p' = p * scale per (row, group, token); mins folded into mt.
+    for (int b = 0; b < kb; ++b) {
+      const uint8_t* blk = seg.block(b0 + b);
+      for (int k = 0; k < ng; ++k) {
+        const __m512 sv = load_halves16(blk + 2 * 16 * k), mv = load_halves16(blk + 2 * 16 * (ng + k));
+        for (int r = 0; r < RB; ++r) {
+          const __m512 pv = _mm512_loadu_ps(p + r * ld + (b0 + b) * 16);
+          _mm512_storeu_ps(&s.pf[(static_cast<size_t>(r) * ng + k) * kRun + b * 16], _mm512_mul_ps(pv, sv));
+          float* mt = &s.mt[(static_cast<size_t>(r) * ng + k) * 16];
+          _mm512_storeu_ps(mt, _mm512_fmadd_ps(pv, mv, _mm512_loadu_ps(mt)));
+        }
+      }
+    }
+    for (int rk = 0; rk < RB * ng; ++rk) {
+      const float* pf = &s.pf[static_cast<size_t>(rk) * kRun];
+      __m512 mx = _mm512_setzero_ps();
+      for (int b = 0; b < kb; ++b) mx = _mm512_max_ps(mx, _mm512_loadu_ps(pf + 16 * b));
+      const float m = _mm512_reduce_max_ps(mx);
+      s.step[rk] = m / kQMax;
+      const __m512 inv = _mm512_set1_ps(m > 0.0f ? kQMax / m : 0.0f);
+      for (int b = 0; b < kb; ++b) {
+        const __m512i qi = _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(pf + 16 * b), inv)),
+                                            _mm512_setzero_si512());
+        const size_t at = static_cast<size_t>(rk) * kRun + 16 * b;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.hi[at]), _mm512_cvtusepi32_epi8(_mm512_srli_epi32(qi, 8)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.lo[at]), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k255)));
+      }
+    }
+    // Integer dots: per 16-channel unit, the run's blocks, every row.
+    for (int u = 0; u < units; ++u) {
+      const int k = u * 16 / g;
+      __m512i ah[RB], al[RB];
+      for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm512_setzero_si512();
+      for (int b = 0; b < kb; ++b) {
+        __m512i qd[4];
+        unpack_quads<B>(seg.block(b0 + b) + sh.meta_bytes + u * kTb, qd);
+        for (int r = 0; r < RB; ++r) {
+          const size_t at = (static_cast<size_t>(r) * ng + k) * kRun + 16 * b;
+          for (int j = 0; j < 4; ++j) {
+            ah[r] = _mm512_dpbusd_epi32(ah[r], _mm512_set1_epi32(load_i32(&s.hi[at + 4 * j])), qd[j]);
+            al[r] = _mm512_dpbusd_epi32(al[r], _mm512_set1_epi32(load_i32(&s.lo[at + 4 * j])), qd[j]);
+          }
+        }
+      }
+      // Each int32 sum is exact in f32 (< 2^24); one rounding when combined.
+      for (int r = 0; r < RB; ++r) {
+        float* o = out + static_cast<int64_t>(r) * d + 16 * u;
+        const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]));
+        _mm512_storeu_ps(o, _mm512_fmadd_ps(dot, _mm512_set1_ps(s.step[r * ng + k]), _mm512_loadu_ps(o)));
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int k = 0; k < ng; ++k) {
+      const float m = _mm512_reduce_add_ps(_mm512_loadu_ps(&s.mt[(static_cast<size_t>(r) * ng + k) * 16]));
+      float* o = out + static_cast<int64_t>(r) * d + k * g;
+      for (int i = 0; i < g; ++i) o[i] += m;
+    }
+}
+
+// out[r] += sum_t p[r * ld + t] * v_t over the view (blocks of 16 tokens, value tiles).
+template <int B>
+void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, const ValueTileShape& sh, float* out) {
+  thread_local AccScratch s;
+  for (int r0 = 0; r0 < n_q; r0 += 4) {
+    const float* pr = p + r0 * ld;
+    float* o = out + static_cast<int64_t>(r0) * sh.d;
+    switch (std::min(4, n_q - r0)) {
+      case 4: accumulate_rows<B, 4>(pr, ld, seg, sh, o, s); break;
+      case 3: accumulate_rows<B, 3>(pr, ld, seg, sh, o, s); break;
+      case 2: accumulate_rows<B, 2>(pr, ld, seg, sh, o, s); break;
+      default: accumulate_rows<B, 1>(pr, ld, seg, sh, o, s);
+    }
+  }
+}
+
+#undef VLKV_TILE_VNNI
+
+}  // namespace vlkv::tilek

@@ -1,0 +1,56 @@
+// Tiled code layouts of the integer KV codecs, shaped for vpdpbusd (AVX-512 VNNI): the
+// codes of 16 tokens x 16 channels (a tile, 32 * B bytes for B = 2, 4, 8) are laid out so
+// that unpacking gives four vectors of 16 dword lanes, each lane holding 4 bytes that one
+// vpdpbusd multiplies with a broadcast quad of 8-bit query or probability values:
+//   key tiles   (lane = token,   quad = 4 channels): scores()     = sum over channels
+//   value tiles (lane = channel, quad = 4 tokens):   accumulate() = sum over tokens
+// so neither fused op gathers, transposes or widens to f32 before the dot product.
+//
+// Inside a tile, element e (0..15) of lane l (quad j = e / 4, member k = e % 4) is in
+// byte 64 * (j / per) + 4 * l + k at bit B * (j % per), per = 8 / B codes per byte:
+// B = 2: one 64-byte vector, quad j = bits 2j..2j+1 of every byte;
+// B = 4: two vectors, quads 0/1 = low/high nibbles of the first, 2/3 of the second;
+// B = 8: four vectors, one per quad.
+#pragma once
+
+#include <cstdint>
+
+namespace vlkv::intt {
+
+constexpr int kTileTokens = 16;    // tokens per tile (and per block of a tiled per-token codec)
+constexpr int kTileChannels = 16;  // channels per tile
+
+inline bool tileable_bits(int bits) { return bits == 2 || bits == 4 || bits == 8; }
+inline int64_t tile_bytes(int bits) { return 32LL * bits; }
+
+// Byte offset and bit shift of element e of lane l inside a tile.
+inline void locate(int bits, int lane, int e, int* byte, int* shift) {
+  const int per = 8 / bits, j = e / 4, k = e % 4;
+  *byte = 64 * (j / per) + 4 * lane + k;
+  *shift = bits * (j % per);
+}
+
+// codes: [16 tokens, ld] (channel c of token t at codes[t * ld + c0 + c]) -> one tile.
+// key_lanes: lane = token, element = channel; else lane = channel, element = token.
+inline void pack_tile(const uint8_t* codes, int64_t ld, int c0, int bits, bool key_lanes, uint8_t* tile) {
+  for (int64_t i = 0; i < tile_bytes(bits); ++i) tile[i] = 0;
+  for (int t = 0; t < kTileTokens; ++t)
+    for (int c = 0; c < kTileChannels; ++c) {
+      int byte, shift;
+      locate(bits, key_lanes ? t : c, key_lanes ? c : t, &byte, &shift);
+      tile[byte] = static_cast<uint8_t>(tile[byte] | (codes[t * ld + c0 + c] << shift));
+    }
+}
+
+// Inverse of pack_tile.
+inline void unpack_tile(const uint8_t* tile, int bits, bool key_lanes, uint8_t* codes, int64_t ld, int c0) {
+  const int mask = (1 << bits) - 1;
+  for (int t = 0; t < kTileTokens; ++t)
+    for (int c = 0; c < kTileChannels; ++c) {
+      int byte, shift;
+      locate(bits, key_lanes ? t : c, key_lanes ? c : t, &byte, &shift);
+      codes[t * ld + c0 + c] = static_cast<uint8_t>((tile[byte] >> shift) & mask);
+    }
+}
+
+}  // namespace vlkv::intt
