@@ -130,9 +130,10 @@ class Method {
   // Bytes of codec blocks (page tails excluded) a sequence holds once n_tokens are
   // stored, a full-precision window included (bytes_per_token() excludes it).
   virtual double bytes_for_tokens(int64_t n_tokens) const { return bytes_per_token() * static_cast<double>(n_tokens); }
-  // Upper bound of the same, for methods whose layout depends on the data (ZipVL's
-  // important-token mix): then bytes_for_tokens() is the lower bound.
-  virtual double max_bytes_for_tokens(int64_t n_tokens) const { return bytes_for_tokens(n_tokens); }
+  // Lower bound of the same, for methods whose layout depends on the data (ZipVL's
+  // important-token mix): then bytes_for_tokens() is the upper bound ("at most", what
+  // reports show).
+  virtual double min_bytes_for_tokens(int64_t n_tokens) const { return bytes_for_tokens(n_tokens); }
   // Streams (K and V of each segment) one (layer, kv head) holds at most after a step;
   // each may end in a partly used page, so held - bytes_for_tokens() < this * pages.
   virtual int max_streams_per_head() const { return 2; }

@@ -60,7 +60,7 @@ TEST(ZipvlMethod, SpecDefaultsAndBadParameters) {
   // Worst case (every token important): 4-bit keys per channel over 32 tokens + 4-bit values
   // per token, f16 scale and min per channel / per group of 32 channels: 5 bits for both.
   EXPECT_NEAR((*m)->bits_per_element(), 5.0, 1e-9);
-  EXPECT_LT((*m)->bytes_for_tokens(1000), (*m)->max_bytes_for_tokens(1000));
+  EXPECT_LT((*m)->min_bytes_for_tokens(1000), (*m)->bytes_for_tokens(1000));
   for (const char* bad : {"zipvl:hi=5", "zipvl:lo=4,hi=2", "zipvl:tau=0", "zipvl:tau=1.5", "zipvl:rescore=0",
                           "zipvl:probe=0.9", "zipvl:sparse=2", "zipvl:g=12", "zipvl:window=3"}) {
     auto r = create_method(bad, g);
@@ -228,7 +228,7 @@ TEST(ZipvlCache, PeakedPromptKeepsFewHighBitTokensAndSparseStaysCloseToFull) {
   EXPECT_GT(err, 0.0);  // it did attend a subset
   // Few tokens important: far fewer bytes than everything at 4 bits (tau=1), more than all 2-bit.
   auto method = create_method("zipvl", g);
-  const double lo = (*method)->bytes_for_tokens(n);
+  const double lo = (*method)->min_bytes_for_tokens(n);
   std::printf("[ zipvl ] peaked prompt: %.0f bytes held vs %.0f all-important (%.0f all-lo)\n",
               static_cast<double>(full->bytes_in_use()), static_cast<double>(hi->bytes_in_use()), lo);
   EXPECT_LT(full->bytes_in_use(), hi->bytes_in_use());

@@ -27,11 +27,10 @@
 //
 // Accounting: the mix depends on the data. bits_per_element() and bytes_per_token()
 // report the configured worst case (every token important, hi bits: at hi=4, g=32 5.0
-// bits/element for K and for V; lo=2 alone would be 3.0); what a sequence really holds
-// is bytes_in_use (vlkv eval reports it at the evaluated length).
-// bytes_for_tokens(n) is the exact lower bound (every token at lo bits) and
-// max_bytes_for_tokens(n) the upper bound (window and staging full of f16 rows, the rest
-// at hi bits).
+// bits/element for K and for V; lo=2 alone would be 3.0), and bytes_for_tokens(n) the
+// upper bound (window and stagings full of f16 rows, the rest at hi bits): reports say
+// "at most". min_bytes_for_tokens(n) is the lower bound (every token at lo bits). What a
+// sequence really holds is the pool's bytes_in_use.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -147,8 +146,8 @@ class ZipvlMethod final : public Method {
     return 0.5 * (k_hi_->bits_per_element(geo_.head_dim) + v_hi_->bits_per_element(geo_.head_dim));
   }
   double bytes_per_token() const override { return heads() * hi_token_bytes(); }
-  double bytes_for_tokens(int64_t n) const override { return heads() * lo_token_bytes() * static_cast<double>(n); }
-  double max_bytes_for_tokens(int64_t n) const override {
+  double min_bytes_for_tokens(int64_t n) const override { return heads() * lo_token_bytes() * static_cast<double>(n); }
+  double bytes_for_tokens(int64_t n) const override {
     const int64_t f16_rows = std::min<int64_t>(n, rescore_ - 1 + 2 * (G_ - 1));  // window + two stagings
     return heads() * (static_cast<double>(f16_rows) * 2.0 * static_cast<double>(w_->block_bytes(geo_.head_dim)) +
                       static_cast<double>(n - f16_rows) * hi_token_bytes());
@@ -290,7 +289,8 @@ MethodInfo zipvl_info() {
   info.help =
       "ZipVL: per layer the smallest set of tokens holding tau of the probe queries' attention mass is important "
       "(hi bits), the rest lo bits; keys per channel over g tokens, values per token; decode tokens f16 until "
-      "re-scored every `rescore` tokens; sparse prefill over the important keys";
+      "re-scored every `rescore` tokens; optional sparse prefill over the important keys (sparse=1); bits/element and "
+      "bytes: the all-important worst case";
   info.params = {
       {"tau", "0.97", "share of the probe attention mass the important tokens hold (0.01..1)"},
       {"hi", "4", "bits of important tokens' K and V: 2, 3, 4 or 8"},
@@ -298,7 +298,7 @@ MethodInfo zipvl_info() {
       {"rescore", "100", "window of f16 tokens scored and quantized together (decode tokens wait here)"},
       {"probe", "0.05", "probe queries: the last share plus a random share of a step's queries (0..0.5)"},
       {"seed", "0", "seed of the random probes"},
-      {"sparse", "0", "1 = prefill steps of >= 64 tokens attend only the important keys (+ themselves): faster, but the prefill output changes"},
+      {"sparse", "0", "1 = prefill steps of >= 64 tokens attend only the important keys (+ themselves): faster prefill, changed outputs"},
       {"g", "32", "group: keys per channel over g tokens, values per token over g channels"}};
   info.create = [](const Spec& s, const KvGeometry& g) { return ZipvlMethod::create(s, g); };
   return info;
