@@ -5,6 +5,7 @@
 // f16 over many decode steps, exact bytes without statistics; then through KvCache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -538,6 +539,55 @@ TEST(AkvqCache, VlmPromptThenDecodeAttendsOverWhatIsStored) {
     EXPECT_EQ(ka, kb);
     EXPECT_EQ(va, vb);
   }
+}
+
+TEST(AkvqCache, ProbeStatisticsMakeTheSinkAPivotKeptInF16) {
+  // One layer; every query leans on a direction that key 5 (a "massive activation") shares
+  // scaled up, so the probes put most of their mass on it: auto calls the layer PSA and
+  // keeps token 5 in f16 after it leaves the window, while the other tokens go to 2 bits.
+  ThreadPool pool(1);
+  KvCacheConfig kc;
+  kc.geometry = KvGeometry{1, 2, 1, kD};
+  kc.method = "akvq_vl:window=16,n_pivots=2";
+  kc.page_bytes = 4096;
+  kc.budget_bytes = 64 << 20;
+  auto created = KvCache::create(kc);
+  ASSERT_TRUE(created.is_ok()) << created.status().message();
+  KvCache& cache = **created;
+  const SeqId seq = cache.add_sequence().value();
+  auto step = [&](int n, uint32_t seed, const std::vector<float>& k) {
+    auto q = random_vec(static_cast<size_t>(n) * 2 * kD, seed, -0.5f, 0.5f);
+    for (size_t i = 0; i < q.size(); i += kD) q[i] += 2.0f;  // channel 0
+    const auto v = random_vec(static_cast<size_t>(n) * kD, seed + 1, -1.0f, 1.0f);
+    std::vector<float> out(q.size());
+    const std::vector<TokenKind> kinds(n, kV);
+    ASSERT_TRUE(cache.attend(seq, 0, q.data(), k.data(), v.data(), kinds.data(), n, 0.125f, out.data(), pool).is_ok());
+    cache.commit(seq, n);
+  };
+  auto k0 = random_vec(200 * kD, 7, -1.0f, 1.0f);
+  for (int i = 0; i < kD; ++i) k0[5 * kD + i] = i == 0 ? 60.0f : 0.5f * k0[5 * kD + i];
+  step(200, 1, k0);
+  for (int s = 0; s < 40; ++s) step(1, 100 + s, random_vec(kD, 500 + s, -1.0f, 1.0f));
+  std::vector<float> k, v;
+  ASSERT_TRUE(cache.read_back(seq, 0, 0, &k, &v).is_ok());
+  const std::vector<float> sink = f16_round(std::vector<float>(k0.begin() + 5 * kD, k0.begin() + 6 * kD));
+  int exact_rows = 0;  // stored rows equal to f16(key 5): the pivot (the window is long gone past it)
+  for (size_t r = 0; r * kD < k.size(); ++r) exact_rows += std::equal(sink.begin(), sink.end(), k.begin() + r * kD);
+  EXPECT_EQ(exact_rows, 1);
+  // Without statistics (pattern=map: layer 0 is TSA, no pivots) the same row is 2-bit.
+  KvCacheConfig plain = kc;
+  plain.method = "akvq_vl:window=16,n_pivots=2,pattern=map,tsa_layers=1";
+  auto other = KvCache::create(plain);
+  ASSERT_TRUE(other.is_ok());
+  const SeqId s2 = (*other)->add_sequence().value();
+  auto q = random_vec(200 * 2 * kD, 1, -0.5f, 0.5f);
+  const auto v0 = random_vec(200 * kD, 2, -1.0f, 1.0f);
+  std::vector<float> out(q.size());
+  const std::vector<TokenKind> kinds(200, kV);
+  ASSERT_TRUE((*other)->attend(s2, 0, q.data(), k0.data(), v0.data(), kinds.data(), 200, 0.125f, out.data(), pool).is_ok());
+  (*other)->commit(s2, 200);
+  ASSERT_TRUE((*other)->read_back(s2, 0, 0, &k, &v).is_ok());
+  EXPECT_FALSE(std::equal(sink.begin(), sink.end(), k.begin() + 5 * kD));
 }
 
 }  // namespace
