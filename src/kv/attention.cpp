@@ -33,7 +33,7 @@ void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, 
     const int64_t step = unit * std::max<int64_t>(1, kChunkTokens / unit);
     for (int64_t t0 = 0; t0 < s.n_tokens; t0 += step) {
       const int64_t n = std::min(step, s.n_tokens - t0);
-      out.push_back({ks->codec, s.v.codec, ks->view(t0, n, d), s.v.view(t0, n, d), first + t0});
+      out.push_back({ks->codec, s.v.codec, ks->view(t0, n, d), s.v.view(t0, n, d), first + t0, ks != &s.k});
     }
     first += s.n_tokens;
   }
@@ -281,6 +281,7 @@ void merge_state(RowState dst, RowState src, int rows, int d) {
 struct Scratch {
   std::vector<float> qt;          // [kTileRows, head_dim]
   std::vector<float> qt2;         // [kTileRows, head_dim] qt through a codec's query transform
+  std::vector<float> qb;          // [kTileRows, head_dim] the base layer's queries (Q Cache VLA)
   std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
   std::vector<float> logits;      // [kTileRows, longest chunk (kChunkTokens or a codec block)]
   std::vector<int64_t> limit;     // [kTileRows]
@@ -300,6 +301,8 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   const int n_tiles = (n_new + tile_tokens - 1) / tile_tokens;
   const int tile_rows = tile_tokens * group;
   const bool sparse = options.keep != nullptr;
+  const bool vla = options.base_q != nullptr;  // Q Cache VLA: base-layer scores for base keys
+  VLKV_CHECK_MSG(!vla || (!sparse && options.base_k && options.from_base), "VLA needs base_k, from_base, no sparsity");
   const int64_t n_keys = layer.n_tokens + n_new;  // step key order: cached (storage order), then new
 
   // Per-step buffers of the calling thread, reused across steps (no allocation once warm).
@@ -311,6 +314,9 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
     std::vector<double> part_l;
     std::vector<int> kept_new;  // [n_kv, n_new] sparse: step indices of each head's kept new tokens
     std::vector<int> n_kept_new;  // [n_kv]
+    std::vector<float> kb, vb;      // [n_kv, n_new, head_dim] VLA: new tokens with base keys
+    std::vector<int> vla_idx;       // [n_kv, 2, n_new] VLA: step indices of own / base new tokens
+    std::vector<int> vla_n;         // [n_kv, 2]
   };
   thread_local StepBuffers tls_buf;
   StepBuffers& buf = tls_buf;  // the caller's: the tasks below run on worker threads too
@@ -369,16 +375,18 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   };
   // Rows of tile `tile` of kv head g: row r = (token tile*tile_tokens + r / group, head g*group + r % group).
   auto tile_size = [&](int tile) { return std::min(tile_tokens, n_new - tile * tile_tokens) * group; };
-  auto gather_q = [&](int g, int tile, float* qt) {
+  auto gather_q = [&](int g, int tile, float* qt, const float* q_src = nullptr) {
+    const float* qs = q_src ? q_src : q;
     const int rows = tile_size(tile);
     for (int r = 0; r < rows; ++r) {
       const int64_t i = static_cast<int64_t>(tile) * tile_tokens + r / group;
-      std::memcpy(qt + static_cast<int64_t>(r) * d, q + (i * n_heads + g * group + r % group) * d, sizeof(float) * d);
+      std::memcpy(qt + static_cast<int64_t>(r) * d, qs + (i * n_heads + g * group + r % group) * d, sizeof(float) * d);
     }
   };
   thread_local Scratch scratch;
   auto prepare = [&](Scratch& s) {
     s.qt.resize(static_cast<size_t>(tile_rows) * d);
+    if (vla) s.qb.resize(static_cast<size_t>(tile_rows) * d);
     s.logits.resize(static_cast<size_t>(tile_rows) * max_chunk_tokens);
     s.limit.resize(tile_rows);
     s.row_last.resize(tile_rows);
@@ -403,19 +411,24 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       const size_t c0 = split_begin(g, split), c1 = split_begin(g, split + 1);
       if (c0 == c1) continue;
       gather_q(g, tile, s.qt.data());
+      if (vla) gather_q(g, tile, s.qb.data(), options.base_q);
       int qt2_id = 0;  // query transform held in s.qt2: applied once per task, not per chunk
+      bool qt2_base = false;  // s.qt2 holds the base layer's queries
       for (size_t c = c0; c < c1; ++c) {
         const uint8_t* keep_c = nullptr;
         if (sparse) {
           keep_c = options.keep + g * n_keys + cs[c].first;
           if (std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
         }
-        const float* qc = s.qt.data();
+        const bool base = vla && cs[c].base_keys;
+        const std::vector<float>& q_tile = base ? s.qb : s.qt;
+        const float* qc = q_tile.data();
         if (const int id = cs[c].kc->query_transform()) {
-          if (id != qt2_id) {
-            s.qt2.assign(s.qt.begin(), s.qt.begin() + static_cast<int64_t>(rows) * d);
+          if (id != qt2_id || base != qt2_base) {
+            s.qt2.assign(q_tile.begin(), q_tile.begin() + static_cast<int64_t>(rows) * d);
             cs[c].kc->transform_query(s.qt2.data(), rows, d);
             qt2_id = id;
+            qt2_base = base;
           }
           qc = s.qt2.data();
         }
@@ -434,6 +447,35 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + i) * d], k + (i * n_kv + g) * d, sizeof(float) * d);
       std::memcpy(&vn[(g * static_cast<int64_t>(n_new) + i) * d], v + (i * n_kv + g) * d, sizeof(float) * d);
     }
+  // VLA: each head's new tokens split into own (text) rows, gathered to the front of kn/vn,
+  // and base rows (keys base_k, scored with base_q) in kb/vb; idx lists their step indices.
+  if (vla) {
+    buf.kb.resize(buf.kn.size());
+    buf.vb.resize(buf.kn.size());
+    buf.vla_idx.resize(2 * static_cast<size_t>(n_kv) * n_new);
+    buf.vla_n.assign(2 * static_cast<size_t>(n_kv), 0);
+    for (int g = 0; g < n_kv; ++g) {
+      int* own = &buf.vla_idx[2 * static_cast<size_t>(g) * n_new];
+      int* base = own + n_new;
+      int n_own = 0, n_base = 0;
+      for (int i = 0; i < n_new; ++i) {
+        const int64_t row = g * static_cast<int64_t>(n_new);
+        if (options.from_base[i]) {
+          std::memcpy(&buf.kb[(row + n_base) * d], options.base_k + (static_cast<int64_t>(i) * n_kv + g) * d, sizeof(float) * d);
+          std::memcpy(&buf.vb[(row + n_base) * d], &vn[(row + i) * d], sizeof(float) * d);
+          base[n_base++] = i;
+        } else {
+          if (n_own != i) {  // forward in-place move: rows n_own < i are already read
+            std::memcpy(&kn[(row + n_own) * d], &kn[(row + i) * d], sizeof(float) * d);
+            std::memcpy(&vn[(row + n_own) * d], &vn[(row + i) * d], sizeof(float) * d);
+          }
+          own[n_own++] = i;
+        }
+      }
+      buf.vla_n[2 * g] = n_own;
+      buf.vla_n[2 * g + 1] = n_base;
+    }
+  }
   // Sparse: each head's kept new tokens gathered to the front of its rows (in order), so
   // the new-token attention reads only those.
   if (sparse) {
@@ -483,16 +525,30 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       // Row r sees gathered new keys [0, row_last[r]]: all up to its token, or the kept ones.
       const int* kept = sparse ? &buf.kept_new[static_cast<size_t>(g) * n_new] : nullptr;
       const int n_kept = sparse ? buf.n_kept_new[g] : 0;
-      auto last_seen = [&](int64_t tok) -> int64_t {
-        return sparse ? (std::upper_bound(kept, kept + n_kept, tok) - kept) - 1 : tok;
+      // Folds gathered new rows (kp, vp) with step indices idx (null: all, in order) into st.
+      auto fold_new = [&](const uint8_t* const* kp, const uint8_t* const* vp, const int* idx, int n_idx,
+                          const float* q_tile) {
+        auto seen = [&](int64_t tok) -> int64_t {
+          return idx ? (std::upper_bound(idx, idx + n_idx, tok) - idx) - 1 : tok;
+        };
+        for (int r = 0; r < rows; ++r) s.row_last[r] = seen(first_tok + r / group);
+        const int64_t n_keys_new = seen(last_tok) + 1;
+        for (int64_t j0 = 0; j0 < n_keys_new; j0 += kChunkTokens) {
+          const int64_t n = std::min<int64_t>(kChunkTokens, n_keys_new - j0);
+          const Chunk c = attn::f32_rows_chunk(f32, kp, vp, j0, n, n_new, d);
+          for (int r = 0; r < rows; ++r) s.limit[r] = s.row_last[r] - j0;  // causal: key j <= token i
+          fold_chunk(c, q_tile, rows, d, scale, s.limit.data(), nullptr, st, s.logits.data());
+        }
       };
-      for (int r = 0; r < rows; ++r) s.row_last[r] = last_seen(first_tok + r / group);
-      const int64_t n_keys_new = last_seen(last_tok) + 1;
-      for (int64_t j0 = 0; j0 < n_keys_new; j0 += kChunkTokens) {
-        const int64_t n = std::min<int64_t>(kChunkTokens, n_keys_new - j0);
-        const Chunk c = attn::f32_rows_chunk(f32, page, vpage, j0, n, n_new, d);
-        for (int r = 0; r < rows; ++r) s.limit[r] = s.row_last[r] - j0;  // causal: key j <= token i
-        fold_chunk(c, s.qt.data(), rows, d, scale, s.limit.data(), nullptr, st, s.logits.data());
+      if (vla) {
+        const int* own = &buf.vla_idx[2 * static_cast<size_t>(g) * n_new];
+        const uint8_t* bpage[1] = {reinterpret_cast<const uint8_t*>(&buf.kb[static_cast<size_t>(g) * n_new * d])};
+        const uint8_t* bvpage[1] = {reinterpret_cast<const uint8_t*>(&buf.vb[static_cast<size_t>(g) * n_new * d])};
+        gather_q(g, tile, s.qb.data(), options.base_q);
+        fold_new(page, vpage, own, buf.vla_n[2 * g], s.qt.data());
+        fold_new(bpage, bvpage, own + n_new, buf.vla_n[2 * g + 1], s.qb.data());
+      } else {
+        fold_new(page, vpage, kept, n_kept, s.qt.data());
       }
       if (sparse) {  // a query whose own key was not kept still attends itself
         const uint8_t* keep_new = options.keep + g * n_keys + layer.n_tokens;

@@ -34,6 +34,13 @@ struct AttendOptions {
   const uint8_t* keep = nullptr;
   // Non-null: the final softmax state of these rows is written out (ignored with keep).
   ProbeRows* probe_state = nullptr;
+  // Q Cache VLA (exact): cached keys of segments without K (key_source's) are scored with
+  // base_q, the base layer's queries, and new token i with from_base[i] = 1 is the key
+  // base_k[i] scored with base_q: the base layer's scores; the other keys are scored with
+  // q. One softmax over all of them, applied to this layer's values. Not with keep.
+  const float* base_q = nullptr;       // [n_new, n_heads, head_dim]
+  const float* base_k = nullptr;       // [n_new, n_kv_heads, head_dim]
+  const uint8_t* from_base = nullptr;  // [n_new]
 };
 
 // layer:      the layer as at the last commit (cached tokens to attend over).

@@ -42,7 +42,8 @@ class KvCacheImpl final : public KvCache {
   }
 
   Status attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v, const TokenKind* kinds,
-                int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity) override;
+                int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity,
+                const float* base_q, const float* base_k) override;
   Status store_without_attention(SeqId seq_id, int layer, const float* k, const float* v, const TokenKind* kinds,
                                  int n_new) override;
 
@@ -71,7 +72,7 @@ class KvCacheImpl final : public KvCache {
   LayerQkSource qk_source(int layer) const override {
     VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);
     const LayerPlan p = method_->layer_plan(layer);
-    return {p.score_layer != layer ? p.score_layer : -1, p.visual_only};
+    return {p.score_layer != layer ? p.score_layer : -1, p.visual_only, p.base_scores};
   }
   uint64_t sequence_bytes(SeqId seq) const override {
     return static_cast<uint64_t>(table_.n_pages(seq)) * pool_.page_bytes();
@@ -154,7 +155,7 @@ class KvCacheImpl final : public KvCache {
 
 Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v,
                            const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
-                           const float* visual_similarity) {
+                           const float* visual_similarity, const float* base_q, const float* base_k) {
   const KvGeometry& g = config_.geometry;
   if (!q || !out) return invalid_argument("attend: empty step or null buffer");
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq_ptr, begin_layer_step(seq_id, layer, k, v, n_new));
@@ -216,6 +217,19 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
       if (!plan.sparse_attention)
         probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool);
     }
+  } else if (plan.base_scores) {  // Q Cache VLA: visual keys scored as in the base layer
+    if (!base_q || !base_k) {
+      rollback(seq);
+      return invalid_argument("attend: layer " + std::to_string(layer) + " reuses layer " +
+                              std::to_string(plan.score_layer) + "'s scores: pass its q and k (base_q, base_k)");
+    }
+    std::vector<uint8_t> from_base(n_new);
+    for (int i = 0; i < n_new; ++i) from_base[i] = kinds[i] == TokenKind::kVisual;
+    AttendOptions o;
+    o.base_q = base_q;
+    o.base_k = base_k;
+    o.from_base = from_base.data();
+    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, o);
   } else {
     attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool);
   }

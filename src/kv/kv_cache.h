@@ -30,6 +30,7 @@ struct KvGeometry {
 struct LayerQkSource {
   int base_layer = -1;       // -1: the layer's own q and k; else an earlier layer whose q and k it reuses
   bool visual_only = false;  // true (VLA): only visual tokens' keys come from base_layer; text tokens' are own
+  bool base_scores = false;  // VLA: visual keys scored with the base layer's q (attend()'s base_q, base_k)
 };
 
 struct KvCacheConfig {
@@ -64,9 +65,12 @@ class KvCache {
   //     similarity to the text (StoreInput::visual_similarity)
   // Call for layers 0..n_layers-1 in order, then commit(seq, n_new).
   // OutOfMemory (pool exhausted) leaves the sequence as it was before this step.
+  //   base_q, base_k: a Q Cache VLA lazy layer with base_scores (qk_source): the base
+  //     layer's q and k of this step (its visual keys are scored base_q . base k)
   virtual Status attend(SeqId seq, int layer, const float* q, const float* k, const float* v,
                         const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
-                        const float* visual_similarity = nullptr) = 0;
+                        const float* visual_similarity = nullptr, const float* base_q = nullptr,
+                        const float* base_k = nullptr) = 0;
   // Benchmarking aid (vlkv bench --fill random): attend() without the attention - the
   // method stores one layer's new K/V (kinds non-null) through its normal store path, so
   // segments, windows and folds are what a prefill would leave, at no quadratic cost. Same
@@ -100,8 +104,9 @@ class KvCache {
   virtual Status read_back(SeqId seq, int layer, int kv_head, std::vector<float>* k,
                            std::vector<float>* v) const = 0;
   // Q Cache: base_layer >= 0 means the decoder passes attend() the base layer's post-RoPE q
-  // and k (GLA: computing no projections of its own), or, visual_only, its own q and k with
-  // the visual tokens' k rows replaced by the base layer's (VLA, shared keys).
+  // and k (GLA: computing no projections of its own), or, visual_only, its own q and k and
+  // the base layer's as base_q, base_k (base_scores: exact VLA), or its own q and k with the
+  // visual tokens' k rows replaced by the base layer's (shared keys, own queries).
   virtual LayerQkSource qk_source(int /*layer*/) const { return {}; }
 };
 

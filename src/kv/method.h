@@ -57,9 +57,12 @@ struct LayerPlan {
   bool stores_k = true;
   int score_layer = -1;
   // Q Cache VLA: only the visual tokens' keys come from score_layer (K-less segments of
-  // visual tokens); text tokens keep their own K. The decoder passes the layer's own q and
-  // k with the visual rows of k replaced by the base layer's (KvCache::qk_source).
+  // visual tokens); text tokens keep their own K (see KvCache::qk_source for what the
+  // decoder passes).
   bool visual_only = false;
+  // With visual_only: the visual keys are scored with the base layer's queries (the
+  // paper's VLA: the base layer's visual scores); false: with the layer's own queries.
+  bool base_scores = false;
   uint32_t stats = kStatNone;  // AttentionStat bits needed before store()
   ProbePlan probe;             // probe queries of kStatKeyMass
   // Sparse attention (ZipVL's sparse prefill; needs kStatKeyMass): the probe statistics

@@ -127,7 +127,7 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
       k = saved_k[src.base_layer];
     } else {
       project_qk(l, in, xn, q, k, pool);
-      if (src.base_layer >= 0) {  // VLA: visual tokens' keys are the base layer's
+      if (src.base_layer >= 0 && !src.base_scores) {  // VLA, shared keys: visual tokens' keys are the base layer's
         const std::vector<float>& bk = saved_k[src.base_layer];
         for (int64_t t = 0; t < n; ++t)
           if (in.kinds[t] == TokenKind::kVisual) std::copy_n(&bk[t * kv_dim], kv_dim, &k[t * kv_dim]);
@@ -138,8 +138,11 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
       saved_k[il] = k;
     }
     if (in.observer) (*in.observer)(LayerQk{static_cast<int>(il), n, q.data(), k.data(), in.kinds});
+    const bool exact_vla = src.base_layer >= 0 && src.base_scores;  // VLA: visual scores of the base layer
     Status st = cache.attend(seq, static_cast<int>(il), q.data(), k.data(), v.data(), in.kinds, static_cast<int>(n),
-                             hp_.attn_scale, attn.data(), pool, in.visual_similarity);
+                             hp_.attn_scale, attn.data(), pool, in.visual_similarity,
+                             exact_vla ? saved_q[src.base_layer].data() : nullptr,
+                             exact_vla ? saved_k[src.base_layer].data() : nullptr);
     if (!st.is_ok()) {
       cache.rollback(seq);
       return st;

@@ -197,7 +197,7 @@ TEST(QcacheMethod, SpecsCompositionAndBadInput) {
   };
   EXPECT_EQ(ok("qcache_gla"), "qcache_gla:grouping=pattern,n_lazy=0,lazy=none+f16");
   EXPECT_EQ(ok("qcache_gla:lazy=2.3+kivi2"), "qcache_gla:grouping=pattern,n_lazy=2,lazy=2.3+kivi2:g=32,residual=128,window=f16");
-  EXPECT_EQ(ok("qcache_vla:grouping=random,seed=3,n_lazy=2+vidkv").rfind("qcache_vla:share=keys,grouping=random,seed=3,n_lazy=2,lazy=", 0), 0u);
+  EXPECT_EQ(ok("qcache_vla:grouping=random,seed=3,n_lazy=2+vidkv").rfind("qcache_vla:share=scores,grouping=random,seed=3,n_lazy=2,lazy=", 0), 0u);
   // The canonical spec re-creates the same method.
   const std::string canon = ok("qcache_vla:grouping=random,seed=5,n_lazy=2");
   EXPECT_EQ(ok(canon), canon);
@@ -216,7 +216,7 @@ TEST(QcacheMethod, SpecsCompositionAndBadInput) {
   EXPECT_NE(err("qcache_vla:map=/nonexistent/dir/map.json").find("/nonexistent/dir/map.json"), std::string::npos);
   EXPECT_NE(err("qcache_gla:threshold=0.1").find("threshold needs map"), std::string::npos);
   EXPECT_NE(err("qcache_gla:wat=1").find("no parameter 'wat'"), std::string::npos);
-  EXPECT_NE(err("qcache_vla:share=scores").find("not implemented"), std::string::npos);
+  EXPECT_NE(err("qcache_vla:share=both").find("share=both"), std::string::npos);
   EXPECT_NE(err("qcache_gla:share=keys").find("no parameter 'share'"), std::string::npos);
 }
 
@@ -242,6 +242,8 @@ TEST(QcacheMethod, MapGroupingAndRegrouping) {
   auto vla = create_method("qcache_vla:map=" + path, kGeom);
   EXPECT_TRUE((*vla)->layer_plan(3).stores_k);
   EXPECT_TRUE((*vla)->layer_plan(3).visual_only);
+  EXPECT_TRUE((*vla)->layer_plan(3).base_scores);
+  EXPECT_FALSE((*create_method("qcache_vla:share=keys,map=" + path, kGeom))->layer_plan(3).base_scores);
   std::remove(path.c_str());
 }
 
@@ -264,10 +266,35 @@ Cache make_cache(const std::string& method, KvGeometry g = kGeom) {
   return out;
 }
 
+enum class Share { kGla, kVlaScores, kVlaKeys };
+
+// One query row over keys with per-key query choice, in double: logit_j = scale *
+// (base[j] ? qb : q) . key_j; softmax over all; times vals.
+void ref_row(const float* q, const float* qb, const std::vector<float>& keys, const std::vector<uint8_t>& base,
+             const std::vector<float>& vals, int64_t n, int d, double scale, double* out) {
+  std::vector<double> s(n);
+  double mx = -INFINITY;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* qq = base[t] ? qb : q;
+    double acc = 0;
+    for (int i = 0; i < d; ++i) acc += static_cast<double>(qq[i]) * keys[t * d + i];
+    s[t] = acc * scale;
+    mx = std::max(mx, s[t]);
+  }
+  double l = 0;
+  for (auto& e : s) l += (e = std::exp(e - mx));
+  std::fill(out, out + d, 0.0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int i = 0; i < d; ++i) out[i] += s[t] / l * vals[t * d + i];
+}
+
 // One step as the decoder runs it for lazy layer 1 (base 0) of a 2-layer geometry: GLA
-// passes the base's q and k; VLA passes its own q and k with visual rows of k from the base.
-// Checks layer 1's output against softmax(q_eff . K_eff) . V1 over stored rows (read_back).
-void lazy_step(Cache& c, bool vla, int n_new, uint32_t seed, const std::vector<TokenKind>& kinds, double tol,
+// passes the base's q and k; VLA scores its own q and k plus the base's q and k as base_q,
+// base_k; VLA keys its own q and k with visual rows of k from the base. Checks layer 1's
+// output against the hand-computed softmax(per-key q . K) . V1 over stored rows (read_back;
+// a lazy layer's K-less rows read back 0 and take the base layer's row of the same storage
+// position: the segments mirror each other).
+void lazy_step(Cache& c, Share share, int n_new, uint32_t seed, const std::vector<TokenKind>& kinds, double tol,
                ThreadPool& pool) {
   const KvGeometry g{2, 4, 2, 64};
   const int d = g.head_dim, group = g.n_heads / g.n_kv_heads;
@@ -276,7 +303,6 @@ void lazy_step(Cache& c, bool vla, int n_new, uint32_t seed, const std::vector<T
   const size_t qn = static_cast<size_t>(n_new) * g.n_heads * d, kn = static_cast<size_t>(n_new) * g.n_kv_heads * d;
   auto q0 = random_vec(qn, seed, -2, 2), k0 = random_vec(kn, seed + 1, -2, 2), v0 = random_vec(kn, seed + 2);
   auto q1 = random_vec(qn, seed + 3, -2, 2), k1 = random_vec(kn, seed + 4, -2, 2), v1 = random_vec(kn, seed + 5);
-  // Stored rows before the step: base keys (layer 0), lazy layer's own keys and values.
   std::vector<std::vector<float>> bk(g.n_kv_heads), bv(g.n_kv_heads), lk(g.n_kv_heads), lv(g.n_kv_heads);
   for (int h = 0; h < g.n_kv_heads; ++h) {
     ASSERT_TRUE(c.cache->read_back(c.seq, 0, h, &bk[h], &bv[h]).is_ok());
@@ -286,46 +312,42 @@ void lazy_step(Cache& c, bool vla, int n_new, uint32_t seed, const std::vector<T
   ASSERT_TRUE(c.cache->attend(c.seq, 0, q0.data(), k0.data(), v0.data(), kinds.data(), n_new, scale, out0.data(), pool).is_ok());
   const LayerQkSource src = c.cache->qk_source(1);
   ASSERT_EQ(src.base_layer, 0);
-  ASSERT_EQ(src.visual_only, vla);
-  std::vector<float> q_eff = vla ? q1 : q0, k_eff = vla ? k1 : k0;
-  if (vla)
+  ASSERT_EQ(src.visual_only, share != Share::kGla);
+  ASSERT_EQ(src.base_scores, share == Share::kVlaScores);
+  std::vector<float> q_eff = share == Share::kGla ? q0 : q1, k_eff = share == Share::kGla ? k0 : k1;
+  if (share == Share::kVlaKeys)
     for (int i = 0; i < n_new; ++i)
       if (kinds[i] == TokenKind::kVisual) std::copy_n(&k0[i * g.n_kv_heads * d], g.n_kv_heads * d, &k_eff[i * g.n_kv_heads * d]);
-  ASSERT_TRUE(c.cache->attend(c.seq, 1, q_eff.data(), k_eff.data(), v1.data(), kinds.data(), n_new, scale, out1.data(), pool).is_ok());
+  const bool exact = share == Share::kVlaScores;
+  ASSERT_TRUE(c.cache->attend(c.seq, 1, q_eff.data(), k_eff.data(), v1.data(), kinds.data(), n_new, scale, out1.data(), pool,
+                              nullptr, exact ? q0.data() : nullptr, exact ? k0.data() : nullptr).is_ok());
   c.cache->commit(c.seq, n_new);
-  // Reference keys of the cached tokens: GLA all from the base layer (the lazy layer reads
-  // back none); VLA per token as stored - storage order of the lazy layer is visual tokens
-  // first then text (one segment each with an f32 inner), so rebuild from the history.
   for (int h = 0; h < g.n_kv_heads; ++h) {
-    std::vector<float> keys, vals;
-    if (!vla) {
-      keys = bk[h];
-      vals = lv[h];
-      for (float x : lk[h]) ASSERT_EQ(x, 0.0f);  // no K stored in the lazy layer
-    } else {
-      // Lazy layer: visual rows have no K (0 in read_back): take the base layer's rows of
-      // the same storage position (the segments mirror each other).
-      keys = lk[h];
-      vals = lv[h];
-      for (size_t t = 0; t < keys.size() / d; ++t) {
-        bool zero = true;
-        for (int i = 0; i < d; ++i) zero = zero && keys[t * d + i] == 0.0f;
-        if (zero) std::copy_n(&bk[h][t * d], d, &keys[t * d]);
+    std::vector<float> keys = lk[h], vals = lv[h];
+    std::vector<uint8_t> base(keys.size() / d, 0);  // key scored with the base layer's q
+    for (size_t t = 0; t < base.size(); ++t) {
+      bool zero = true;
+      for (int i = 0; i < d; ++i) zero = zero && keys[t * d + i] == 0.0f;
+      if (share == Share::kGla) {
+        ASSERT_TRUE(zero) << "GLA lazy layer stored K";
       }
+      if (zero) std::copy_n(&bk[h][t * d], d, &keys[t * d]);
+      base[t] = zero && exact;
     }
-    for (int i = 0; i < n_new; ++i) {
-      std::vector<float> kk = keys, vv = vals;
-      for (int j = 0; j <= i; ++j) {
-        kk.insert(kk.end(), &k_eff[(j * g.n_kv_heads + h) * d], &k_eff[(j * g.n_kv_heads + h) * d] + d);
-        vv.insert(vv.end(), &v1[(j * g.n_kv_heads + h) * d], &v1[(j * g.n_kv_heads + h) * d] + d);
-      }
+    for (int j = 0; j < n_new; ++j) {  // the step's new keys, in order
+      const bool from_base = exact && kinds[j] == TokenKind::kVisual;
+      const float* kr = from_base ? &k0[(j * g.n_kv_heads + h) * d] : &k_eff[(j * g.n_kv_heads + h) * d];
+      keys.insert(keys.end(), kr, kr + d);
+      vals.insert(vals.end(), &v1[(j * g.n_kv_heads + h) * d], &v1[(j * g.n_kv_heads + h) * d] + d);
+      base.push_back(from_base);
+    }
+    for (int i = 0; i < n_new; ++i)
       for (int hh = 0; hh < group; ++hh) {
         const size_t row = (static_cast<size_t>(i) * g.n_heads + h * group + hh) * d;
         std::vector<double> ref(d);
-        kvtest::ref_attention_row(&q_eff[row], kk.data(), vv.data(), n_cached + i + 1, d, scale, ref.data());
+        ref_row(&q_eff[row], &q0[row], keys, base, vals, n_cached + i + 1, d, scale, ref.data());
         ASSERT_LT(kvtest::rel_err(&out1[row], ref.data(), d), tol) << "token " << i << " head " << h << " cached " << n_cached;
       }
-    }
   }
 }
 
@@ -337,22 +359,30 @@ TEST(QcacheAttention, GlaLazyLayerIsBaseProbabilitiesTimesOwnValues) {
     SCOPED_TRACE(inner);
     Cache c = make_cache("qcache_gla:lazy=1+" + inner, KvGeometry{2, 4, 2, 64});
     std::vector<TokenKind> kinds(70, TokenKind::kVisual);
-    lazy_step(c, false, 70, 1, kinds, 1e-4, pool);
-    for (int s = 0; s < 40; ++s) lazy_step(c, false, 1, 100 + 7 * s, {TokenKind::kText}, 1e-4, pool);
+    lazy_step(c, Share::kGla, 70, 1, kinds, 1e-4, pool);
+    for (int s = 0; s < 40; ++s) lazy_step(c, Share::kGla, 1, 100 + 7 * s, {TokenKind::kText}, 1e-4, pool);
   }
 }
 
-TEST(QcacheAttention, VlaSharesVisualKeysOnly) {
+TEST(QcacheAttention, VlaVisualScoresOfTheBaseLayerTextScoresOwn) {
   ThreadPool pool(2);
-  for (const std::string inner : {"f32", "kivi2:residual=32"}) {
-    SCOPED_TRACE(inner);
-    Cache c = make_cache("qcache_vla:lazy=1+" + inner, KvGeometry{2, 4, 2, 64});
-    std::vector<TokenKind> kinds(80, TokenKind::kVisual);
-    for (int i = 0; i < 6; ++i) kinds[i] = TokenKind::kText;
-    for (int i = 70; i < 80; ++i) kinds[i] = TokenKind::kText;
-    lazy_step(c, true, 80, 3, kinds, 1e-4, pool);
-    for (int s = 0; s < 40; ++s) lazy_step(c, true, 1, 500 + 7 * s, {s % 3 ? TokenKind::kText : TokenKind::kVisual}, 1e-4, pool);
-  }
+  for (const Share share : {Share::kVlaScores, Share::kVlaKeys})
+    for (const std::string inner : {"f32", "kivi2:residual=32"}) {
+      SCOPED_TRACE(inner + (share == Share::kVlaKeys ? " share=keys" : " share=scores"));
+      Cache c = make_cache(std::string("qcache_vla:share=") + (share == Share::kVlaKeys ? "keys" : "scores") +
+                               ",lazy=1+" + inner,
+                           KvGeometry{2, 4, 2, 64});
+      std::vector<TokenKind> kinds(80, TokenKind::kVisual);
+      for (int i = 0; i < 6; ++i) kinds[i] = TokenKind::kText;
+      for (int i = 70; i < 80; ++i) kinds[i] = TokenKind::kText;
+      lazy_step(c, share, 80, 3, kinds, 1e-4, pool);
+      for (int s = 0; s < 40; ++s)
+        lazy_step(c, share, 1, 500 + 7 * s, {s % 3 ? TokenKind::kText : TokenKind::kVisual}, 1e-4, pool);
+      // A visual prefill chunk after text: mixed new tokens again.
+      std::vector<TokenKind> mixed(40, TokenKind::kVisual);
+      for (int i = 0; i < 40; i += 5) mixed[i] = TokenKind::kText;
+      lazy_step(c, share, 40, 900, mixed, 1e-4, pool);
+    }
 }
 
 // Lazy layers hold V only: bytes held vs the method's exact count, and the steady state.
@@ -383,7 +413,9 @@ TEST(QcacheAccounting, LazyLayersHoldValuesOnly) {
       std::vector<float> out(q.size());
       std::vector<TokenKind> kinds(n_new, TokenKind::kVisual);
       for (int l = 0; l < g.n_layers; ++l)
-        ASSERT_TRUE(c.cache->attend(c.seq, l, q.data(), kv.data(), kv.data(), kinds.data(), n_new, 0.125f, out.data(), pool).is_ok());
+        ASSERT_TRUE(c.cache->attend(c.seq, l, q.data(), kv.data(), kv.data(), kinds.data(), n_new, 0.125f, out.data(), pool,
+                                    nullptr, q.data(), kv.data())  // base q, k: used by VLA lazy layers only
+                        .is_ok());
       c.cache->commit(c.seq, n_new);
       n += n_new;
     }

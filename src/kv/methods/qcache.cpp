@@ -10,11 +10,11 @@
 //    same in every layer.
 //  - VLA: every layer stores visual and text tokens apart (segment spaces 1 and 2, each
 //    with its own inner-method state); a lazy layer's visual segments store no K (keys of
-//    the base layer's visual segments), its text segments keep their own K. Attention takes
-//    the lazy layer's own queries over all keys: share=keys, "shared keys, own query" - the
-//    visual scores are own q . base k. The paper's exact VLA (the base layer's visual scores,
-//    base q . base k, in one softmax with own text scores) needs a second query source in
-//    attention and is not implemented (share=scores is refused).
+//    the base layer's visual segments), its text segments keep their own K. share=scores
+//    (default, the paper's VLA): visual keys are scored with the base layer's queries, so
+//    the visual scores are the base layer's, text keys with the layer's own; one softmax over
+//    both, applied to the layer's own V (attend()'s base_q / base_k). share=keys: visual
+//    keys scored with the layer's own queries (shared keys, own query; a variant).
 //
 // Grouping (first match): lazy=L1.L2... explicit; map=FILE (vlkv calibrate; with n_lazy=K
 // or threshold=T regrouped from the map's JSD table); grouping=random (n_lazy layers at
@@ -126,11 +126,9 @@ class QcacheMethod final : public Method {
         return unsupported("'" + name + "' cannot wrap '" + inner->spec() +
                            "' (it needs attention statistics or shares layers itself)");
     }
-    const std::string share = spec.get_string("share", "keys");
-    if (share == "scores")
-      return unsupported("'" + name + "': share=scores (the base layer's visual scores, exact VLA) is not "
-                         "implemented; share=keys reuses the base layer's visual keys with the layer's own queries");
-    if (share != "keys") return invalid_argument("'" + name + "': share=" + share + " is not supported; valid: keys");
+    const std::string share = spec.get_string("share", "scores");
+    if (share != "keys" && share != "scores")
+      return invalid_argument("'" + name + "': share=" + share + " is not supported; valid: scores, keys");
     const std::string grouping = spec.get_string("grouping", "auto");
     if (grouping != "auto" && grouping != "pattern" && grouping != "random" && grouping != "map")
       return invalid_argument("'" + name + "': grouping=" + grouping + " is not supported; valid: auto, pattern, map, random");
@@ -179,10 +177,11 @@ class QcacheMethod final : public Method {
 
     auto m = std::unique_ptr<QcacheMethod>(new QcacheMethod());
     m->mode_ = mode;
+    m->base_scores_ = share == "scores";
     m->geo_ = geo;
     m->base_ = g.base;
     m->n_lazy_ = g.n_lazy();
-    std::string text = name + (mode == Mode::kVla ? ":share=keys," : ":") + "grouping=" + used;
+    std::string text = name + (mode == Mode::kVla ? ":share=" + share + "," : ":") + "grouping=" + used;
     if (!map_path.empty()) text += ",map=" + map_path;
     if (used == "random") text += ",seed=" + std::to_string(seed);
     if (spec.has("threshold")) text += ",threshold=" + spec.get_string("threshold", "");
@@ -204,7 +203,10 @@ class QcacheMethod final : public Method {
     if (base_[layer] < 0) return p;
     p.score_layer = base_[layer];
     if (mode_ == Mode::kGla) p.stores_k = false;
-    else p.visual_only = true;
+    else {
+      p.visual_only = true;
+      p.base_scores = base_scores_;
+    }
     return p;
   }
 
@@ -276,6 +278,7 @@ class QcacheMethod final : public Method {
 
  private:
   Mode mode_ = Mode::kGla;
+  bool base_scores_ = true;  // VLA share=scores: visual keys scored with the base layer's queries
   KvGeometry geo_;
   std::string spec_;
   std::unique_ptr<Method> inner_;
@@ -295,8 +298,9 @@ std::vector<ParamInfo> qcache_params(Mode mode) {
       {"lazy", "", "explicit '.'-separated lazy layers (e.g. 3.5.6) or none; overrides the grouping"},
   };
   if (mode == Mode::kVla)
-    p.insert(p.begin(), {"share", "keys", "keys: lazy layers score visual tokens with their own queries and the base "
-                                          "layer's keys (the paper's exact score sharing, share=scores, is not implemented)"});
+    p.insert(p.begin(), {"share", "scores", "scores: lazy layers reuse the base layer's scores of visual tokens "
+                                            "(base q . base k, the paper's VLA); keys: the base layer's visual keys "
+                                            "with the layer's own queries"});
   return p;
 }
 
