@@ -253,6 +253,20 @@ struct LayerHarness {
     }
     return x;
   }
+  // Method::stored_positions of head h, checked to be a permutation of [0, n); per segment tag.
+  std::vector<std::vector<int64_t>> positions(int h) const {
+    std::vector<int64_t> all;
+    EXPECT_TRUE(method->stored_positions(layer.state.get(), h, layer.heads[h].segments, &all));
+    EXPECT_EQ(static_cast<int64_t>(all.size()), n);
+    std::vector<int64_t> sorted = all;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t t = 0; t < static_cast<int64_t>(sorted.size()); ++t) EXPECT_EQ(sorted[t], t);
+    std::vector<std::vector<int64_t>> by_tag(4);
+    size_t r = 0;
+    for (const Segment& s : layer.heads[h].segments)
+      for (int64_t i = 0; i < s.n_tokens && r < all.size(); ++i) by_tag[s.tag].push_back(all[r++]);
+    return by_tag;
+  }
   // Bytes of the blocks held (page tails excluded): every codec here stores one token per block.
   double bytes() const {
     double b = 0;
@@ -298,6 +312,9 @@ TEST(AkvqStore, TsaStoresTextAtFourBitsAndVisualAtTwo) {
     EXPECT_EQ(hx.count(h, akvq::kTagLow), 100);
     EXPECT_EQ(hx.count(h, akvq::kTagPivot), 0);
     EXPECT_EQ(hx.count(h, akvq::kTagWindow), 0);
+    const auto pos = hx.positions(h);
+    EXPECT_EQ(pos[akvq::kTagText], text);
+    EXPECT_EQ(pos[akvq::kTagLow], visual);
     for (bool key : {true, false}) {
       const double et = rel_rms(hx.stored(h, akvq::kTagText, key), hx.input(h, text, key));
       const double ev = rel_rms(hx.stored(h, akvq::kTagLow, key), hx.input(h, visual, key));
@@ -430,6 +447,7 @@ TEST(AkvqStore, PivotsStayF16AfterManyDecodeStepsAndTheWindowFolds) {
     EXPECT_EQ(hx.count(h, akvq::kTagPivot), 16);
     EXPECT_EQ(hx.count(h, akvq::kTagText), 0);
     for (bool key : {true, false}) EXPECT_EQ(hx.stored(h, akvq::kTagPivot, key), f16_round(hx.input(h, p, key)));
+    EXPECT_EQ(hx.positions(h)[akvq::kTagPivot], p);
     // The window: the last rows in f16, sequence order.
     const int64_t w = hx.count(h, akvq::kTagWindow);
     std::vector<int64_t> last(w);
@@ -574,6 +592,11 @@ TEST(AkvqCache, ProbeStatisticsMakeTheSinkAPivotKeptInF16) {
   int exact_rows = 0;  // stored rows equal to f16(key 5): the pivot (the window is long gone past it)
   for (size_t r = 0; r * kD < k.size(); ++r) exact_rows += std::equal(sink.begin(), sink.end(), k.begin() + r * kD);
   EXPECT_EQ(exact_rows, 1);
+  // read_back is in sequence order (Method::stored_positions): the pivot is row 5, and the
+  // other rows are their own tokens' (2-bit: within the codec's reach of them).
+  EXPECT_TRUE(std::equal(sink.begin(), sink.end(), k.begin() + 5 * kD));
+  EXPECT_LT(rel_rms(std::vector<float>(k.begin(), k.begin() + 5 * kD), std::vector<float>(k0.begin(), k0.begin() + 5 * kD)),
+            kInt2Rms);
   // Without statistics (pattern=map: layer 0 is TSA, no pivots) the same row is 2-bit.
   KvCacheConfig plain = kc;
   plain.method = "akvq_vl:window=16,n_pivots=2,pattern=map,tsa_layers=1";

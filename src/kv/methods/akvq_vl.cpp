@@ -32,7 +32,8 @@
 //
 // Per (layer, kv head) segments by tag: kLow (bits codec), kText (text_bits codec, TSA
 // text tokens), kPivot (f16, PSA pivots), kWindow (f16, sequence order). Storage order is
-// sequence order while only kLow and kWindow exist (all visual tokens in TSA, no pivots).
+// sequence order while only kLow and kWindow exist (all visual tokens in TSA, no pivots);
+// stored_positions() lets read_back return sequence order in every case.
 // The statistics list a head's keys in storage order (AttentionStats), so the layer state
 // keeps, besides the tokens' kinds in sequence order (runs), per head the kinds of the
 // rows folded into each class segment (runs again: a few per segment), the window rows'
@@ -68,13 +69,34 @@ enum class PatternMode { kAuto, kTsa, kPsa, kMap };
 // Clipping ratio by code bits: the paper's 0.8 at 2 and 1.0 at 4; 0.9 at 3 is our pick.
 double default_clip(int64_t bits) { return bits <= 2 ? 0.8 : bits == 3 ? 0.9 : 1.0; }
 
-// Per kv head: the window rows' pivot flags, the pivots chosen so far, and the kinds of
-// the rows folded into each class segment in storage order (runs: few per segment), to
-// read the statistics' keys, which come in storage order (AttentionStats).
+// Sequence positions as runs of consecutive positions: a class segment holds few runs
+// (an image, the text around it, generated text, <= n_pivots pivots), so the layer state
+// that holds them clones cheaply.
+class PosRuns {
+ public:
+  void append(int64_t from, int64_t to) {  // positions [from, to), from >= every held one
+    if (from >= to) return;
+    if (!start_.empty() && start_.back() + len_.back() == from) len_.back() += to - from;
+    else start_.push_back(from), len_.push_back(to - from);
+  }
+  void expand(std::vector<int64_t>* out) const {
+    for (size_t r = 0; r < start_.size(); ++r)
+      for (int64_t p = start_[r]; p < start_[r] + len_[r]; ++p) out->push_back(p);
+  }
+
+ private:
+  std::vector<int64_t> start_, len_;  // [n_runs]
+};
+
+// Per kv head: the window rows' pivot flags, the pivots chosen so far, and the kinds and
+// positions of the rows folded into each class segment in storage order: the kinds to read
+// the statistics' keys, which come in storage order (AttentionStats), the positions for
+// Method::stored_positions (read_back in sequence order).
 struct AkvqHead {
   std::vector<uint8_t> window_pivot;  // [window rows] 1 = pivot
   int n_pivots = 0;
   akvq::KindRuns folded[3];           // [kLow, kText, kPivot]
+  PosRuns folded_pos[3];              // [kLow, kText, kPivot]
 };
 
 class AkvqState final : public LayerState {
@@ -198,6 +220,7 @@ class AkvqVlMethod final : public Method {
           while (e < n && class_at(row0 + e) == tag) ++e;
           VLKV_RETURN_IF_ERROR(ed.append(h, segment_for(ed, h, tag), k + r * rs, v + r * rs, rs, e - r));
           hs.folded[tag].append(st->kinds, first + row0 + r, first + row0 + e);
+          hs.folded_pos[tag].append(first + row0 + r, first + row0 + e);
           r = e;
         }
         return Status::ok();
@@ -207,6 +230,24 @@ class AkvqVlMethod final : public Method {
     }
     for (AkvqHead& hs : st->heads) hs.window_pivot.erase(hs.window_pivot.begin(), hs.window_pivot.begin() + folded);
     return Status::ok();
+  }
+
+  // Class segments hold their folded positions; the window the last rows, in order.
+  bool stored_positions(const LayerState* state, int kv_head, const std::vector<Segment>& segments,
+                        std::vector<int64_t>* positions) const override {
+    const auto* st = static_cast<const AkvqState*>(state);
+    positions->clear();
+    if (st->heads.empty()) return true;
+    const AkvqHead& hs = st->heads[kv_head];
+    const int64_t n = st->kinds.size(), w = static_cast<int64_t>(hs.window_pivot.size());
+    for (const Segment& seg : segments) {
+      if (seg.tag == kWindow) {
+        for (int64_t p = n - w; p < n; ++p) positions->push_back(p);
+      } else {
+        hs.folded_pos[seg.tag].expand(positions);
+      }
+    }
+    return true;
   }
 
   double bits_per_element() const override { return low_->bits_per_element(geo_.head_dim); }
