@@ -102,57 +102,9 @@ void step(KvCache& cache, SeqId seq, std::vector<std::vector<float>>& hk, std::v
   cache.commit(seq, n_new);
 }
 
-// Stored row t of one (layer, kv head) -> the history row it holds. read_back() is in
-// storage order, which a method may make differ from sequence order by keeping some tokens
-// in full precision in a segment of their own (akvq_vl's f16 pivots): rows stored within
-// f16 rounding of some history row are paired with it wherever they sit, the other rows
-// in order with the history rows left. Methods that keep sequence order pair row t with t.
-std::vector<int64_t> match_rows(const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& hk,
-                                const std::vector<float>& hv, int h, int64_t n) {
-  const int d = kGeom.head_dim;
-  std::vector<float> max_k(n, 0.0f), max_v(n, 0.0f);  // [n] max|x| of each history row
-  for (int64_t u = 0; u < n; ++u)
-    for (int i = 0; i < d; ++i) {
-      const size_t src = (u * kGeom.n_kv_heads + h) * d + i;
-      max_k[u] = std::max(max_k[u], std::abs(hk[src]));
-      max_v[u] = std::max(max_v[u], std::abs(hv[src]));
-    }
-  auto exact = [&](int64_t t, int64_t u) {  // |stored - x| <= 2^-10 max|x| + 2^-24 (f16 rounding)
-    const size_t src = (u * kGeom.n_kv_heads + h) * d;
-    for (int i = 0; i < d; ++i)
-      if (std::abs(k[t * d + i] - hk[src + i]) > 0x1p-10f * max_k[u] + 0x1p-24f ||
-          std::abs(v[t * d + i] - hv[src + i]) > 0x1p-10f * max_v[u] + 0x1p-24f)
-        return false;
-    return true;
-  };
-  std::vector<int64_t> source(n, -1);
-  std::vector<uint8_t> used(n, 0);
-  for (int64_t t = 0; t < n; ++t) {
-    if (exact(t, t) && !used[t]) {
-      source[t] = t;
-      used[t] = 1;
-      continue;
-    }
-    for (int64_t u = 0; u < n; ++u)
-      if (!used[u] && exact(t, u)) {
-        source[t] = u;
-        used[u] = 1;
-        break;
-      }
-  }
-  int64_t next = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    if (source[t] >= 0) continue;
-    while (used[next]) ++next;
-    source[t] = next;
-    used[next] = 1;
-  }
-  return source;
-}
-
 // Stored rows vs the exact history, within the method's declared bound, relative to
-// max|x| over the aligned run of block_tokens tokens (Method::error_block_tokens) of the
-// row's token, rows matched by match_rows().
+// max|x| over the aligned run of block_tokens tokens (Method::error_block_tokens). Rows
+// in sequence order (read_back, with Method::stored_positions for out-of-order storage).
 void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::vector<float>>& hk,
                       const std::vector<std::vector<float>>& hv, double bound, int block_tokens = 1) {
   const KvGeometry& g = kGeom;
@@ -163,7 +115,6 @@ void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::ve
       std::vector<float> k, v;
       ASSERT_TRUE(cache.read_back(seq, l, h, &k, &v).is_ok());
       ASSERT_EQ(static_cast<int64_t>(k.size()), n * d);
-      const std::vector<int64_t> source = match_rows(k, v, hk[l], hv[l], h, n);
       // max|x| per aligned block of bt history tokens (once: bt may span the whole head)
       std::vector<double> block_max_k((n + bt - 1) / bt, 0.0), block_max_v(block_max_k.size(), 0.0);
       for (int64_t u = 0; u < n; ++u)
@@ -173,12 +124,11 @@ void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::ve
           block_max_v[u / bt] = std::max(block_max_v[u / bt], static_cast<double>(std::abs(hv[l][s2])));
         }
       for (int64_t t = 0; t < n; ++t) {
-        const int64_t tok = source[t];
-        const size_t src = (tok * g.n_kv_heads + h) * d;
-        const double mk = block_max_k[tok / bt], mv = block_max_v[tok / bt];
+        const size_t src = (t * g.n_kv_heads + h) * d;
+        const double mk = block_max_k[t / bt], mv = block_max_v[t / bt];
         for (int i = 0; i < d; ++i) {
-          ASSERT_LE(std::abs(k[t * d + i] - hk[l][src + i]), bound * mk + 0x1p-24) << "K l" << l << " t" << tok;
-          ASSERT_LE(std::abs(v[t * d + i] - hv[l][src + i]), bound * mv + 0x1p-24) << "V l" << l << " t" << tok;
+          ASSERT_LE(std::abs(k[t * d + i] - hk[l][src + i]), bound * mk + 0x1p-24) << "K l" << l << " t" << t;
+          ASSERT_LE(std::abs(v[t * d + i] - hv[l][src + i]), bound * mv + 0x1p-24) << "V l" << l << " t" << t;
         }
       }
     }
@@ -186,7 +136,7 @@ void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::ve
 
 // Relative RMS round-trip error of each (layer, kv head)'s stored K and V rows vs the
 // history, for methods declaring Method::rms_error_bound() (2-bit rotated and 1.x-bit
-// codes, whose max-abs bound is uninformative). Rows matched by match_rows().
+// codes, whose max-abs bound is uninformative). Rows in sequence order (as above).
 void check_rms(const KvCache& cache, SeqId seq, const std::vector<std::vector<float>>& hk,
                const std::vector<std::vector<float>>& hv, double bound) {
   if (bound < 0) return;
@@ -197,11 +147,10 @@ void check_rms(const KvCache& cache, SeqId seq, const std::vector<std::vector<fl
     for (int h = 0; h < g.n_kv_heads; ++h) {
       std::vector<float> k, v;
       ASSERT_TRUE(cache.read_back(seq, l, h, &k, &v).is_ok());
-      const std::vector<int64_t> source = match_rows(k, v, hk[l], hv[l], h, n);
       double ek = 0, sk = 0, ev = 0, sv = 0;
       for (int64_t t = 0; t < n; ++t)
         for (int i = 0; i < d; ++i) {
-          const size_t src = (source[t] * g.n_kv_heads + h) * d + i;
+          const size_t src = (t * g.n_kv_heads + h) * d + i;
           ek += std::pow(k[t * d + i] - hk[l][src], 2.0);
           sk += std::pow(hk[l][src], 2.0);
           ev += std::pow(v[t * d + i] - hv[l][src], 2.0);
