@@ -472,8 +472,16 @@ TEST(AkvqStore, BytesForTokensIsExactWithoutStatistics) {
         held += l->bytes();
       }
       ASSERT_DOUBLE_EQ(held, method.bytes_for_tokens(layers[0]->n)) << spec << " at " << layers[0]->n << " tokens";
+      ASSERT_LE(method.min_bytes_for_tokens(layers[0]->n), held);
     }
   }
+  // Without pivots (pattern=tsa, visual tokens) the bounds meet.
+  auto tsa = create_method("akvq_vl:pattern=tsa", KvGeometry{4, 4, 2, kD});
+  ASSERT_TRUE(tsa.is_ok());
+  EXPECT_DOUBLE_EQ((*tsa)->min_bytes_for_tokens(1000), (*tsa)->bytes_for_tokens(1000));
+  auto psa = create_method("akvq_vl:pattern=psa", KvGeometry{4, 4, 2, kD});
+  ASSERT_TRUE(psa.is_ok());
+  EXPECT_LT((*psa)->min_bytes_for_tokens(1000), (*psa)->bytes_for_tokens(1000));
 }
 
 TEST(AkvqStore, DeclaredRmsErrorHoldsAndShrinksWithBits) {

@@ -42,7 +42,8 @@
 // Accounting (bits_per_element, bytes_per_token, bytes_for_tokens) assumes visual tokens
 // and no statistics, the setting whose bytes do not depend on the data: every folded token
 // at `bits` except, in PSA layers, the first min(n_pivots, folded) tokens in f16 (window
-// included in bytes_for_tokens, exact there). At head_dim 128, g 128: 2 + 32/128 = 2.25
+// included in bytes_for_tokens, exact there; min_bytes_for_tokens drops the pivots: a
+// lower bound for any data). At head_dim 128, g 128: 2 + 32/128 = 2.25
 // bits per element. TSA text tokens cost text_bits + 32/g (4.25) each instead, pivots 16
 // (at most n_pivots per head and PSA layer).
 #include <algorithm>
@@ -265,6 +266,14 @@ class AkvqVlMethod final : public Method {
       per_head += 2.0 * (static_cast<double>(w + p) * f16 + static_cast<double>(c - p) * low);
     }
     return per_head * geo_.n_kv_heads;
+  }
+  // Lower bound whatever the data: no pivots, every folded token at `bits`.
+  double min_bytes_for_tokens(int64_t n) const override {
+    const int d = geo_.head_dim;
+    const int64_t w = window_tokens(n);
+    return 2.0 * geo_.n_layers * geo_.n_kv_heads *
+           (static_cast<double>(w) * static_cast<double>(f16_->block_bytes(d)) +
+            static_cast<double>(n - w) * static_cast<double>(low_->block_bytes(d)));
   }
   // kLow, kText, kPivot, kWindow (+ a window being rebuilt within a step), K and V each.
   int max_streams_per_head() const override { return 10; }
