@@ -159,7 +159,7 @@ const char* kSpecs[] = {"int8", "int4", "int3", "int2", "int8:g=0", "int4:g=64",
                         // tiled layouts (8-bit VNNI dots where available)
                         "int2:layout=k", "int2:layout=v", "int4:g=64,layout=k", "int4:layout=v", "int8:layout=k",
                         "int8:g=16,layout=v", "int2c:G=64", "int8c:G=16", "wht_int2:g=128,layout=v",
-                        "wht_int4c:G=32"};
+                        "wht_int4c:G=32", "int2c:G=32,dot=8", "int4:layout=v,dot=8", "int2:layout=k,dot=8"};
 
 TEST(IntCodec, RoundTripWithinBoundRandomAndOutliers) {
   for (const char* spec : kSpecs) {
@@ -259,7 +259,8 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
           for (int t = 0; t < n; ++t) max_p = std::max<double>(max_p, p[r * n + t]);
           for (int t = 0; t < n; ++t) {
             // f32 sums over <= 128 terms (+ the rotation's d log d adds): 1e-5 of the magnitudes.
-            const double tol = rounding.query_bits ? d * max_q * 2.02 * max_k[t / tpb] / 65024 + 1e-4
+            const double q_levels = rounding.query_bits == 8 ? 254 : 65024;  // 2 * max |qi|
+            const double tol = rounding.query_bits ? d * max_q * 2.02 * max_k[t / tpb] / q_levels + 1e-4
                                        : 2e-5 * mag_s[r * n + t] + 1e-5;
             const double e = logits[r * (n + 1) + t] - ref_s[r * n + t];
             ASSERT_LE(std::abs(e), tol) << spec << " " << simd_level_name(level) << " d=" << d << " t=" << t;
@@ -269,7 +270,8 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
           ASSERT_EQ(logits[r * (n + 1) + n], -7.0f);
           for (int i = 0; i < d; ++i) {
             // rotated values: the error spreads over the head (|H| rows have norm 1): sqrt(d).
-            const double tol = rounding.prob_bits ? n * max_p * 2.02 * max_all / 131070 * (c->output_transform() ? std::sqrt(d) : 1.0) + 1e-4
+            const double p_levels = rounding.prob_bits == 8 ? 510 : 131070;  // 2 * max pq
+            const double tol = rounding.prob_bits ? n * max_p * 2.02 * max_all / p_levels * (c->output_transform() ? std::sqrt(d) : 1.0) + 1e-4
                                        : 2e-5 * mag_o[r * d + i] + 1e-5;
             const double e = out[r * d + i] - ref_o[r * d + i];
             ASSERT_LE(std::abs(e), tol) << spec << " " << simd_level_name(level) << " d=" << d << " i=" << i;
@@ -278,9 +280,11 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
           }
         }
         // On random data the RMS error stays far below the worst case: ~3e-4 of the outputs' RMS
-        // (outlier channels' scales stretch the query step; cancellations in the value sums).
-        EXPECT_LE(std::sqrt(err2_s), (rounding.query_bits ? 5e-4 : 1e-5) * std::sqrt(ref2_s)) << spec << " d=" << d;
-        EXPECT_LE(std::sqrt(err2_o), (rounding.prob_bits ? 5e-4 : 1e-5) * std::sqrt(ref2_o)) << spec << " d=" << d;
+        // at 16 bits, ~2.5e-2 at 8 (outlier channels' scales stretch the query step;
+        // cancellations in the value sums).
+        auto rms_tol = [](int bits) { return bits == 16 ? 5e-4 : bits == 8 ? 5e-2 : 1e-5; };
+        EXPECT_LE(std::sqrt(err2_s), rms_tol(rounding.query_bits) * std::sqrt(ref2_s)) << spec << " d=" << d;
+        EXPECT_LE(std::sqrt(err2_o), rms_tol(rounding.prob_bits) * std::sqrt(ref2_o)) << spec << " d=" << d;
       }
     }
   }

@@ -37,7 +37,8 @@
 //    tiled metadata group-major ([n_groups][16 tokens] f16) so 16 tokens' scales load at once.
 //
 // Fused ops: with AVX-512 VNNI, tiled 2/4-bit layouts run integer dots on the codes in place
-// (int_tile_kernels_avx512.h: queries and probabilities rounded to 16 bits); rows layouts of 2/4-bit codes use exact 24-bit
+// (int_tile_kernels_avx512.h: queries and probabilities rounded to 16 bits, or 8 with
+// dot=8); rows layouts of 2/4-bit codes use exact 24-bit
 // query dots with gathers (int_kernels_avx512.h). Otherwise a tile of <= 16 tokens is
 // dequantized in registers into an L1 scratch row block (never the cache) and the f32
 // kernels run over it: scalar / AVX2 / AVX-512 by simd_level(), identical dequantized
@@ -73,6 +74,7 @@ struct IntParams {
   double clip = 1.0;
   bool wht = false;
   TokenLayout layout = TokenLayout::kRows;  // per-token only
+  int dot_bits = 16;  // tiled VNNI ops: queries / probabilities rounded to 16 or 8 bits
 };
 
 inline uint16_t load_u16(const uint8_t* p) {
@@ -197,6 +199,7 @@ class IntCodec final : public Codec {
     name_ += p.G ? ":G=" + std::to_string(p.G) : ":g=" + std::to_string(p.g);
     name_ += std::string(",clip=") + clip;
     if (p.layout != TokenLayout::kRows) name_ += p.layout == TokenLayout::kKeyTiles ? ",layout=k" : ",layout=v";
+    if (p.dot_bits != 16) name_ += ",dot=" + std::to_string(p.dot_bits);
   }
 
   const std::string& name() const override { return name_; }
@@ -303,8 +306,8 @@ class IntCodec final : public Codec {
   // Tiled layouts on VNNI: 16-bit queries (key tiles) or probabilities (value tiles).
   FusedRounding fused_rounding(int d) const override {
     FusedRounding r;
-    if (vnni_tiles(d, true)) r.query_bits = 16;
-    if (vnni_tiles(d, false)) r.prob_bits = 16;
+    if (vnni_tiles(d, true)) r.query_bits = p_.dot_bits;
+    if (vnni_tiles(d, false)) r.prob_bits = p_.dot_bits;
     return r;
   }
 
@@ -390,18 +393,20 @@ class IntCodec final : public Codec {
   void scores_tiles(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
     const int d = seg.head_dim;
     tilek::KeyTileShape shape{d, p_.G ? 0 : group(d), static_cast<int>(meta_bytes(d))};
-    switch (p_.bits) {
-      case 4: return tilek::scores<4>(q, n_q, seg, shape, scale, logits, ld);
-      default: return tilek::scores<2>(q, n_q, seg, shape, scale, logits, ld);
-    }
+    const bool wide = p_.dot_bits == 16;
+    if (p_.bits == 4) return wide ? tilek::scores<4, true>(q, n_q, seg, shape, scale, logits, ld)
+                                  : tilek::scores<4, false>(q, n_q, seg, shape, scale, logits, ld);
+    return wide ? tilek::scores<2, true>(q, n_q, seg, shape, scale, logits, ld)
+                : tilek::scores<2, false>(q, n_q, seg, shape, scale, logits, ld);
   }
   void accumulate_tiles(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const {
     const int d = seg.head_dim;
     tilek::ValueTileShape shape{d, group(d), static_cast<int>(meta_bytes(d))};
-    switch (p_.bits) {
-      case 4: return tilek::accumulate<4>(p, ld, n_q, seg, shape, out);
-      default: return tilek::accumulate<2>(p, ld, n_q, seg, shape, out);
-    }
+    const bool wide = p_.dot_bits == 16;
+    if (p_.bits == 4) return wide ? tilek::accumulate<4, true>(p, ld, n_q, seg, shape, out)
+                                  : tilek::accumulate<4, false>(p, ld, n_q, seg, shape, out);
+    return wide ? tilek::accumulate<2, true>(p, ld, n_q, seg, shape, out)
+                : tilek::accumulate<2, false>(p, ld, n_q, seg, shape, out);
   }
 
   // Scratch of one thread: the dequantized tile and a per-channel block's metadata.
@@ -639,6 +644,8 @@ bool register_int_codecs() {
                                                "VNNI scores (k) or accumulate (v); bits 2, 4, 8, head_dim % 16 == 0"});
         }
         params.push_back({"clip", "1", "clipping ratio in (0, 1]: the group's range shrunk around its centre"});
+        params.push_back({"dot", "16", "tiled 2/4-bit layouts with AVX-512 VNNI: bits the fused ops round queries and "
+                                       "probabilities to, 16 (exact to ~1e-4) or 8 (half the integer work)"});
         std::string help = std::to_string(bits) + "-bit uniform asymmetric, f16 scale+min per " +
                            (per_channel ? "channel over G tokens" : "group of g channels of a token") +
                            (rot ? ", rows Walsh-Hadamard rotated" : "");
@@ -666,6 +673,11 @@ bool register_int_codecs() {
                                                                " needs 2, 4 or 8 bits");
                                    }
                                    VLKV_ASSIGN_OR_RETURN(p.clip, spec.get_double("clip", 1.0, 0.05, 1.0));
+                                   VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
+                                   if (dot != 8 && dot != 16)
+                                     return invalid_argument("'" + name + "': dot=" + std::to_string(dot) +
+                                                             " is not supported; valid: 16, 8");
+                                   p.dot_bits = static_cast<int>(dot);
                                    return std::shared_ptr<const Codec>(std::make_shared<IntCodec>(p));
                                  }});
       }

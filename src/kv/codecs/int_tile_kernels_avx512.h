@@ -1,5 +1,8 @@
 // AVX-512 VNNI fused ops of the integer codecs on tiled code layouts (int_tiles.h):
 // integer dot products on the codes in place, vpdpbusd on 4 x 16 codes at a time.
+// Float inputs are rounded to 16 bits (kWide: two s8/u8 halves, two vpdpbusd - the codecs'
+// default, dot=16) or to 8 bits (dot=8: half the integer work, as llama.cpp's q8 queries;
+// bounds below with 32512 -> 127 and 65535 -> 255).
 //
 // scores (key tiles; lane = token): the query row (times the per-channel scales for
 // per-channel blocks) is rounded to 16 bits, split into two s8 halves (two vpdpbusd), with
@@ -73,12 +76,13 @@ VLKV_TILE_VNNI inline __m512 load_halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Rounds rows of q (times mul when given) to 16 bits, qi = 256 hi + lo with hi, lo in s8,
-// one step per piece of P channels.
-//   q: [n_q, d]; hi, lo: [n_q, d]; step: [n_q, d / P]
-VLKV_TILE_VNNI inline void quantize_q16(const float* q, int n_q, int d, const float* mul, int P, int8_t* hi, int8_t* lo,
-                                        float* step) {
-  constexpr float kMax = 127.0f * 256.0f;  // |qi| <= 32512 keeps hi in [-127, 127]
+// Rounds rows of q (times mul when given) to 16 bits, qi = 256 hi + lo with hi, lo in s8
+// (kWide), or to 8 bits, qi = lo; one step per piece of P channels.
+//   q: [n_q, d]; hi, lo: [n_q, d] (hi unused when narrow); step: [n_q, d / P]
+template <bool kWide>
+VLKV_TILE_VNNI inline void quantize_q(const float* q, int n_q, int d, const float* mul, int P, int8_t* hi, int8_t* lo,
+                                      float* step) {
+  constexpr float kMax = kWide ? 127.0f * 256.0f : 127.0f;  // |qi| <= 32512 keeps hi in [-127, 127]
   const int np = d / P;
   const __m512i k128 = _mm512_set1_epi32(128), k255 = _mm512_set1_epi32(255);
   for (int r = 0; r < n_q; ++r)
@@ -97,10 +101,14 @@ VLKV_TILE_VNNI inline void quantize_q16(const float* q, int n_q, int d, const fl
         __m512 v = _mm512_loadu_ps(q + c0 + c);
         if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + pc * P + c));
         const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(v, inv));  // round to nearest
-        const __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(qi, k128), k255), k128);
-        const __m512i h = _mm512_srai_epi32(_mm512_sub_epi32(qi, l), 8);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c0 + c), _mm512_cvtsepi32_epi8(l));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + c0 + c), _mm512_cvtsepi32_epi8(h));
+        if constexpr (kWide) {
+          const __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(qi, k128), k255), k128);
+          const __m512i h = _mm512_srai_epi32(_mm512_sub_epi32(qi, l), 8);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c0 + c), _mm512_cvtsepi32_epi8(l));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + c0 + c), _mm512_cvtsepi32_epi8(h));
+        } else {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c0 + c), _mm512_cvtsepi32_epi8(qi));
+        }
       }
     }
 }
@@ -116,7 +124,7 @@ struct QRows {  // RB prepared query rows
 // 16 tokens (one tile row of `codes`), RB query rows. Per-token (kPerToken): scales / mins
 // [n_groups][16] f16 at sc_h / mn_h, qsum [RB][n_groups] = sum of q over each group, and
 // P == g; per-channel: c0 [RB] = sum_c q_c min_c.
-template <int B, int RB, bool kPerToken>
+template <int B, int RB, bool kPerToken, bool kWide>
 VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
                                   const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
   constexpr int64_t kTb = 32 * B;
@@ -133,7 +141,7 @@ VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, c
         const int8_t* h = q.hi + static_cast<int64_t>(r) * d + 16 * u;
         const int8_t* l = q.lo + static_cast<int64_t>(r) * d + 16 * u;
         for (int j = 0; j < 4; ++j) {
-          ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(h + 4 * j)));
+          if constexpr (kWide) ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(h + 4 * j)));
           al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(l + 4 * j)));
         }
       }
@@ -141,7 +149,8 @@ VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, c
     // Each int32 sum is exact in f32 (|sum| < 2^24); one rounding when combined.
     const __m512 sv = kPerToken ? load_halves16(sc_h + 2 * 16 * pc) : _mm512_set1_ps(1.0f);
     for (int r = 0; r < RB; ++r) {
-      const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]));
+      const __m512 dot = kWide ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]))
+                               : _mm512_cvtepi32_ps(al[r]);
       accf[r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(sv, _mm512_set1_ps(q.step[r * np + pc])), accf[r]);
       if constexpr (kPerToken)
         accf[r] = _mm512_fmadd_ps(load_halves16(mn_h + 2 * 16 * pc), _mm512_set1_ps(qsum[r * np + pc]), accf[r]);
@@ -150,14 +159,14 @@ VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, c
   for (int r = 0; r < RB; ++r) _mm512_storeu_ps(lg + r * ld, _mm512_mul_ps(accf[r], _mm512_set1_ps(scale)));
 }
 
-template <int B, bool kPerToken>
+template <int B, bool kPerToken, bool kWide>
 void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
               const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
   switch (rb) {
-    case 4: return key_tile_rows<B, 4, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    case 3: return key_tile_rows<B, 3, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    case 2: return key_tile_rows<B, 2, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    default: return key_tile_rows<B, 1, kPerToken>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    case 4: return key_tile_rows<B, 4, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    case 3: return key_tile_rows<B, 3, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    case 2: return key_tile_rows<B, 2, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    default: return key_tile_rows<B, 1, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
   }
 }
 
@@ -167,7 +176,7 @@ struct ScoreScratch {
 };
 
 // logits[r * ld + t] = scale * q_r . k_t over the view (blocks of 16 tokens per-token, G per channel).
-template <int B>
+template <int B, bool kWide>
 VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale,
                            float* logits, int64_t ld) {
   thread_local ScoreScratch s;
@@ -186,14 +195,14 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
                  s.step.data() + static_cast<int64_t>(r0) * np};
   };
   if (per_token) {
-    quantize_q16(q, n_q, d, nullptr, P, s.hi.data(), s.lo.data(), s.step.data());
+    quantize_q<kWide>(q, n_q, d, nullptr, P, s.hi.data(), s.lo.data(), s.step.data());
     s.qsum.assign(static_cast<size_t>(n_q) * np, 0.0f);
     for (int r = 0; r < n_q; ++r)
       for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, true>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
+        key_tile<B, true, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
                           s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16, ld);
     }
     return;
@@ -208,7 +217,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
       _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
     }
-    quantize_q16(q, n_q, d, s.sc.data(), P, s.hi.data(), s.lo.data(), s.step.data());
+    quantize_q<kWide>(q, n_q, d, s.sc.data(), P, s.hi.data(), s.lo.data(), s.step.data());
     for (int r = 0; r < n_q; ++r) {
       __m512 acc = _mm512_setzero_ps();
       for (int i = 0; i < d; i += 16)
@@ -217,7 +226,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
     }
     for (int tt = 0; tt < G / 16; ++tt)
       for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, false>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0), nullptr,
+        key_tile<B, false, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0), nullptr,
                            nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16, ld);
   }
 }
@@ -233,11 +242,11 @@ struct AccScratch {
   std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g}
 };
 
-template <int B, int RB>
+template <int B, int RB, bool kWide>
 VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
                                     float* out, AccScratch& s) {
   static_assert(B == 2 || B == 4, "codes must fit s8 against u8 probabilities");
-  constexpr float kQMax = 65535.0f;
+  constexpr float kQMax = kWide ? 65535.0f : 255.0f;
   constexpr int64_t kTb = 32 * B;
   constexpr int kRun = 16 * kRunBlocks;
   const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
@@ -274,7 +283,8 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
         const __m512i qi = _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(pf + 16 * b), inv)),
                                             _mm512_setzero_si512());
         const size_t at = static_cast<size_t>(rk) * kRun + 16 * b;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.hi[at]), _mm512_cvtusepi32_epi8(_mm512_srli_epi32(qi, 8)));
+        if constexpr (kWide)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.hi[at]), _mm512_cvtusepi32_epi8(_mm512_srli_epi32(qi, 8)));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.lo[at]), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k255)));
       }
     }
@@ -289,7 +299,7 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
         for (int r = 0; r < RB; ++r) {
           const size_t at = (static_cast<size_t>(r) * ng + k) * kRun + 16 * b;
           for (int j = 0; j < 4; ++j) {
-            ah[r] = _mm512_dpbusd_epi32(ah[r], _mm512_set1_epi32(load_i32(&s.hi[at + 4 * j])), qd[j]);
+            if constexpr (kWide) ah[r] = _mm512_dpbusd_epi32(ah[r], _mm512_set1_epi32(load_i32(&s.hi[at + 4 * j])), qd[j]);
             al[r] = _mm512_dpbusd_epi32(al[r], _mm512_set1_epi32(load_i32(&s.lo[at + 4 * j])), qd[j]);
           }
         }
@@ -297,7 +307,8 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       // Each int32 sum is exact in f32 (< 2^24); one rounding when combined.
       for (int r = 0; r < RB; ++r) {
         float* o = out + static_cast<int64_t>(r) * d + 16 * u;
-        const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]));
+        const __m512 dot = kWide ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]))
+                                 : _mm512_cvtepi32_ps(al[r]);
         _mm512_storeu_ps(o, _mm512_fmadd_ps(dot, _mm512_set1_ps(s.step[r * ng + k]), _mm512_loadu_ps(o)));
       }
     }
@@ -311,17 +322,17 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
 }
 
 // out[r] += sum_t p[r * ld + t] * v_t over the view (blocks of 16 tokens, value tiles).
-template <int B>
+template <int B, bool kWide>
 void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, const ValueTileShape& sh, float* out) {
   thread_local AccScratch s;
   for (int r0 = 0; r0 < n_q; r0 += 4) {
     const float* pr = p + r0 * ld;
     float* o = out + static_cast<int64_t>(r0) * sh.d;
     switch (std::min(4, n_q - r0)) {
-      case 4: accumulate_rows<B, 4>(pr, ld, seg, sh, o, s); break;
-      case 3: accumulate_rows<B, 3>(pr, ld, seg, sh, o, s); break;
-      case 2: accumulate_rows<B, 2>(pr, ld, seg, sh, o, s); break;
-      default: accumulate_rows<B, 1>(pr, ld, seg, sh, o, s);
+      case 4: accumulate_rows<B, 4, kWide>(pr, ld, seg, sh, o, s); break;
+      case 3: accumulate_rows<B, 3, kWide>(pr, ld, seg, sh, o, s); break;
+      case 2: accumulate_rows<B, 2, kWide>(pr, ld, seg, sh, o, s); break;
+      default: accumulate_rows<B, 1, kWide>(pr, ld, seg, sh, o, s);
     }
   }
 }

@@ -100,6 +100,8 @@ inline MethodInfo int_token_method_info(int bits) {
                   "when 32 does not divide it)"},
       {"clip", "1", "clipping ratio in [0.05, 1]: each group's range shrunk around its centre"},
       {"wht", "0", "1 = rotate K and V rows by the normalized Walsh-Hadamard transform (head_dim 2^k)"},
+      {"dot", "16", "2/4-bit tiles on AVX-512 VNNI: decode attention rounds queries and probabilities to 16 bits "
+                    "(exact to ~1e-4 of the stored values) or 8 (faster, ~1e-2)"},
   };
   info.create = [name, bits](const Spec& spec, const KvGeometry& geo) -> Result<std::unique_ptr<Method>> {
     VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", default_channel_group(geo.head_dim), 0, 1024));
@@ -109,14 +111,17 @@ inline MethodInfo int_token_method_info(int bits) {
                               std::to_string(geo.head_dim));
     VLKV_ASSIGN_OR_RETURN(double clip, spec.get_double("clip", 1.0, 0.05, 1.0));
     VLKV_ASSIGN_OR_RETURN(int64_t wht, spec.get_int("wht", 0, 0, 1));
+    VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
+    if (dot != 8 && dot != 16)
+      return invalid_argument("'" + name + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8");
     char clip_text[32];
     std::snprintf(clip_text, sizeof clip_text, "%g", clip);
     const std::string params = ":g=" + std::to_string(g) + ",clip=" + clip_text;
-    const std::string method_spec = name + params + ",wht=" + std::to_string(wht);
+    const std::string method_spec = name + params + ",wht=" + std::to_string(wht) + (dot == 16 ? "" : ",dot=8");
     const std::string codec_spec = std::string(wht ? "wht_" : "") + name + params;
     const int64_t group = g == 0 ? geo.head_dim : g;
     if ((bits == 2 || bits == 4) && geo.head_dim % 16 == 0 && group % 16 == 0)
-      return TiledIntTokenMethod::create(method_spec, codec_spec, geo);
+      return TiledIntTokenMethod::create(method_spec, codec_spec + (dot == 16 ? "" : ",dot=8"), geo);
     return SingleCodecMethod::create(method_spec, codec_spec, geo);
   };
   return info;

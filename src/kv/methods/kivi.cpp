@@ -46,6 +46,10 @@ class KiviMethod final : public Method {
     if (g % 8 != 0)
       return invalid_argument("'" + name + "': g=" + std::to_string(g) + " is not a multiple of 8; valid: 8, 16, 32, 64, 128");
     VLKV_ASSIGN_OR_RETURN(int64_t residual, spec.get_int("residual", 128, 0, 1 << 16));
+    VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
+    if (dot != 8 && dot != 16)
+      return invalid_argument("'" + name + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8");
+    const std::string dot_param = dot == 16 ? "" : ",dot=8";
     const std::string window = spec.get_string("window", "f16");
     if (window != "f16" && window != "f32")
       return invalid_argument("'" + name + "': window=" + window + " is not supported; valid: f16, f32");
@@ -53,17 +57,18 @@ class KiviMethod final : public Method {
     // was not given explicitly (e.g. head_dim 8).
     const int64_t gv = spec.has("g") || geo.head_dim % g == 0 ? g : geo.head_dim;
     const std::string b = std::to_string(bits);
-    VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g)));
+    VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g) + dot_param));
     // Values in 16-token tiles (8-bit VNNI accumulate on the codes, int_tiles.h) whenever the
     // folds (whole groups of g tokens) fill whole tiles; else one token per block.
     const bool v_tiles = geo.head_dim % 16 == 0 && gv % 16 == 0 && g % 16 == 0;
-    VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv) + (v_tiles ? ",layout=v" : "")));
+    VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv) + (v_tiles ? ",layout=v" : "") +
+                                              dot_param));
     VLKV_ASSIGN_OR_RETURN(auto wc, make_codec(window));
     for (const auto* c : {kc.get(), vc.get(), wc.get()})
       VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method " + name));
     auto m = std::unique_ptr<KiviMethod>(new KiviMethod());
     m->spec_ = name + ":" + (name == "kivi" ? "bits=" + b + "," : "") + "g=" + std::to_string(g) +
-               ",residual=" + std::to_string(residual) + ",window=" + window;
+               ",residual=" + std::to_string(residual) + ",window=" + window + dot_param;
     m->k_ = std::move(kc);
     m->v_ = std::move(vc);
     m->w_ = std::move(wc);
@@ -138,6 +143,8 @@ std::vector<ParamInfo> kivi_params(bool with_bits) {
                           "(the whole head when g does not divide head_dim)"});
   p.push_back({"residual", "128", "recent tokens kept in full precision (the window holds residual..residual+g-1)"});
   p.push_back({"window", "f16", "storage of the residual window: f16 or f32"});
+  p.push_back({"dot", "16", "AVX-512 VNNI decode attention rounds queries and probabilities to 16 bits (exact to ~1e-4 "
+                            "of the stored values) or 8 (faster, ~1e-2)"});
   return p;
 }
 
