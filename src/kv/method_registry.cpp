@@ -47,7 +47,7 @@ std::vector<const MethodInfo*> list_methods() {
 std::string describe_methods() {
   std::string out;
   for (const MethodInfo* m : list_methods()) {
-    out += "  " + m->name + (m->wrap ? "[+METHOD]" : "") + ": " + m->help + "\n";
+    out += "  " + m->name + ": " + m->help + "\n";
     for (const auto& p : m->params) out += "      " + p.name + "=" + p.default_value + "  " + p.help + "\n";
   }
   return out;
