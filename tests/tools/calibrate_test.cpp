@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli_util.h"
+#include "vlkv/engine.h"
 
 namespace vlkv {
 namespace {
@@ -61,6 +62,49 @@ TEST(CliCalibrate, WritesAMapThatQcacheLoads) {
   EXPECT_EQ(other.exit_code, 2) << other.err;
   EXPECT_NE(other.err.find("another model"), std::string::npos) << other.err;
   std::remove(out.c_str());
+}
+
+// The decoder side of Q Cache and the observer calibrate uses: a GLA lazy layer attends
+// with its base layer's q and k (it computes none of its own), a cache with no lazy layer
+// gives the f16 cache's logits bit for bit (the q/k projection refactor changed nothing).
+TEST(CliCalibrate, ObserverSeesLazyLayersReuseTheBaseQk) {
+  auto logits_of = [&](const std::string& kv, std::vector<std::vector<float>>* q_per_layer) {
+    EngineParams p;
+    p.model_path = model();
+    p.mmproj_path = mmproj();
+    p.kv_method = kv;
+    p.n_threads = 2;
+    auto e = Engine::load(p);
+    EXPECT_TRUE(e.is_ok()) << e.status().message();
+    if (!e.is_ok()) return std::vector<float>{};
+    auto s = (*e)->new_session();
+    auto img = load_image(image());
+    EXPECT_TRUE(img.is_ok());
+    Prompt pr;
+    pr.text = std::string(kMediaMarker) + "How many shapes are there?";
+    pr.media.push_back(MediaItem{{std::move(img).value()}, false});
+    auto prep = (*e)->prepare_prompt(pr, true);
+    EXPECT_TRUE(prep.is_ok());
+    if (q_per_layer) {
+      q_per_layer->assign((*e)->info().n_layers, {});
+      (*s)->set_attention_observer([&](const AttentionTap& t) {
+        auto& q = (*q_per_layer)[t.layer];
+        q.insert(q.end(), t.q, t.q + t.n_tokens * t.n_heads * t.head_dim);
+      });
+    }
+    std::vector<float> logits;
+    EXPECT_TRUE((*s)->eval_prompt(*prep, &logits).is_ok());
+    return logits;
+  };
+  std::vector<std::vector<float>> q;
+  const std::vector<float> lazy = logits_of("qcache_gla:lazy=1.3", &q);
+  ASSERT_EQ(q.size(), 4u);
+  EXPECT_EQ(q[1], q[0]);
+  EXPECT_EQ(q[3], q[2]);
+  EXPECT_NE(q[2], q[1]);
+  const std::vector<float> f16 = logits_of("f16", nullptr), none = logits_of("qcache_gla:lazy=none", nullptr);
+  EXPECT_EQ(none, f16);
+  EXPECT_NE(lazy, f16);
 }
 
 TEST(CliCalibrate, BadInputsExit2) {
