@@ -232,9 +232,9 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
           }
         }
       // Inputs rounded (Codec::fused_rounding): the bounds int_tile_kernels_avx512.h derives,
-      // 16-bit queries: |dq'| <= step/2 per channel (step = max|q'| / 32512) times codes
-      // <= 2^B - 1, with (2^B - 1) * scale <= 2.02 max|x| over the block; 16-bit p' = p * scale:
-      // step = max p' / 65535 over 64 tokens times codes <= 2^B - 1. Stored basis.
+      // 15-bit queries: |dq'| <= step/2 per channel (step = max|q'| / 16383 over the rows) times codes
+      // <= 2^B - 1, with (2^B - 1) * scale <= 2.02 max|x| over the block; p' = p * scale to 14
+      // (dot=8: 7) bits: step = max p' / 16383 over 64 tokens times codes <= 2^B - 1. Stored basis.
       std::vector<float> dec_st = dec;  // decoded rows in the stored (maybe rotated) basis
       if (c->query_transform()) wht_rows(dec_st.data(), n, d);
       std::vector<double> max_k(nb, 0.0);
@@ -253,13 +253,14 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
         c->accumulate(p.data(), n, n_q, v, out.data());
         if (c->output_transform()) c->untransform_output(out.data(), n_q, d);
         double err2_s = 0, ref2_s = 0, err2_o = 0, ref2_o = 0;
+        double max_q = 0;  // over every row: per-channel blocks share one query step
+        for (float e : qt) max_q = std::max<double>(max_q, std::abs(e));
         for (int r = 0; r < n_q; ++r) {
-          double max_q = 0, max_p = 0;
-          for (int i = 0; i < d; ++i) max_q = std::max<double>(max_q, std::abs(qt[r * d + i]));
+          double max_p = 0;
           for (int t = 0; t < n; ++t) max_p = std::max<double>(max_p, p[r * n + t]);
           for (int t = 0; t < n; ++t) {
             // f32 sums over <= 128 terms (+ the rotation's d log d adds): 1e-5 of the magnitudes.
-            const double q_levels = rounding.query_bits == 8 ? 254 : 65024;  // 2 * max |qi|
+            const double q_levels = rounding.query_bits == 8 ? 254 : 32766;  // 2 * max |qi|
             const double tol = rounding.query_bits ? d * max_q * 2.02 * max_k[t / tpb] / q_levels + 1e-4
                                        : 2e-5 * mag_s[r * n + t] + 1e-5;
             const double e = logits[r * (n + 1) + t] - ref_s[r * n + t];
@@ -270,7 +271,7 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
           ASSERT_EQ(logits[r * (n + 1) + n], -7.0f);
           for (int i = 0; i < d; ++i) {
             // rotated values: the error spreads over the head (|H| rows have norm 1): sqrt(d).
-            const double p_levels = rounding.prob_bits == 8 ? 510 : 131070;  // 2 * max pq
+            const double p_levels = rounding.prob_bits == 7 ? 254 : 32766;  // 2 * max pq (7 / 14 bits)
             const double tol = rounding.prob_bits ? n * max_p * 2.02 * max_all / p_levels * (c->output_transform() ? std::sqrt(d) : 1.0) + 1e-4
                                        : 2e-5 * mag_o[r * d + i] + 1e-5;
             const double e = out[r * d + i] - ref_o[r * d + i];
@@ -279,10 +280,10 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
             ref2_o += ref_o[r * d + i] * ref_o[r * d + i];
           }
         }
-        // On random data the RMS error stays far below the worst case: ~3e-4 of the outputs' RMS
-        // at 16 bits, ~2.5e-2 at 8 (outlier channels' scales stretch the query step;
+        // On random data the RMS error stays far below the worst case: ~6e-4 of the outputs' RMS
+        // at 15/14 bits, ~2.5e-2 at 8/7 (outlier channels' scales stretch the query step;
         // cancellations in the value sums).
-        auto rms_tol = [](int bits) { return bits == 16 ? 5e-4 : bits == 8 ? 5e-2 : 1e-5; };
+        auto rms_tol = [](int bits) { return bits >= 14 ? 1.5e-3 : bits > 0 ? 5e-2 : 1e-5; };
         EXPECT_LE(std::sqrt(err2_s), rms_tol(rounding.query_bits) * std::sqrt(ref2_s)) << spec << " d=" << d;
         EXPECT_LE(std::sqrt(err2_o), rms_tol(rounding.prob_bits) * std::sqrt(ref2_o)) << spec << " d=" << d;
       }

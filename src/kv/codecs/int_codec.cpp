@@ -303,11 +303,11 @@ class IntCodec final : public Codec {
     }
   }
 
-  // Tiled layouts on VNNI: 16-bit queries (key tiles) or probabilities (value tiles).
+  // Tiled layouts on VNNI: 15/8-bit signed queries (key tiles), 14/7-bit probabilities (value tiles).
   FusedRounding fused_rounding(int d) const override {
     FusedRounding r;
-    if (vnni_tiles(d, true)) r.query_bits = p_.dot_bits;
-    if (vnni_tiles(d, false)) r.prob_bits = p_.dot_bits;
+    if (vnni_tiles(d, true)) r.query_bits = p_.dot_bits == 16 ? 15 : 8;
+    if (vnni_tiles(d, false)) r.prob_bits = p_.dot_bits == 16 ? 14 : 7;
     return r;
   }
 

@@ -1,19 +1,24 @@
 // AVX-512 VNNI fused ops of the integer codecs on tiled code layouts (int_tiles.h):
 // integer dot products on the codes in place, vpdpbusd on 4 x 16 codes at a time.
-// Float inputs are rounded to 16 bits (kWide: two s8/u8 halves, two vpdpbusd - the codecs'
-// default, dot=16) or to 8 bits (dot=8: half the integer work, as llama.cpp's q8 queries;
-// bounds below with 32512 -> 127 and 65535 -> 255).
+// Float inputs are rounded to 14 bits + sign (kWide: two s8 parts, two vpdpbusd - the codecs'
+// default, dot=16) or to 7 bits + sign (dot=8: half the integer work, as llama.cpp's q8
+// queries; bounds below with 16383 -> 127).
 //
 // scores (key tiles; lane = token): the query row (times the per-channel scales for
-// per-channel blocks) is rounded to 16 bits, split into two s8 halves (two vpdpbusd), with
-// one f32 step per group (per-token codecs) or per 32 channels (per-channel blocks, whose
-// q * scale spans orders of magnitude across outlier channels - 8 bits lost 2% RMS there).
-//   |error| <= d * max|q'| * (2^B - 1) / (2 * 32512), q' = q (* per-channel scale).
-// accumulate (value tiles; lane = channel): p' = p_t * scale_{t,g} is rounded to 16 bits
-// (two u8 halves, two vpdpbusd) with one step per (row, group, 64 tokens); the mins add
+// per-channel blocks) is rounded to 15 bits (sign + 14), split into two s8 parts (two
+// vpdpbusd), with one f32 step per group (per-token codecs) or per block (per-channel; at
+// 8 bits per row and 32 channels, as q * scale spans orders of magnitude across outlier
+// channels).
+//   |error| <= d * max|q'| * (2^B - 1) / (2 * 16383), q' = q (* per-channel scale).
+// accumulate (value tiles; lane = channel): p' = p_t * scale_{t,g} is rounded to 14 bits
+// (two 7-bit halves, two vpdpbusd; dot=8: 7 bits, one) with one step per (row, group, 64
+// tokens) - max p times max scale over the run, a bound on max p' - and the mins add
 // sum_t p_t min_{t,g} in f32.
+// At 7 bits the rounding error multiplies centred codes: sum_t (p'_t - step * pq_t) * (2^B - 1)/2
+// is added back exactly per (row, group), which halves the worst case and the RMS error.
 //   |error| per output <= sum over the 64-token runs of 64 * step / 2 * (2^B - 1),
-//   step = max p' / 65535 over the run. B = 2 and 4 (8-bit codes take the dequantizing path).
+//   step = max p * max scale / 16383 (dot=8: / 127) over the run. B = 2 and 4 (8-bit codes take the
+//   dequantizing path).
 // p must be non-negative (softmax weights), as attention passes them.
 #pragma once
 
@@ -76,42 +81,26 @@ VLKV_TILE_VNNI inline __m512 load_halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Rounds rows of q (times mul when given) to 16 bits, qi = 256 hi + lo with hi, lo in s8
-// (kWide), or to 8 bits, qi = lo; one step per piece of P channels.
-//   q: [n_q, d]; hi, lo: [n_q, d] (hi unused when narrow); step: [n_q, d / P]
+// Rounds v = q (times mul when given) to qi = round(v * inv): kWide splits qi = 128 hi + lo
+// (lo in [0, 127], hi = qi >> 7 in s8, |qi| <= 16383), narrow stores qi (|qi| <= 127).
+//   q, mul, inv: [n] with n % 16 == 0 (inv per channel); hi, lo: [n]
 template <bool kWide>
-VLKV_TILE_VNNI inline void quantize_q(const float* q, int n_q, int d, const float* mul, int P, int8_t* hi, int8_t* lo,
-                                      float* step) {
-  constexpr float kMax = kWide ? 127.0f * 256.0f : 127.0f;  // |qi| <= 32512 keeps hi in [-127, 127]
-  const int np = d / P;
-  const __m512i k128 = _mm512_set1_epi32(128), k255 = _mm512_set1_epi32(255);
-  for (int r = 0; r < n_q; ++r)
-    for (int pc = 0; pc < np; ++pc) {
-      const int64_t c0 = static_cast<int64_t>(r) * d + pc * P;
-      __m512 mx = _mm512_setzero_ps();
-      for (int c = 0; c < P; c += 16) {
-        __m512 v = _mm512_loadu_ps(q + c0 + c);
-        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + pc * P + c));
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
-      }
-      const float m = _mm512_reduce_max_ps(mx);
-      step[static_cast<int64_t>(r) * np + pc] = m / kMax;
-      const __m512 inv = _mm512_set1_ps(m > 0.0f ? kMax / m : 0.0f);
-      for (int c = 0; c < P; c += 16) {
-        __m512 v = _mm512_loadu_ps(q + c0 + c);
-        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + pc * P + c));
-        const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(v, inv));  // round to nearest
-        if constexpr (kWide) {
-          const __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(qi, k128), k255), k128);
-          const __m512i h = _mm512_srai_epi32(_mm512_sub_epi32(qi, l), 8);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c0 + c), _mm512_cvtsepi32_epi8(l));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + c0 + c), _mm512_cvtsepi32_epi8(h));
-        } else {
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c0 + c), _mm512_cvtsepi32_epi8(qi));
-        }
-      }
+VLKV_TILE_VNNI inline void round_q(const float* q, const float* mul, const float* inv, int n, int8_t* hi, int8_t* lo) {
+  const __m512i k127 = _mm512_set1_epi32(127);
+  for (int c = 0; c < n; c += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(inv + c));
+    if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + c));
+    const __m512i qi = _mm512_cvtps_epi32(v);  // round to nearest
+    if constexpr (kWide) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k127)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + c), _mm512_cvtsepi32_epi8(_mm512_srai_epi32(qi, 7)));
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c), _mm512_cvtsepi32_epi8(qi));
     }
+  }
 }
+
+constexpr float query_levels(bool wide) { return wide ? 16383.0f : 127.0f; }
 
 // ---------------- scores ----------------
 
@@ -149,7 +138,7 @@ VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, c
     // Each int32 sum is exact in f32 (|sum| < 2^24); one rounding when combined.
     const __m512 sv = kPerToken ? load_halves16(sc_h + 2 * 16 * pc) : _mm512_set1_ps(1.0f);
     for (int r = 0; r < RB; ++r) {
-      const __m512 dot = kWide ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]))
+      const __m512 dot = kWide ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(al[r]))
                                : _mm512_cvtepi32_ps(al[r]);
       accf[r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(sv, _mm512_set1_ps(q.step[r * np + pc])), accf[r]);
       if constexpr (kPerToken)
@@ -172,30 +161,56 @@ void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t
 
 struct ScoreScratch {
   std::vector<int8_t> hi, lo;
-  std::vector<float> step, qsum, c0, sc, mn;
+  std::vector<float> step, inv, qsum, c0, sc, mn, qmax;
 };
+
+// max over channels [c0, c0 + n) of |v (* mul)|.
+VLKV_TILE_VNNI inline float piece_max(const float* v, const float* mul, int c0, int n) {
+  __m512 mx = _mm512_setzero_ps();
+  for (int c = c0; c < c0 + n; c += 16) {
+    __m512 x = _mm512_loadu_ps(v + c);
+    if (mul) x = _mm512_mul_ps(x, _mm512_loadu_ps(mul + c));
+    mx = _mm512_max_ps(mx, _mm512_abs_ps(x));
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+// Step of piece pc of row r from its max m: inv[r, c] = levels / m over the piece (0 when m is 0).
+VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
+  s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
+  const __m512 iv = _mm512_set1_ps(m > 0.0f ? levels / m : 0.0f);
+  for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
+}
 
 // logits[r * ld + t] = scale * q_r . k_t over the view (blocks of 16 tokens per-token, G per channel).
 template <int B, bool kWide>
 VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale,
                            float* logits, int64_t ld) {
   thread_local ScoreScratch s;
+  constexpr float kLevels = query_levels(kWide);
   const int d = sh.d, units = d / 16;
   const bool per_token = sh.g > 0;
-  // One step per group (per token) or per 32 channels (per channel: an outlier channel's
-  // q * scale then only coarsens its own piece).
-  const int P = per_token ? sh.g : (d % 32 == 0 ? 32 : 16);
+  // Steps: per token, one per (row, group), set once per call. Per channel, q' = q * scale
+  // changes with every block: at 16 bits one step per block shared by every row (its max
+  // over rows and channels: one reduction), at 8 bits one per (row, 32 channels), as an
+  // outlier channel's q' would flatten the others.
+  const int P = per_token ? sh.g : kWide ? d : (d % 32 == 0 ? 32 : 16);
   const int np = d / P;
   s.hi.resize(static_cast<size_t>(n_q) * d);
   s.lo.resize(s.hi.size());
   s.step.resize(static_cast<size_t>(n_q) * np);
+  s.inv.resize(static_cast<size_t>(n_q) * d);
   s.c0.resize(n_q);
   auto rows = [&](int r0) {
     return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
                  s.step.data() + static_cast<int64_t>(r0) * np};
   };
   if (per_token) {
-    quantize_q<kWide>(q, n_q, d, nullptr, P, s.hi.data(), s.lo.data(), s.step.data());
+    for (int r = 0; r < n_q; ++r) {
+      const float* qr = q + static_cast<int64_t>(r) * d;
+      for (int pc = 0; pc < np; ++pc) set_piece_step(s, r, pc, d, P, kLevels, piece_max(qr, nullptr, pc * P, P));
+      round_q<kWide>(qr, nullptr, &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
+                     &s.lo[static_cast<size_t>(r) * d]);
+    }
     s.qsum.assign(static_cast<size_t>(n_q) * np, 0.0f);
     for (int r = 0; r < n_q; ++r)
       for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
@@ -203,7 +218,8 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       const uint8_t* blk = seg.block(b);
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, true, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
-                          s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16, ld);
+                                 s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16,
+                                 ld);
     }
     return;
   }
@@ -211,23 +227,37 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
   const int64_t tb = 32 * B;
   s.sc.resize(d);
   s.mn.resize(d);
+  s.qmax.assign(d, 0.0f);  // per channel: max over rows of |q|
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < d; c += 16)
+      _mm512_storeu_ps(&s.qmax[c], _mm512_max_ps(_mm512_loadu_ps(&s.qmax[c]),
+                                                 _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
     for (int i = 0; i < d; i += 16) {
       _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
       _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
     }
-    quantize_q<kWide>(q, n_q, d, s.sc.data(), P, s.hi.data(), s.lo.data(), s.step.data());
+    if (kWide) {
+      const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
+      for (int r = 0; r < n_q; ++r) set_piece_step(s, r, 0, d, P, kLevels, m);
+    } else {
+      for (int r = 0; r < n_q; ++r)
+        for (int pc = 0; pc < np; ++pc)
+          set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
+    }
     for (int r = 0; r < n_q; ++r) {
+      const float* qr = q + static_cast<int64_t>(r) * d;
+      round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
+                     &s.lo[static_cast<size_t>(r) * d]);
       __m512 acc = _mm512_setzero_ps();
-      for (int i = 0; i < d; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + i), _mm512_loadu_ps(&s.mn[i]), acc);
+      for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
       s.c0[r] = _mm512_reduce_add_ps(acc);
     }
     for (int tt = 0; tt < G / 16; ++tt)
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, false, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0), nullptr,
-                           nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16, ld);
+                                  nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16, ld);
   }
 }
 
@@ -236,58 +266,90 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
 constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
 
 struct AccScratch {
-  std::vector<float> pf;            // [RB][ng][64] p' as floats
-  std::vector<uint8_t> hi, lo;      // [RB][ng][64] p' rounded to 16 bits: 256 hi + lo
-  std::vector<float> step;          // [RB][ng]
-  std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g}
+  std::vector<int8_t> hi, lo;       // [RB][ng][64] p' rounded: 128 hi + lo (7 bits each)
+  std::vector<float> step, inv;     // [RB][ng]
+  std::vector<float> smax;          // [ng]
+  std::vector<float> rs;            // [RB][ng][16]
+  std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g} + centre * residuals
 };
 
 template <int B, int RB, bool kWide>
 VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
                                     float* out, AccScratch& s) {
-  static_assert(B == 2 || B == 4, "codes must fit s8 against u8 probabilities");
-  constexpr float kQMax = kWide ? 65535.0f : 255.0f;
+  // Codes are the u8 operand, probability halves the s8 one (a broadcast memory operand):
+  // 7 bits each, pq = 128 hi + lo (14 bits) or pq = lo (7 bits).
+  constexpr float kQMax = kWide ? 16383.0f : 127.0f;
   constexpr int64_t kTb = 32 * B;
   constexpr int kRun = 16 * kRunBlocks;
   const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
-  s.pf.resize(static_cast<size_t>(RB) * ng * kRun);
-  s.hi.resize(s.pf.size());
-  s.lo.resize(s.pf.size());
+  s.hi.resize(static_cast<size_t>(RB) * ng * kRun);
+  s.lo.resize(s.hi.size());
   s.step.resize(static_cast<size_t>(RB) * ng);
+  s.inv.resize(s.step.size());
+  s.smax.resize(ng);
   s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
-  const __m512i k255 = _mm512_set1_epi32(255);
+  s.rs.assign(s.mt.size(), 0.0f);
+  int8_t* const hi = s.hi.data();
+  int8_t* const lo = s.lo.data();
+  float* const step = s.step.data();  // [RB * ng]
+  float* const mt = s.mt.data();      // [RB * ng][16]
+  float* const rs = s.rs.data();      // [RB * ng][16] narrow: rounding residuals of the run
+  float* const inv = s.inv.data();    // [RB * ng]
+  float* const smax = s.smax.data();  // [ng]
+  float pmax[RB];
+  const __m512i k127 = _mm512_set1_epi32(127);
+  const __m512 centre = _mm512_set1_ps(0.5f * ((1 << B) - 1));
   const int64_t nb = seg.n_blocks();
+  const uint8_t* blk[kRunBlocks];
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
     const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
-    // p' = p * scale per (row, group, token); mins folded into mt.
-    for (int b = 0; b < kb; ++b) {
-      const uint8_t* blk = seg.block(b0 + b);
+    for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
+    // Step per (row, group): max_t p_t * max_t scale_{t,g} over the run bounds max p' and
+    // needs RB + ng reductions instead of RB * ng; then p' is rounded in one pass.
+    for (int r = 0; r < RB; ++r) {
+      __m512 mx = _mm512_setzero_ps();
+      for (int b = 0; b < kb; ++b) mx = _mm512_max_ps(mx, _mm512_loadu_ps(p + r * ld + (b0 + b) * 16));
+      pmax[r] = _mm512_reduce_max_ps(mx);
+    }
+    for (int k = 0; k < ng; ++k) {
+      __m512 mx = _mm512_setzero_ps();
+      for (int b = 0; b < kb; ++b) mx = _mm512_max_ps(mx, load_halves16(blk[b] + 2 * 16 * k));
+      smax[k] = _mm512_reduce_max_ps(mx);
+    }
+    for (int r = 0; r < RB; ++r)
       for (int k = 0; k < ng; ++k) {
-        const __m512 sv = load_halves16(blk + 2 * 16 * k), mv = load_halves16(blk + 2 * 16 * (ng + k));
+        const float m = pmax[r] * smax[k];
+        step[r * ng + k] = m / kQMax;
+        inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
+      }
+    for (int b = 0; b < kb; ++b) {
+      for (int k = 0; k < ng; ++k) {
+        const __m512 sv = load_halves16(blk[b] + 2 * 16 * k), mv = load_halves16(blk[b] + 2 * 16 * (ng + k));
         for (int r = 0; r < RB; ++r) {
+          const int rk = r * ng + k;
           const __m512 pv = _mm512_loadu_ps(p + r * ld + (b0 + b) * 16);
-          _mm512_storeu_ps(&s.pf[(static_cast<size_t>(r) * ng + k) * kRun + b * 16], _mm512_mul_ps(pv, sv));
-          float* mt = &s.mt[(static_cast<size_t>(r) * ng + k) * 16];
-          _mm512_storeu_ps(mt, _mm512_fmadd_ps(pv, mv, _mm512_loadu_ps(mt)));
+          const __m512 v = _mm512_mul_ps(pv, _mm512_mul_ps(sv, _mm512_set1_ps(inv[rk])));  // p' / step
+          const __m512i qi = _mm512_cvtps_epi32(v);
+          const int64_t at = static_cast<int64_t>(rk) * kRun + 16 * b;
+          if constexpr (kWide) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at), _mm512_cvtepi32_epi8(_mm512_srli_epi32(qi, 7)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k127)));
+          } else {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(qi));
+            // rounding residual (in steps), times the code centre at the end of the run
+            _mm512_storeu_ps(rs + rk * 16, _mm512_add_ps(_mm512_loadu_ps(rs + rk * 16),
+                                                          _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi))));
+          }
+          _mm512_storeu_ps(mt + rk * 16, _mm512_fmadd_ps(pv, mv, _mm512_loadu_ps(mt + rk * 16)));
         }
       }
     }
-    for (int rk = 0; rk < RB * ng; ++rk) {
-      const float* pf = &s.pf[static_cast<size_t>(rk) * kRun];
-      __m512 mx = _mm512_setzero_ps();
-      for (int b = 0; b < kb; ++b) mx = _mm512_max_ps(mx, _mm512_loadu_ps(pf + 16 * b));
-      const float m = _mm512_reduce_max_ps(mx);
-      s.step[rk] = m / kQMax;
-      const __m512 inv = _mm512_set1_ps(m > 0.0f ? kQMax / m : 0.0f);
-      for (int b = 0; b < kb; ++b) {
-        const __m512i qi = _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(pf + 16 * b), inv)),
-                                            _mm512_setzero_si512());
-        const size_t at = static_cast<size_t>(rk) * kRun + 16 * b;
-        if constexpr (kWide)
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.hi[at]), _mm512_cvtusepi32_epi8(_mm512_srli_epi32(qi, 8)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(&s.lo[at]), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k255)));
+    if constexpr (!kWide)
+      for (int rk = 0; rk < RB * ng; ++rk) {
+        _mm512_storeu_ps(mt + rk * 16, _mm512_fmadd_ps(_mm512_loadu_ps(rs + rk * 16), _mm512_mul_ps(centre, _mm512_set1_ps(step[rk])),
+                                                       _mm512_loadu_ps(mt + rk * 16)));
+        _mm512_storeu_ps(rs + rk * 16, _mm512_setzero_ps());
       }
-    }
     // Integer dots: per 16-channel unit, the run's blocks, every row.
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
@@ -295,27 +357,27 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm512_setzero_si512();
       for (int b = 0; b < kb; ++b) {
         __m512i qd[4];
-        unpack_quads<B>(seg.block(b0 + b) + sh.meta_bytes + u * kTb, qd);
+        unpack_quads<B>(blk[b] + sh.meta_bytes + u * kTb, qd);
         for (int r = 0; r < RB; ++r) {
-          const size_t at = (static_cast<size_t>(r) * ng + k) * kRun + 16 * b;
+          const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
           for (int j = 0; j < 4; ++j) {
-            if constexpr (kWide) ah[r] = _mm512_dpbusd_epi32(ah[r], _mm512_set1_epi32(load_i32(&s.hi[at + 4 * j])), qd[j]);
-            al[r] = _mm512_dpbusd_epi32(al[r], _mm512_set1_epi32(load_i32(&s.lo[at + 4 * j])), qd[j]);
+            if constexpr (kWide) ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(hi + at + 4 * j)));
+            al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(lo + at + 4 * j)));
           }
         }
       }
       // Each int32 sum is exact in f32 (< 2^24); one rounding when combined.
       for (int r = 0; r < RB; ++r) {
         float* o = out + static_cast<int64_t>(r) * d + 16 * u;
-        const __m512 dot = kWide ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(256.0f), _mm512_cvtepi32_ps(al[r]))
+        const __m512 dot = kWide ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[r]), _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(al[r]))
                                  : _mm512_cvtepi32_ps(al[r]);
-        _mm512_storeu_ps(o, _mm512_fmadd_ps(dot, _mm512_set1_ps(s.step[r * ng + k]), _mm512_loadu_ps(o)));
+        _mm512_storeu_ps(o, _mm512_fmadd_ps(dot, _mm512_set1_ps(step[r * ng + k]), _mm512_loadu_ps(o)));
       }
     }
   }
   for (int r = 0; r < RB; ++r)
     for (int k = 0; k < ng; ++k) {
-      const float m = _mm512_reduce_add_ps(_mm512_loadu_ps(&s.mt[(static_cast<size_t>(r) * ng + k) * 16]));
+      const float m = _mm512_reduce_add_ps(_mm512_loadu_ps(mt + (r * ng + k) * 16));
       float* o = out + static_cast<int64_t>(r) * d + k * g;
       for (int i = 0; i < g; ++i) o[i] += m;
     }
