@@ -1,6 +1,6 @@
 // Decode attention for one layer (one new token) over a cached context of 1K / 8K / 32K
 // (and 128K with --ctx128k) tokens, for every registered KV method (new methods appear
-// automatically; a method that refuses a geometry is skipped), head_dim 128 and 64,
+// automatically; a method that refuses a geometry is skipped) and kivi2 / int4 with dot=8, head_dim 128 and 64,
 // 8 query heads over 2 kv heads. Reports GB/s of cache bytes read (the bytes the layer's
 // segments hold: compressed blocks plus any full-precision window), and in the same run
 // a memory-bandwidth reference: a 2-thread streaming read and a 1-thread memcpy of a
@@ -212,13 +212,18 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("MemReadBandwidth", BM_MemReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("MemcpyReference", BM_MemcpyReference)->Unit(benchmark::kMillisecond)->UseRealTime();
   std::vector<int64_t> contexts = {1024, 8192, 32768};
+  // Every registered method with its defaults, plus the 8-bit-dot variants of the tiled ones.
+  std::vector<std::string> specs;
+  for (const MethodInfo* m : list_methods()) specs.push_back(m->name);
+  specs.push_back("kivi2:dot=8");
+  specs.push_back("int4:dot=8");
   if (long_ctx) contexts.push_back(131072);
   for (int d : {128, 64})
     for (int64_t ctx : contexts)
-      for (const MethodInfo* m : list_methods()) {
-        const std::string name = "DecodeAttention/d" + std::to_string(d) + "/ctx" + std::to_string(ctx) + "/" + m->name;
-        benchmark::RegisterBenchmark(name.c_str(), [m, ctx, d](benchmark::State& st) {
-          BM_DecodeAttention(st, m->name, ctx, d);
+      for (const std::string& spec : specs) {
+        const std::string name = "DecodeAttention/d" + std::to_string(d) + "/ctx" + std::to_string(ctx) + "/" + spec;
+        benchmark::RegisterBenchmark(name.c_str(), [spec, ctx, d](benchmark::State& st) {
+          BM_DecodeAttention(st, spec, ctx, d);
         })->Unit(benchmark::kMicrosecond)->UseRealTime();
       }
   benchmark::RunSpecifiedBenchmarks();
