@@ -238,9 +238,11 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
       _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
     }
-    if (kWide) {
+    if (kWide) {  // one multiplier per channel for every row: scale_c * levels / max
       const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
-      for (int r = 0; r < n_q; ++r) set_piece_step(s, r, 0, d, P, kLevels, m);
+      const __m512 iv = _mm512_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+      for (int i = 0; i < d; i += 16) _mm512_storeu_ps(&s.inv[i], _mm512_mul_ps(_mm512_loadu_ps(&s.sc[i]), iv));
+      for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
     } else {
       for (int r = 0; r < n_q; ++r)
         for (int pc = 0; pc < np; ++pc)
@@ -248,8 +250,11 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
     }
     for (int r = 0; r < n_q; ++r) {
       const float* qr = q + static_cast<int64_t>(r) * d;
-      round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                     &s.lo[static_cast<size_t>(r) * d]);
+      if (kWide)
+        round_q<kWide>(qr, nullptr, s.inv.data(), d, &s.hi[static_cast<size_t>(r) * d], &s.lo[static_cast<size_t>(r) * d]);
+      else
+        round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
+                       &s.lo[static_cast<size_t>(r) * d]);
       __m512 acc = _mm512_setzero_ps();
       for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
       s.c0[r] = _mm512_reduce_add_ps(acc);
@@ -322,8 +327,10 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
         step[r * ng + k] = m / kQMax;
         inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
       }
-    for (int b = 0; b < kb; ++b) {
-      for (int k = 0; k < ng; ++k) {
+    for (int k = 0; k < ng; ++k) {
+      __m512 mta[RB];  // sum_t p_t min_{t,k} over the run, per row
+      for (int r = 0; r < RB; ++r) mta[r] = _mm512_setzero_ps();
+      for (int b = 0; b < kb; ++b) {
         const __m512 sv = load_halves16(blk[b] + 2 * 16 * k), mv = load_halves16(blk[b] + 2 * 16 * (ng + k));
         for (int r = 0; r < RB; ++r) {
           const int rk = r * ng + k;
@@ -340,9 +347,11 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
             _mm512_storeu_ps(rs + rk * 16, _mm512_add_ps(_mm512_loadu_ps(rs + rk * 16),
                                                           _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi))));
           }
-          _mm512_storeu_ps(mt + rk * 16, _mm512_fmadd_ps(pv, mv, _mm512_loadu_ps(mt + rk * 16)));
+          mta[r] = _mm512_fmadd_ps(pv, mv, mta[r]);
         }
       }
+      for (int r = 0; r < RB; ++r)
+        _mm512_storeu_ps(mt + (r * ng + k) * 16, _mm512_add_ps(mta[r], _mm512_loadu_ps(mt + (r * ng + k) * 16)));
     }
     if constexpr (!kWide)
       for (int rk = 0; rk < RB * ng; ++rk) {
