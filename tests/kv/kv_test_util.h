@@ -38,13 +38,16 @@ struct SimdLevelGuard {
 
 // One query row attending over keys/values in double precision.
 //   q: [d]; keys, vals: [n, d] (row stride d); out: [d]
+// With base ([n]) and qb ([d]) given, key t is scored with qb where base[t] is set
+// (per-key query choice: logit_t = scale * (base[t] ? qb : q) . key_t).
 inline void ref_attention_row(const float* q, const float* keys, const float* vals, int64_t n, int d, double scale,
-                              double* out) {
+                              double* out, const float* qb = nullptr, const uint8_t* base = nullptr) {
   std::vector<double> s(n);
   double mx = -INFINITY;
   for (int64_t t = 0; t < n; ++t) {
+    const float* qq = base && base[t] ? qb : q;
     double acc = 0;
-    for (int i = 0; i < d; ++i) acc += static_cast<double>(q[i]) * keys[t * d + i];
+    for (int i = 0; i < d; ++i) acc += static_cast<double>(qq[i]) * keys[t * d + i];
     s[t] = acc * scale;
     mx = std::max(mx, s[t]);
   }

@@ -268,26 +268,6 @@ Cache make_cache(const std::string& method, KvGeometry g = kGeom) {
 
 enum class Share { kGla, kVlaScores, kVlaKeys };
 
-// One query row over keys with per-key query choice, in double: logit_j = scale *
-// (base[j] ? qb : q) . key_j; softmax over all; times vals.
-void ref_row(const float* q, const float* qb, const std::vector<float>& keys, const std::vector<uint8_t>& base,
-             const std::vector<float>& vals, int64_t n, int d, double scale, double* out) {
-  std::vector<double> s(n);
-  double mx = -INFINITY;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* qq = base[t] ? qb : q;
-    double acc = 0;
-    for (int i = 0; i < d; ++i) acc += static_cast<double>(qq[i]) * keys[t * d + i];
-    s[t] = acc * scale;
-    mx = std::max(mx, s[t]);
-  }
-  double l = 0;
-  for (auto& e : s) l += (e = std::exp(e - mx));
-  std::fill(out, out + d, 0.0);
-  for (int64_t t = 0; t < n; ++t)
-    for (int i = 0; i < d; ++i) out[i] += s[t] / l * vals[t * d + i];
-}
-
 // One step as the decoder runs it for lazy layer 1 (base 0) of a 2-layer geometry: GLA
 // passes the base's q and k; VLA scores its own q and k plus the base's q and k as base_q,
 // base_k; VLA keys its own q and k with visual rows of k from the base. Checks layer 1's
@@ -345,7 +325,8 @@ void lazy_step(Cache& c, Share share, int n_new, uint32_t seed, const std::vecto
       for (int hh = 0; hh < group; ++hh) {
         const size_t row = (static_cast<size_t>(i) * g.n_heads + h * group + hh) * d;
         std::vector<double> ref(d);
-        ref_row(&q_eff[row], &q0[row], keys, base, vals, n_cached + i + 1, d, scale, ref.data());
+        kvtest::ref_attention_row(&q_eff[row], keys.data(), vals.data(), n_cached + i + 1, d, scale, ref.data(), &q0[row],
+                                  base.data());
         ASSERT_LT(kvtest::rel_err(&out1[row], ref.data(), d), tol) << "token " << i << " head " << h << " cached " << n_cached;
       }
   }
