@@ -87,6 +87,23 @@ void all_chunks(const LayerCache& layer, const LayerCache* key_source, int n_kv,
   }
 }
 
+// The keys a layer's probes read: every kv head's cached chunks and the new keys per head.
+struct LayerKeys {
+  std::vector<Chunk> chunks;       // head after head
+  std::vector<size_t> head_begin;  // [n_kv + 1] offsets into chunks
+  std::vector<float> new_keys;     // [n_kv, n_new, head_dim]
+};
+
+// Fills the calling thread's LayerKeys (reused across calls); the pool's workers read it
+// through the returned reference.
+const LayerKeys& layer_keys(const LayerCache& layer, const LayerCache* key_source, const float* k, int n_new, int n_kv,
+                            int d) {
+  thread_local LayerKeys lk;
+  all_chunks(layer, key_source, n_kv, d, lk.chunks, lk.head_begin);
+  gather_new_keys(k, n_new, n_kv, d, lk.new_keys);
+  return lk;
+}
+
 }  // namespace
 
 std::vector<int> choose_probes(const ProbePlan& plan, int n_new, uint64_t salt) {
@@ -111,14 +128,10 @@ void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const 
                    ThreadPool& pool) {
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const ProbeTiles pt(shape, pr.n);
-  thread_local std::vector<Chunk> chunks;  // the caller's, read by the workers
-  thread_local std::vector<size_t> head_begin;
-  thread_local std::vector<float> kn;
-  std::vector<Chunk>& cs = chunks;
-  std::vector<size_t>& hb = head_begin;
-  std::vector<float>& keys = kn;
-  all_chunks(layer, key_source, n_kv, d, cs, hb);
-  gather_new_keys(k, n_new, n_kv, d, keys);
+  const LayerKeys& lk = layer_keys(layer, key_source, k, n_new, n_kv, d);
+  const std::vector<Chunk>& cs = lk.chunks;
+  const std::vector<size_t>& hb = lk.head_begin;
+  const std::vector<float>& keys = lk.new_keys;
 
   pool.parallel_for(static_cast<int64_t>(n_kv) * pt.n_tiles, [&](int64_t begin, int64_t end, int) {
     StatScratch& s = scratch(d);
@@ -170,14 +183,10 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
-  thread_local std::vector<Chunk> chunks;
-  thread_local std::vector<size_t> head_begin;
-  thread_local std::vector<float> kn;
-  std::vector<Chunk>& cs = chunks;
-  std::vector<size_t>& hb = head_begin;
-  std::vector<float>& keys = kn;
-  all_chunks(layer, key_source, n_kv, d, cs, hb);
-  gather_new_keys(k, n_new, n_kv, d, keys);
+  const LayerKeys& lk = layer_keys(layer, key_source, k, n_new, n_kv, d);
+  const std::vector<Chunk>& cs = lk.chunks;
+  const std::vector<size_t>& hb = lk.head_begin;
+  const std::vector<float>& keys = lk.new_keys;
   std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
   if (pr.n == 0) return;
   // New keys past the last probe are seen by none: their mass stays 0.
