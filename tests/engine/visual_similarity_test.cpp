@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/visual_similarity.h"
@@ -29,6 +30,25 @@ Prompt image_prompt(const Engine& e, const std::string& question) {
   return p;
 }
 
+// The model file with its text hparams and weights, read independently of the engine.
+struct ModelText {
+  std::unique_ptr<GgufFile> g;  // owns the data the weights view
+  TextHparams hp;
+  TextWeights w;
+};
+
+void read_model_text(ModelText& m) {
+  Result<std::unique_ptr<GgufFile>> g = GgufFile::open(tinyvlm::model_path());
+  ASSERT_TRUE(g.is_ok());
+  m.g = std::move(g).value();
+  Result<TextHparams> hp = read_text_hparams(*m.g);
+  ASSERT_TRUE(hp.is_ok());
+  m.hp = std::move(hp).value();
+  Result<TextWeights> w = bind_text_weights(*m.g, m.hp, false);
+  ASSERT_TRUE(w.is_ok());
+  m.w = std::move(w).value();
+}
+
 TEST(VisualSimilarity, EqualsTheMeanDotProductWithTheTextTokens) {
   std::unique_ptr<Engine> e = tinyvlm::load_engine("f16");
   ASSERT_TRUE(e);
@@ -37,27 +57,23 @@ TEST(VisualSimilarity, EqualsTheMeanDotProductWithTheTextTokens) {
   ASSERT_GT(prepared->n_visual_tokens(), 0);
 
   // The model's token embeddings and token types, read independently of the engine.
-  Result<std::unique_ptr<GgufFile>> g = GgufFile::open(tinyvlm::model_path());
-  ASSERT_TRUE(g.is_ok());
-  Result<TextHparams> hp = read_text_hparams(**g);
-  ASSERT_TRUE(hp.is_ok());
-  Result<TextWeights> w = bind_text_weights(**g, *hp, false);
-  ASSERT_TRUE(w.is_ok());
-  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(**g);
+  ModelText m;
+  ASSERT_NO_FATAL_FAILURE(read_model_text(m));
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*m.g);
   ASSERT_TRUE(tok.is_ok());
   auto is_text = [&](int32_t t) { return (*tok)->token_type(t) != TokenType::kControl; };
-  const int64_t n_embd = hp->n_embd;
+  const int64_t n_embd = m.hp.n_embd;
 
   std::vector<std::vector<float>> text_rows;
   for (const PromptChunk& c : prepared->chunks)
     for (int32_t t : c.tokens)
       if (c.kind == PromptChunk::Kind::kText && is_text(t)) {
         text_rows.emplace_back(static_cast<size_t>(n_embd));
-        get_row(w->token_embd, t, text_rows.back().data());
+        get_row(m.w.token_embd, t, text_rows.back().data());
       }
   ASSERT_GT(text_rows.size(), 3u);  // the question and the template's words; BOS excluded
 
-  const std::vector<std::vector<float>> sim = visual_text_similarity(*prepared, w->token_embd, is_text);
+  const std::vector<std::vector<float>> sim = visual_text_similarity(*prepared, m.w.token_embd, is_text);
   ASSERT_EQ(sim.size(), prepared->chunks.size());
   int64_t checked = 0;
   double spread_lo = INFINITY, spread_hi = -INFINITY;
@@ -93,19 +109,15 @@ TEST(VisualSimilarity, EqualsTheMeanDotProductWithTheTextTokens) {
 TEST(VisualSimilarity, NoneWithoutMediaOrWithoutTextTokens) {
   std::unique_ptr<Engine> e = tinyvlm::load_engine("f16");
   ASSERT_TRUE(e);
-  Result<std::unique_ptr<GgufFile>> g = GgufFile::open(tinyvlm::model_path());
-  ASSERT_TRUE(g.is_ok());
-  Result<TextHparams> hp = read_text_hparams(**g);
-  ASSERT_TRUE(hp.is_ok());
-  Result<TextWeights> w = bind_text_weights(**g, *hp, false);
-  ASSERT_TRUE(w.is_ok());
+  ModelText m;
+  ASSERT_NO_FATAL_FAILURE(read_model_text(m));
   Result<PreparedPrompt> text_only = e->prepare_prompt(Prompt{"What color is the circle?", {}}, true);
   ASSERT_TRUE(text_only.is_ok());
-  for (const auto& s : visual_text_similarity(*text_only, w->token_embd, [](int32_t) { return true; }))
+  for (const auto& s : visual_text_similarity(*text_only, m.w.token_embd, [](int32_t) { return true; }))
     EXPECT_TRUE(s.empty());
   Result<PreparedPrompt> with_image = e->prepare_prompt(image_prompt(*e, "Describe."), true);
   ASSERT_TRUE(with_image.is_ok());
-  for (const auto& s : visual_text_similarity(*with_image, w->token_embd, [](int32_t) { return false; }))
+  for (const auto& s : visual_text_similarity(*with_image, m.w.token_embd, [](int32_t) { return false; }))
     EXPECT_TRUE(s.empty());  // no token counts as text: nothing to compare with
 }
 
