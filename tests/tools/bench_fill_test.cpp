@@ -4,7 +4,9 @@
 // carry issue #3's keys; the held bytes equal those a real prefill leaves (same windows,
 // folds and segments); a --kv list keeps a method's comma-separated parameters together.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,10 +19,19 @@
 namespace vlkv {
 namespace {
 
+// A file of this process's own: ctest runs each test case as a separate process, in
+// parallel, so a shared name would let one process read another's half-written model.
+struct TempModelFile {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("vlkv_bench_fill_tiny_" + std::to_string(::getpid()) + ".gguf")).string();
+  ~TempModelFile() { std::remove(path.c_str()); }
+};
+
 // 2 layers, 2 kv heads of 64: small enough that a real 600-token prefill takes ~0.1 s.
 const std::string& tiny_model() {
+  static const TempModelFile file;
   static const std::string path = [] {
-    const std::string p = (std::filesystem::temp_directory_path() / "vlkv_bench_fill_tiny.gguf").string();
+    const std::string& p = file.path;
     RandomModelSpec s;
     s.n_embd = 128;
     s.n_layers = 2;
