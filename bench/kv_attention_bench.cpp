@@ -85,9 +85,12 @@ void BM_DecodeAttention(benchmark::State& state, const std::string& method_name,
       const int n = static_cast<int>(std::min(chunk, ctx - t));
       const auto k = random_normal(static_cast<size_t>(n) * g.n_kv_heads * d, 1 + static_cast<uint32_t>(t));
       const auto v = random_normal(static_cast<size_t>(n) * g.n_kv_heads * d, 2 + static_cast<uint32_t>(t));
+      // Visual tokens: the long contexts this cache is for (images, video frames).
+      const std::vector<TokenKind> kinds(n, TokenKind::kVisual);
       StoreInput in;
       in.n_cached = t;
       in.n_new = n;
+      in.kinds = kinds.data();
       in.k = k.data();
       in.v = v.data();
       Status st = (*method)->store(in, ed);

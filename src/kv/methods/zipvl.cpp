@@ -83,8 +83,13 @@ class ZipvlMethod final : public Method {
     const std::string gs = std::to_string(g), gvs = std::to_string(gv);
     VLKV_ASSIGN_OR_RETURN(m->k_hi_, make_codec("int" + std::to_string(hi) + "c:G=" + gs));
     VLKV_ASSIGN_OR_RETURN(m->k_lo_, make_codec("int" + std::to_string(lo) + "c:G=" + gs));
-    VLKV_ASSIGN_OR_RETURN(m->v_hi_, make_codec("int" + std::to_string(hi) + ":g=" + gvs));
-    VLKV_ASSIGN_OR_RETURN(m->v_lo_, make_codec("int" + std::to_string(lo) + ":g=" + gvs));
+    // Values in 16-token value tiles (VNNI accumulate on the codes, int_tiles.h) when the
+    // groups of g tokens fill whole tiles and the bits allow; else one token per block.
+    auto v_layout = [&](int64_t bits) {
+      return (bits == 2 || bits == 4) && geo.head_dim % 16 == 0 && gv % 16 == 0 && g % 16 == 0 ? ",layout=v" : "";
+    };
+    VLKV_ASSIGN_OR_RETURN(m->v_hi_, make_codec("int" + std::to_string(hi) + ":g=" + gvs + v_layout(hi)));
+    VLKV_ASSIGN_OR_RETURN(m->v_lo_, make_codec("int" + std::to_string(lo) + ":g=" + gvs + v_layout(lo)));
     VLKV_ASSIGN_OR_RETURN(m->w_, make_codec("f16"));
     for (const Codec* c : m->codecs()) VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method zipvl"));
     char text[200];
@@ -165,11 +170,13 @@ class ZipvlMethod final : public Method {
   double heads() const { return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads; }
   double hi_token_bytes() const {
     const int d = geo_.head_dim;
-    return static_cast<double>(k_hi_->block_bytes(d)) / G_ + static_cast<double>(v_hi_->block_bytes(d));
+    return static_cast<double>(k_hi_->block_bytes(d)) / G_ +
+           static_cast<double>(v_hi_->block_bytes(d)) / v_hi_->tokens_per_block();
   }
   double lo_token_bytes() const {
     const int d = geo_.head_dim;
-    return static_cast<double>(k_lo_->block_bytes(d)) / G_ + static_cast<double>(v_lo_->block_bytes(d));
+    return static_cast<double>(k_lo_->block_bytes(d)) / G_ +
+           static_cast<double>(v_lo_->block_bytes(d)) / v_lo_->tokens_per_block();
   }
 
   // Rows of one class (sequence order; rows r at k + r * stride) to its staging segment,
