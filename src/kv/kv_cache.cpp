@@ -185,7 +185,7 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.visual_similarity = visual_similarity;
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
   AttentionStats stats;
-  if (plan.stats & kStatKeyMass) {
+  if ((plan.stats & kStatKeyMass) && (n_new > 1 || plan.stats_in_decode)) {
     // Salt: layer and first position, so steps and layers draw different random probes.
     probes_ = choose_probes(plan.probe, n_new, (static_cast<uint64_t>(layer) << 40) ^ static_cast<uint64_t>(lc.n_tokens));
     probe_m_.resize(probes_.size() * g.n_heads);

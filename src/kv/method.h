@@ -64,6 +64,9 @@ struct LayerPlan {
   // paper's VLA: the base layer's visual scores); false: with the layer's own queries.
   bool base_scores = false;
   uint32_t stats = kStatNone;  // AttentionStat bits needed before store()
+  // false: statistics only for steps of more than one token; 1-token (decode) steps skip
+  // the extra scoring pass (for methods that read only the prefill's statistics).
+  bool stats_in_decode = true;
   ProbePlan probe;             // probe queries of kStatKeyMass
   // Sparse attention (ZipVL's sparse prefill; needs kStatKeyMass): the probe statistics
   // are computed before the step's attention, Method::select_attended_keys picks the

@@ -12,9 +12,9 @@
 //    (none computed yet, or a step of one token) it keeps its last decision, else the
 //    paper's LLaVA-1.5 map: layers [0, tsa_layers) TSA, the rest PSA. pattern=map, tsa and
 //    psa force it. Statistics are read only from steps of more than one token (prefill
-//    chunks): a single decode query is too noisy to re-decide a layer. (KvCache still
-//    computes them on every step of a layer that asks, one extra scores pass per decode
-//    step: LayerPlan has no prefill-only switch.) The pattern can change between prefill
+//    chunks): a single decode query is too noisy to re-decide a layer, and the layer plan
+//    says so (LayerPlan::stats_in_decode = false: decode steps skip the extra scores
+//    pass). The pattern can change between prefill
 //    chunks; it applies to the tokens folded from then on. Q Cache refuses to wrap a
 //    method that needs statistics, so akvq_vl does not compose with qcache_*.
 //  - Pivots (per kv head, at most n_pivots, kept f16 for the rest of the sequence): the
@@ -177,6 +177,7 @@ class AkvqVlMethod final : public Method {
   LayerPlan layer_plan(int layer) const override {
     LayerPlan plan;
     if (wants_stats(layer)) plan.stats = kStatKeyMass;  // default probes: last 5% + random 5% of a step
+    plan.stats_in_decode = false;  // store() reads only multi-token (prefill) steps' mass
     return plan;
   }
 
