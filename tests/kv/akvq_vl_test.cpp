@@ -140,6 +140,22 @@ TEST(AkvqSaliency, PivotsAreTopMassCandidatesWithinTheBudget) {
 
 // ---------------- the method: parameters and bits ----------------
 
+// akvq_vl reads only multi-token steps' statistics, so its plan lets decode steps skip the
+// probe pass; zipvl re-scores decode tokens from their mass and keeps it.
+TEST(AkvqMethod, StatisticsOnlyForPrefillSteps) {
+  const KvGeometry geo{4, 4, 2, 64};
+  auto akvq = create_method("akvq_vl", geo);
+  ASSERT_TRUE(akvq.is_ok()) << akvq.status().message();
+  for (int l = 0; l < geo.n_layers; ++l) {
+    const LayerPlan plan = (*akvq)->layer_plan(l);
+    EXPECT_EQ(plan.stats, static_cast<uint32_t>(kStatKeyMass)) << l;
+    EXPECT_FALSE(plan.stats_in_decode) << l;
+  }
+  auto zipvl = create_method("zipvl", geo);
+  ASSERT_TRUE(zipvl.is_ok()) << zipvl.status().message();
+  EXPECT_TRUE((*zipvl)->layer_plan(0).stats_in_decode);
+}
+
 TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
   const KvGeometry g128{32, 32, 8, 128};
   auto m = create_method("akvq_vl", g128);
