@@ -54,6 +54,10 @@ class Codec {
   // Bytes of one block of tokens_per_block tokens of head_dim channels, metadata
   // (scales, zero points, channel maps) included.
   virtual int64_t block_bytes(int head_dim) const = 0;
+  // Stored bytes per token of one stream (K or V of one kv head), metadata included.
+  double bytes_per_token(int head_dim) const {
+    return static_cast<double>(block_bytes(head_dim)) / tokens_per_block();
+  }
   // Exact stored bits per element including metadata.
   double bits_per_element(int head_dim) const {
     return 8.0 * static_cast<double>(block_bytes(head_dim)) / (tokens_per_block() * static_cast<double>(head_dim));

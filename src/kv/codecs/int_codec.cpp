@@ -644,8 +644,7 @@ bool register_int_codecs() {
                                                "VNNI scores (k) or accumulate (v); bits 2, 4, 8, head_dim % 16 == 0"});
         }
         params.push_back({"clip", "1", "clipping ratio in (0, 1]: the group's range shrunk around its centre"});
-        params.push_back({"dot", "16", "tiled 2/4-bit layouts with AVX-512 VNNI: bits the fused ops round queries and "
-                                       "probabilities to, 16 (exact to ~1e-4) or 8 (half the integer work)"});
+        params.push_back({"dot", "16", intt::kDotHelp});
         std::string help = std::to_string(bits) + "-bit uniform asymmetric, f16 scale+min per " +
                            (per_channel ? "channel over G tokens" : "group of g channels of a token") +
                            (rot ? ", rows Walsh-Hadamard rotated" : "");
@@ -673,11 +672,7 @@ bool register_int_codecs() {
                                                                " needs 2, 4 or 8 bits");
                                    }
                                    VLKV_ASSIGN_OR_RETURN(p.clip, spec.get_double("clip", 1.0, 0.05, 1.0));
-                                   VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
-                                   if (dot != 8 && dot != 16)
-                                     return invalid_argument("'" + name + "': dot=" + std::to_string(dot) +
-                                                             " is not supported; valid: 16, 8");
-                                   p.dot_bits = static_cast<int>(dot);
+                                   VLKV_ASSIGN_OR_RETURN(p.dot_bits, intt::parse_dot_bits(spec, name));
                                    return std::shared_ptr<const Codec>(std::make_shared<IntCodec>(p));
                                  }});
       }

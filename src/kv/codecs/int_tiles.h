@@ -14,6 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "kv/spec.h"
+#include "vlkv/status.h"
 
 namespace vlkv::intt {
 
@@ -21,6 +25,24 @@ constexpr int kTileTokens = 16;    // tokens per tile (and per block of a tiled 
 constexpr int kTileChannels = 16;  // channels per tile
 
 inline bool tileable_bits(int bits) { return bits == 2 || bits == 4 || bits == 8; }
+
+// Whether a method should store a per-token codec in tiles: 2/4-bit codes (8-bit tiles take
+// the dequantizing path, no faster than rows) and whole 16-channel tiles inside each group.
+inline bool tiles_pay(int bits, int head_dim, int64_t channel_group) {
+  return (bits == 2 || bits == 4) && head_dim % kTileChannels == 0 && channel_group % kTileChannels == 0;
+}
+
+// The `dot` parameter of the int codecs and of the methods that pass it on: bits the tiled
+// VNNI ops round their float inputs to (int_tile_kernels_avx512.h).
+inline constexpr const char* kDotHelp =
+    "tiled 2/4-bit codes with AVX-512 VNNI: 16 rounds queries to 15 bits and probabilities to 14 (within ~1e-3 of "
+    "exact attention over the stored values), 8 to 8 and 7 bits (half the integer work, ~1e-2)";
+inline Result<int> parse_dot_bits(const Spec& spec, const std::string& who) {
+  VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
+  if (dot != 8 && dot != 16)
+    return invalid_argument("'" + who + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8");
+  return static_cast<int>(dot);
+}
 inline int64_t tile_bytes(int bits) { return 32LL * bits; }
 
 // Byte offset and bit shift of element e of lane l inside a tile.

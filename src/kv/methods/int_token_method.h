@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/single_codec.h"
 #include "kv/methods/window_fold.h"
@@ -79,10 +80,7 @@ class TiledIntTokenMethod final : public Method {
 
  private:
   TiledIntTokenMethod() = default;
-  double tile_bytes_per_token() const {
-    const int d = geo_.head_dim;
-    return static_cast<double>(k_->block_bytes(d) + v_->block_bytes(d)) / kTile;
-  }
+  double tile_bytes_per_token() const { return k_->bytes_per_token(geo_.head_dim) + v_->bytes_per_token(geo_.head_dim); }
 
   std::string spec_;
   std::shared_ptr<const Codec> k_, v_, w_;
@@ -100,8 +98,7 @@ inline MethodInfo int_token_method_info(int bits) {
                   "when 32 does not divide it)"},
       {"clip", "1", "clipping ratio in [0.05, 1]: each group's range shrunk around its centre"},
       {"wht", "0", "1 = rotate K and V rows by the normalized Walsh-Hadamard transform (head_dim 2^k)"},
-      {"dot", "16", "2/4-bit tiles on AVX-512 VNNI: decode attention rounds queries and probabilities to 16 bits "
-                    "(exact to ~1e-4 of the stored values) or 8 (faster, ~1e-2)"},
+      {"dot", "16", intt::kDotHelp},
   };
   info.create = [name, bits](const Spec& spec, const KvGeometry& geo) -> Result<std::unique_ptr<Method>> {
     VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", default_channel_group(geo.head_dim), 0, 1024));
@@ -111,16 +108,14 @@ inline MethodInfo int_token_method_info(int bits) {
                               std::to_string(geo.head_dim));
     VLKV_ASSIGN_OR_RETURN(double clip, spec.get_double("clip", 1.0, 0.05, 1.0));
     VLKV_ASSIGN_OR_RETURN(int64_t wht, spec.get_int("wht", 0, 0, 1));
-    VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
-    if (dot != 8 && dot != 16)
-      return invalid_argument("'" + name + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8");
+    VLKV_ASSIGN_OR_RETURN(const int dot, intt::parse_dot_bits(spec, name));
     char clip_text[32];
     std::snprintf(clip_text, sizeof clip_text, "%g", clip);
     const std::string params = ":g=" + std::to_string(g) + ",clip=" + clip_text;
     const std::string method_spec = name + params + ",wht=" + std::to_string(wht) + (dot == 16 ? "" : ",dot=8");
     const std::string codec_spec = std::string(wht ? "wht_" : "") + name + params;
     const int64_t group = g == 0 ? geo.head_dim : g;
-    if ((bits == 2 || bits == 4) && geo.head_dim % 16 == 0 && group % 16 == 0)
+    if (intt::tiles_pay(bits, geo.head_dim, group))
       return TiledIntTokenMethod::create(method_spec, codec_spec + (dot == 16 ? "" : ",dot=8"), geo);
     return SingleCodecMethod::create(method_spec, codec_spec, geo);
   };

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/window_fold.h"
 
@@ -46,9 +47,7 @@ class KiviMethod final : public Method {
     if (g % 8 != 0)
       return invalid_argument("'" + name + "': g=" + std::to_string(g) + " is not a multiple of 8; valid: 8, 16, 32, 64, 128");
     VLKV_ASSIGN_OR_RETURN(int64_t residual, spec.get_int("residual", 128, 0, 1 << 16));
-    VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
-    if (dot != 8 && dot != 16)
-      return invalid_argument("'" + name + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8");
+    VLKV_ASSIGN_OR_RETURN(const int dot, intt::parse_dot_bits(spec, name));
     const std::string dot_param = dot == 16 ? "" : ",dot=8";
     const std::string window = spec.get_string("window", "f16");
     if (window != "f16" && window != "f32")
@@ -60,7 +59,7 @@ class KiviMethod final : public Method {
     VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g) + dot_param));
     // Values in 16-token tiles (8-bit VNNI accumulate on the codes, int_tiles.h) whenever the
     // folds (whole groups of g tokens) fill whole tiles; else one token per block.
-    const bool v_tiles = geo.head_dim % 16 == 0 && gv % 16 == 0 && g % 16 == 0;
+    const bool v_tiles = intt::tiles_pay(static_cast<int>(bits), geo.head_dim, gv) && g % intt::kTileTokens == 0;
     VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv) + (v_tiles ? ",layout=v" : "") +
                                               dot_param));
     VLKV_ASSIGN_OR_RETURN(auto wc, make_codec(window));
@@ -104,13 +103,13 @@ class KiviMethod final : public Method {
   double bytes_per_token() const override {
     const int d = geo_.head_dim;
     return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads *
-           (static_cast<double>(k_->block_bytes(d)) / G_ + v_bytes_per_token());
+           (k_->bytes_per_token(d) + v_->bytes_per_token(d));
   }
   double bytes_for_tokens(int64_t n) const override {
     const int64_t w = window_tokens(n), c = n - w;
     const int d = geo_.head_dim;
     const double per_head = static_cast<double>(c / G_) * static_cast<double>(k_->block_bytes(d)) +
-                            static_cast<double>(c) * v_bytes_per_token() +
+                            static_cast<double>(c) * v_->bytes_per_token(d) +
                             2.0 * static_cast<double>(w) * static_cast<double>(w_->block_bytes(d));
     return per_head * geo_.n_layers * geo_.n_kv_heads;
   }
@@ -122,9 +121,6 @@ class KiviMethod final : public Method {
     return std::max(k_->error_bound(), v_->error_bound()) + (w_->error_bound() > 0 ? 0x1p-10 : 0.0);
   }
 
-  double v_bytes_per_token() const {
-    return static_cast<double>(v_->block_bytes(geo_.head_dim)) / v_->tokens_per_block();
-  }
   // Tokens in the window once n are stored (see the header comment).
   int64_t window_tokens(int64_t n) const { return n < R_ + G_ ? n : R_ + (n - R_) % G_; }
 
@@ -143,8 +139,7 @@ std::vector<ParamInfo> kivi_params(bool with_bits) {
                           "(the whole head when g does not divide head_dim)"});
   p.push_back({"residual", "128", "recent tokens kept in full precision (the window holds residual..residual+g-1)"});
   p.push_back({"window", "f16", "storage of the residual window: f16 or f32"});
-  p.push_back({"dot", "16", "AVX-512 VNNI decode attention rounds queries and probabilities to 16 bits (exact to ~1e-4 "
-                            "of the stored values) or 8 (faster, ~1e-2)"});
+  p.push_back({"dot", "16", intt::kDotHelp});
   return p;
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/window_fold.h"
 #include "kv/methods/zipvl_ratio.h"
@@ -86,7 +87,7 @@ class ZipvlMethod final : public Method {
     // Values in 16-token value tiles (VNNI accumulate on the codes, int_tiles.h) when the
     // groups of g tokens fill whole tiles and the bits allow; else one token per block.
     auto v_layout = [&](int64_t bits) {
-      return (bits == 2 || bits == 4) && geo.head_dim % 16 == 0 && gv % 16 == 0 && g % 16 == 0 ? ",layout=v" : "";
+      return intt::tiles_pay(static_cast<int>(bits), geo.head_dim, gv) && g % intt::kTileTokens == 0 ? ",layout=v" : "";
     };
     VLKV_ASSIGN_OR_RETURN(m->v_hi_, make_codec("int" + std::to_string(hi) + ":g=" + gvs + v_layout(hi)));
     VLKV_ASSIGN_OR_RETURN(m->v_lo_, make_codec("int" + std::to_string(lo) + ":g=" + gvs + v_layout(lo)));
@@ -170,13 +171,11 @@ class ZipvlMethod final : public Method {
   double heads() const { return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads; }
   double hi_token_bytes() const {
     const int d = geo_.head_dim;
-    return static_cast<double>(k_hi_->block_bytes(d)) / G_ +
-           static_cast<double>(v_hi_->block_bytes(d)) / v_hi_->tokens_per_block();
+    return k_hi_->bytes_per_token(d) + v_hi_->bytes_per_token(d);
   }
   double lo_token_bytes() const {
     const int d = geo_.head_dim;
-    return static_cast<double>(k_lo_->block_bytes(d)) / G_ +
-           static_cast<double>(v_lo_->block_bytes(d)) / v_lo_->tokens_per_block();
+    return k_lo_->bytes_per_token(d) + v_lo_->bytes_per_token(d);
   }
 
   // Rows of one class (sequence order; rows r at k + r * stride) to its staging segment,
