@@ -74,7 +74,7 @@ struct IntParams {
   double clip = 1.0;
   bool wht = false;
   TokenLayout layout = TokenLayout::kRows;  // per-token only
-  int dot_bits = 16;  // tiled VNNI ops: queries / probabilities rounded to 16 or 8 bits
+  int dot_bits = 16;  // tiled VNNI ops: dot=16 rounds queries / probabilities to 15 / 14 bits, dot=8 to 8 / 7
 };
 
 inline uint16_t load_u16(const uint8_t* p) {
@@ -381,7 +381,7 @@ class IntCodec final : public Codec {
       }
   }
 
-  // ---- 8-bit VNNI dots on tiles (int_tile_kernels_avx512.h) ----
+  // ---- VNNI integer dots on tiles (int_tile_kernels_avx512.h) ----
   // 8-bit codes would need more than 8-bit queries to stay near their own precision:
   // they take the dequantizing path.
   bool vnni_tiles(int d, bool key_op) const {
