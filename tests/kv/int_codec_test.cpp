@@ -159,7 +159,9 @@ const char* kSpecs[] = {"int8", "int4", "int3", "int2", "int8:g=0", "int4:g=64",
                         // tiled layouts (8-bit VNNI dots where available)
                         "int2:layout=k", "int2:layout=v", "int4:g=64,layout=k", "int4:layout=v", "int8:layout=k",
                         "int8:g=16,layout=v", "int2c:G=64", "int8c:G=16", "wht_int2:g=128,layout=v",
-                        "wht_int4c:G=32", "int2c:G=32,dot=8", "int4:layout=v,dot=8", "int2:layout=k,dot=8"};
+                        "wht_int4c:G=32", "int2c:G=32,dot=8", "int4:layout=v,dot=8", "int2:layout=k,dot=8",
+                        // akvq_vl's tiled classes: rotated, clipped, one group per head at d128
+                        "wht_int2:g=128,clip=0.8,layout=k", "wht_int4:g=64,layout=k", "wht_int4:g=0,layout=v"};
 
 TEST(IntCodec, RoundTripWithinBoundRandomAndOutliers) {
   for (const char* spec : kSpecs) {

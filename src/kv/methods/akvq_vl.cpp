@@ -4,6 +4,12 @@
 //    asymmetric uniform per token in groups of g channels (default 128, or head_dim when
 //    smaller; f16 scale + min per group), clipping ratio `clip` (0.8 at 2 bits, 0.9 at 3,
 //    1.0 at 4: the group's [min, max] shrunk around its centre, int_codec.cpp).
+//    At 2 and 4 bits (g and head_dim multiples of 16: intt::tiles_pay) a class's codes
+//    live in 16-token tiles - keys layout=k, values layout=v - so decode attention runs
+//    the int codecs' VNNI integer dots on them (queries / probabilities rounded to 15 / 14
+//    bits, dot=8: 8 / 7); the class's newest < 16 rows wait in an f16 staging segment
+//    until their tile fills (window_fold.h with keep 0, as the int2 / int4 methods).
+//    3- and 8-bit classes, and g = 8, keep the rows layout (one token per block).
 //  - Per layer a saliency pattern (akvq_vl_saliency.h):
 //      TSA (text-salient): text and special tokens at text_bits (4), visual tokens at bits (2);
 //      PSA (pivot-salient): the layer's pivot tokens in f16, every other token at bits (2).
@@ -31,21 +37,25 @@
 //    window=0). Folded rows go to their class's segment.
 //
 // Per (layer, kv head) segments by tag: kLow (bits codec), kText (text_bits codec, TSA
-// text tokens), kPivot (f16, PSA pivots), kWindow (f16, sequence order). Storage order is
-// sequence order while only kLow and kWindow exist (all visual tokens in TSA, no pivots);
-// stored_positions() lets read_back return sequence order in every case.
+// text tokens), kPivot (f16, PSA pivots), kWindow (f16, sequence order), kLowStage and
+// kTextStage (f16: a tiled class's rows not yet in a whole tile). A class's rows in the
+// order they were folded (its "class order") are its code segment's rows, then its
+// staging segment's. Storage order is not sequence order in general (the segment list
+// changes as the window and the staging are rebuilt); stored_positions() lets read_back
+// return sequence order.
 // The statistics list a head's keys in storage order (AttentionStats), so the layer state
-// keeps, besides the tokens' kinds in sequence order (runs), per head the kinds of the
-// rows folded into each class segment (runs again: a few per segment), the window rows'
-// pivot flags and the head's pivot count.
+// keeps, besides the tokens' kinds in sequence order (runs), per head the kinds and
+// positions of the rows folded into each class in class order (runs again: a few per
+// class), the window rows' pivot flags and the head's pivot count.
 //
 // Accounting (bits_per_element, bytes_per_token, bytes_for_tokens) assumes visual tokens
 // and no statistics, the setting whose bytes do not depend on the data: every folded token
-// at `bits` except, in PSA layers, the first min(n_pivots, folded) tokens in f16 (window
-// included in bytes_for_tokens, exact there; min_bytes_for_tokens drops the pivots: a
-// lower bound for any data). At head_dim 128, g 128: 2 + 32/128 = 2.25
-// bits per element. TSA text tokens cost text_bits + 32/g (4.25) each instead, pivots 16
-// (at most n_pivots per head and PSA layer).
+// at `bits` except, in PSA layers, the first min(n_pivots, folded) tokens in f16, and a
+// tiled class's last (rows % 16) rows staged in f16 (window and staging included in
+// bytes_for_tokens, exact there; min_bytes_for_tokens drops the pivots: a lower bound for
+// any data). At head_dim 128, g 128: 2 + 32/128 = 2.25 bits per element, in rows or
+// tiles alike. TSA text tokens cost text_bits + 32/g (4.25) each instead, pivots 16 (at
+// most n_pivots per head and PSA layer).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -53,6 +63,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/akvq_vl_saliency.h"
 #include "kv/methods/window_fold.h"
@@ -63,6 +74,7 @@ namespace {
 using akvq::Pattern;
 
 constexpr uint32_t kLow = akvq::kTagLow, kText = akvq::kTagText, kPivot = akvq::kTagPivot, kWindow = akvq::kTagWindow;
+constexpr int kTile = intt::kTileTokens;  // rows per tile of a tiled class
 constexpr int kFoldRows = 32;  // window fold granularity (the window holds window..window+31 rows)
 
 enum class PatternMode { kAuto, kTsa, kPsa, kMap };
@@ -79,19 +91,30 @@ class PosRuns {
     if (from >= to) return;
     if (!start_.empty() && start_.back() + len_.back() == from) len_.back() += to - from;
     else start_.push_back(from), len_.push_back(to - from);
+    n_ += to - from;
   }
-  void expand(std::vector<int64_t>* out) const {
-    for (size_t r = 0; r < start_.size(); ++r)
-      for (int64_t p = start_[r]; p < start_[r] + len_[r]; ++p) out->push_back(p);
+  int64_t size() const { return n_; }
+  // Appends entries [from, to) (0-based, in append order) to out.
+  void expand(int64_t from, int64_t to, std::vector<int64_t>* out) const {
+    int64_t first = 0;  // entry index of run r's first position
+    for (size_t r = 0; r < start_.size() && first < to; first += len_[r], ++r)
+      for (int64_t e = std::max(from, first); e < std::min(to, first + len_[r]); ++e) out->push_back(start_[r] + e - first);
   }
 
  private:
   std::vector<int64_t> start_, len_;  // [n_runs]
+  int64_t n_ = 0;                     // entries
+};
+
+// One class's codes: the same rows codec for K and V, or key tiles and value tiles.
+struct ClassCodecs {
+  std::shared_ptr<const Codec> k, v;
+  bool tiled = false;
 };
 
 // Per kv head: the window rows' pivot flags, the pivots chosen so far, and the kinds and
-// positions of the rows folded into each class segment in storage order: the kinds to read
-// the statistics' keys, which come in storage order (AttentionStats), the positions for
+// positions of the rows folded into each class in class order: the kinds to read the
+// statistics' keys, which come in storage order (AttentionStats), the positions for
 // Method::stored_positions (read_back in sequence order).
 struct AkvqHead {
   std::vector<uint8_t> window_pivot;  // [window rows] 1 = pivot
@@ -138,26 +161,38 @@ class AkvqVlMethod final : public Method {
     else return invalid_argument(who + ": pattern=" + pattern + " is not supported; valid: auto, tsa, psa, map");
     VLKV_ASSIGN_OR_RETURN(int64_t tsa_layers, spec.get_int("tsa_layers", 2, 0, 1 << 16));
     VLKV_ASSIGN_OR_RETURN(int64_t wht, spec.get_int("wht", 1, 0, 1));
+    VLKV_ASSIGN_OR_RETURN(const int dot, intt::parse_dot_bits(spec, "akvq_vl"));
 
-    auto codec = [&](int64_t b, double c) {
+    // Tiles where they pay (the VNNI path); the dot rounding only exists there.
+    auto codecs_for = [&](int64_t b, double c) -> Result<ClassCodecs> {
       char text[96];
       std::snprintf(text, sizeof text, "%sint%lld:g=%lld,clip=%g", wht ? "wht_" : "", static_cast<long long>(b),
                     static_cast<long long>(g), c);
-      return make_codec(text);
+      ClassCodecs cc;
+      cc.tiled = intt::tiles_pay(static_cast<int>(b), geo.head_dim, g);
+      if (!cc.tiled) {
+        VLKV_ASSIGN_OR_RETURN(cc.k, make_codec(text));
+        cc.v = cc.k;
+        return cc;
+      }
+      const std::string dot_text = dot == 16 ? "" : ",dot=8";
+      VLKV_ASSIGN_OR_RETURN(cc.k, make_codec(std::string(text) + ",layout=k" + dot_text));
+      VLKV_ASSIGN_OR_RETURN(cc.v, make_codec(std::string(text) + ",layout=v" + dot_text));
+      return cc;
     };
     auto m = std::unique_ptr<AkvqVlMethod>(new AkvqVlMethod());
-    VLKV_ASSIGN_OR_RETURN(m->low_, codec(bits, clip));
-    VLKV_ASSIGN_OR_RETURN(m->text_, codec(text_bits, text_clip));
+    VLKV_ASSIGN_OR_RETURN(m->low_, codecs_for(bits, clip));
+    VLKV_ASSIGN_OR_RETURN(m->text_, codecs_for(text_bits, text_clip));
     VLKV_ASSIGN_OR_RETURN(m->f16_, make_codec("f16"));
-    for (const auto* c : {m->low_.get(), m->text_.get(), m->f16_.get()})
+    for (const auto* c : m->codecs())
       VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method akvq_vl"));
-    char text[224];
+    char text[240];
     std::snprintf(text, sizeof text,
                   "akvq_vl:bits=%lld,text_bits=%lld,g=%lld,clip=%g,text_clip=%g,n_pivots=%lld,window=%lld,"
-                  "pattern=%s,tsa_layers=%lld,wht=%lld",
+                  "pattern=%s,tsa_layers=%lld,wht=%lld,dot=%d",
                   static_cast<long long>(bits), static_cast<long long>(text_bits), static_cast<long long>(g), clip,
                   text_clip, static_cast<long long>(n_pivots), static_cast<long long>(window), pattern.c_str(),
-                  static_cast<long long>(tsa_layers), static_cast<long long>(wht));
+                  static_cast<long long>(tsa_layers), static_cast<long long>(wht), dot);
     m->spec_ = text;
     m->geo_ = geo;
     m->mode_ = mode;
@@ -171,7 +206,12 @@ class AkvqVlMethod final : public Method {
   }
 
   const std::string& spec() const override { return spec_; }
-  std::vector<const Codec*> codecs() const override { return {low_.get(), text_.get(), f16_.get()}; }
+  std::vector<const Codec*> codecs() const override {
+    std::vector<const Codec*> out;
+    for (const Codec* c : {low_.k.get(), low_.v.get(), text_.k.get(), text_.v.get(), f16_.get()})
+      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    return out;
+  }
   std::unique_ptr<LayerState> new_layer_state(int) const override { return std::make_unique<AkvqState>(); }
 
   LayerPlan layer_plan(int layer) const override {
@@ -212,7 +252,6 @@ class AkvqVlMethod final : public Method {
     // 3. New rows to the f16 window; rows it folds to their class's segment.
     int64_t folded = 0;
     for (int h = 0; h < n_kv; ++h) {
-      if (ed.segments(h).empty()) ed.add_segment(h, low_.get(), low_.get(), kLow);  // first: keeps sequence order
       AkvqHead& hs = st->heads[h];
       auto class_at = [&](int64_t row) { return class_of(st->pattern, st->kinds.at(first + row), hs.window_pivot[row]); };
       auto sink = [&](const float* k, const float* v, int64_t rs, int64_t row0, int64_t n) -> Status {
@@ -220,7 +259,7 @@ class AkvqVlMethod final : public Method {
           const uint32_t tag = class_at(row0 + r);
           int64_t e = r + 1;
           while (e < n && class_at(row0 + e) == tag) ++e;
-          VLKV_RETURN_IF_ERROR(ed.append(h, segment_for(ed, h, tag), k + r * rs, v + r * rs, rs, e - r));
+          VLKV_RETURN_IF_ERROR(to_class(ed, h, tag, k + r * rs, v + r * rs, rs, e - r));
           hs.folded[tag].append(st->kinds, first + row0 + r, first + row0 + e);
           hs.folded_pos[tag].append(first + row0 + r, first + row0 + e);
           r = e;
@@ -234,7 +273,8 @@ class AkvqVlMethod final : public Method {
     return Status::ok();
   }
 
-  // Class segments hold their folded positions; the window the last rows, in order.
+  // Class segments hold their class's folded positions (code segment first, staging
+  // last); the window the last rows, in order.
   bool stored_positions(const LayerState* state, int kv_head, const std::vector<Segment>& segments,
                         std::vector<int64_t>* positions) const override {
     const auto* st = static_cast<const AkvqState*>(state);
@@ -246,42 +286,46 @@ class AkvqVlMethod final : public Method {
       if (seg.tag == kWindow) {
         for (int64_t p = n - w; p < n; ++p) positions->push_back(p);
       } else {
-        hs.folded_pos[seg.tag].expand(positions);
+        const PosRuns& pos = hs.folded_pos[akvq::class_of_tag(seg.tag)];
+        const int64_t first = class_first_row(seg, pos.size());
+        pos.expand(first, first + seg.n_tokens, positions);
       }
     }
     return true;
   }
 
-  double bits_per_element() const override { return low_->bits_per_element(geo_.head_dim); }
-  double bytes_per_token() const override {
-    return 2.0 * geo_.n_layers * geo_.n_kv_heads * static_cast<double>(low_->block_bytes(geo_.head_dim));
+  double bits_per_element() const override {
+    return 0.5 * (low_.k->bits_per_element(geo_.head_dim) + low_.v->bits_per_element(geo_.head_dim));
   }
+  double bytes_per_token() const override { return geo_.n_layers * geo_.n_kv_heads * class_rate(low_); }
   // Exact for visual tokens without statistics (see the header comment).
   double bytes_for_tokens(int64_t n) const override {
-    const int d = geo_.head_dim;
     const int64_t w = window_tokens(n), c = n - w;
-    const double low = static_cast<double>(low_->block_bytes(d)), f16 = static_cast<double>(f16_->block_bytes(d));
     double per_head = 0;
     for (int l = 0; l < geo_.n_layers; ++l) {
       const int64_t p = fallback_pattern(l) == Pattern::kPsa ? std::min<int64_t>(P_, c) : 0;
-      per_head += 2.0 * (static_cast<double>(w + p) * f16 + static_cast<double>(c - p) * low);
+      per_head += static_cast<double>(w + p) * f16_rate() + class_bytes(low_, c - p);
     }
     return per_head * geo_.n_kv_heads;
   }
-  // Lower bound whatever the data: no pivots, every folded token at `bits`.
+  // Lower bound whatever the data: no pivots, every folded token at the cheaper class's
+  // rate, except that with both classes tiled (folded % 16) rows are staged in f16: the
+  // rows outside whole tiles (each class's staging, the pivots) are congruent to the
+  // folded count modulo 16, so at least that many.
   double min_bytes_for_tokens(int64_t n) const override {
-    const int d = geo_.head_dim;
-    const int64_t w = window_tokens(n);
-    return 2.0 * geo_.n_layers * geo_.n_kv_heads *
-           (static_cast<double>(w) * static_cast<double>(f16_->block_bytes(d)) +
-            static_cast<double>(n - w) * static_cast<double>(low_->block_bytes(d)));
+    const int64_t w = window_tokens(n), c = n - w;
+    const int64_t staged = low_.tiled && text_.tiled ? c % kTile : 0;
+    const double rate = std::min(class_rate(low_), class_rate(text_));
+    return geo_.n_layers * geo_.n_kv_heads *
+           (static_cast<double>(w + staged) * f16_rate() + static_cast<double>(c - staged) * rate);
   }
-  // kLow, kText, kPivot, kWindow (+ a window being rebuilt within a step), K and V each.
-  int max_streams_per_head() const override { return 10; }
+  // kLow, kLowStage, kText, kTextStage, kPivot, kWindow (+ a window or staging segment
+  // being rebuilt within a step), K and V each.
+  int max_streams_per_head() const override { return 14; }
   // Per-token codes; in the rotated basis the bound grows by sqrt(g d) (int_codec.cpp),
   // true but loose (>= 1 for 2-bit codes); the f16 window adds its rounding to folded rows.
   double error_bound() const override {
-    return std::max(low_->error_bound_at(geo_.head_dim), text_->error_bound_at(geo_.head_dim)) + 0x1p-10;
+    return std::max(low_.k->error_bound_at(geo_.head_dim), text_.k->error_bound_at(geo_.head_dim)) + 0x1p-10;
   }
 
   // Relative RMS round-trip error on i.i.d. rows (rotated: near-Gaussian): a b-bit grid over
@@ -295,6 +339,22 @@ class AkvqVlMethod final : public Method {
 
  private:
   int fold_rows() const { return R_ > 0 ? kFoldRows : 1; }
+
+  // K + V bytes per token of a class's codes, and of an f16 row.
+  double class_rate(const ClassCodecs& c) const {
+    return c.k->bytes_per_token(geo_.head_dim) + c.v->bytes_per_token(geo_.head_dim);
+  }
+  double f16_rate() const { return 2.0 * static_cast<double>(f16_->block_bytes(geo_.head_dim)); }
+  // Bytes of n rows folded into a class: whole tiles in codes, the rest staged in f16.
+  double class_bytes(const ClassCodecs& c, int64_t n) const {
+    const int64_t staged = c.tiled ? n % kTile : 0;
+    return static_cast<double>(n - staged) * class_rate(c) + static_cast<double>(staged) * f16_rate();
+  }
+  // Class order index of a class segment's first row: a staging segment holds the class's
+  // last rows, its code segment the first ones. class_rows: the rows folded into the class.
+  static int64_t class_first_row(const Segment& seg, int64_t class_rows) {
+    return akvq::is_stage_tag(seg.tag) ? class_rows - seg.n_tokens : 0;
+  }
 
   bool wants_stats(int layer) const {
     switch (mode_) {
@@ -337,8 +397,13 @@ class AkvqVlMethod final : public Method {
     const auto& segs = ed.segments(h);
     for (size_t i = 0; i < segs.size(); ++i) {
       const uint32_t tag = segs[i].tag;
-      if (tag == kWindow) out.append(st.kinds, n_cached - n_window, n_cached);
-      else out.append(hs.folded[tag], 0, hs.folded[tag].size());
+      if (tag == kWindow) {
+        out.append(st.kinds, n_cached - n_window, n_cached);
+      } else {
+        const akvq::KindRuns& kinds = hs.folded[akvq::class_of_tag(tag)];
+        const int64_t first = class_first_row(segs[i], kinds.size());
+        out.append(kinds, first, first + segs[i].n_tokens);
+      }
     }
     out.append(st.kinds, n_cached, st.kinds.size());
     return out;
@@ -356,15 +421,30 @@ class AkvqVlMethod final : public Method {
     return akvq::is_text(kind) ? kText : kLow;
   }
 
-  int segment_for(LayerEditor& ed, int h, uint32_t tag) const {
-    const int seg = window_fold::find_segment(ed, h, tag);
+  // Index of the code segment of class `cls` (kLow, kText, kPivot), added when absent.
+  int segment_for(LayerEditor& ed, int h, uint32_t cls) const {
+    const int seg = window_fold::find_segment(ed, h, cls);
     if (seg >= 0) return seg;
-    const Codec* c = tag == kText ? text_.get() : tag == kPivot ? f16_.get() : low_.get();
-    return ed.add_segment(h, c, c, tag);
+    if (cls == kPivot) return ed.add_segment(h, f16_.get(), f16_.get(), cls);
+    const ClassCodecs& c = cls == kText ? text_ : low_;
+    return ed.add_segment(h, c.k.get(), c.v.get(), cls);
+  }
+
+  // Appends n rows (k, v rows r at k + r * rs) to class `cls`; a tiled class stages
+  // them in f16 and moves whole tiles to its code segment (oldest first: class order).
+  Status to_class(LayerEditor& ed, int h, uint32_t cls, const float* k, const float* v, int64_t rs, int64_t n) const {
+    const ClassCodecs* c = cls == kText ? &text_ : cls == kLow ? &low_ : nullptr;
+    if (!c || !c->tiled) return ed.append(h, segment_for(ed, h, cls), k, v, rs, n);
+    const window_fold::Sink to_tiles = [&](const float* tk, const float* tv, int64_t ts, int64_t, int64_t tn) {
+      return ed.append(h, segment_for(ed, h, cls), tk, tv, ts, tn);
+    };
+    return window_fold::stage(ed, h, akvq::stage_tag_of(cls), f16_.get(), /*keep=*/0, kTile, k, v, rs, n, to_tiles)
+        .status();
   }
 
   std::string spec_;
-  std::shared_ptr<const Codec> low_, text_, f16_;
+  ClassCodecs low_, text_;
+  std::shared_ptr<const Codec> f16_;
   KvGeometry geo_;
   PatternMode mode_ = PatternMode::kAuto;
   int P_ = 16;
@@ -380,7 +460,7 @@ MethodInfo akvq_vl_info() {
   info.help =
       "AKVQ-VL: Walsh-Hadamard-rotated K and V, asymmetric per token (groups of g channels); per layer TSA (text "
       "tokens text_bits, visual bits) or PSA (pivot tokens f16, the rest bits) from the prefill's attention, f16 "
-      "recent window (2.25 bits/element at d128 for visual tokens)";
+      "recent window (2.25 bits/element at d128 for visual tokens); 2/4-bit codes in 16-token tiles (VNNI decode)";
   info.params = {
       {"bits", "2", "code bits of visual tokens (TSA) and non-pivot tokens (PSA): 2, 3 or 4"},
       {"text_bits", "4", "code bits of text tokens in TSA layers: 2, 3, 4 or 8"},
@@ -395,6 +475,7 @@ MethodInfo akvq_vl_info() {
                           "below tsa_layers TSA, the rest PSA)"},
       {"tsa_layers", "2", "layers [0, tsa_layers) are TSA in the map (LLaVA-1.5: 2)"},
       {"wht", "1", "1 = Walsh-Hadamard-rotate K and V (head_dim a power of two); 0 = plain RTN"},
+      {"dot", "16", intt::kDotHelp},
   };
   info.create = [](const Spec& s, const KvGeometry& g) { return AkvqVlMethod::create(s, g); };
   return info;

@@ -18,8 +18,17 @@ namespace vlkv::akvq {
 enum class Pattern : uint8_t { kTsa, kPsa };
 
 // Segment tags of method akvq_vl per (layer, kv head): low-bit rows, TSA text rows at
-// text_bits, PSA pivots in f16, the f16 recent window.
-constexpr uint32_t kTagLow = 0, kTagText = 1, kTagPivot = 2, kTagWindow = 3;
+// text_bits, PSA pivots in f16, the f16 recent window; and the f16 staging of the low and
+// text classes (their < 16 newest rows while the class's codes are in 16-token tiles).
+constexpr uint32_t kTagLow = 0, kTagText = 1, kTagPivot = 2, kTagWindow = 3, kTagLowStage = 4, kTagTextStage = 5;
+constexpr int kNumTags = 6;
+
+// The class (kTagLow, kTagText, kTagPivot) whose rows a segment holds; kTagWindow for the window.
+inline uint32_t class_of_tag(uint32_t tag) {
+  return tag == kTagLowStage ? kTagLow : tag == kTagTextStage ? kTagText : tag;
+}
+inline bool is_stage_tag(uint32_t tag) { return tag == kTagLowStage || tag == kTagTextStage; }
+inline uint32_t stage_tag_of(uint32_t cls) { return cls == kTagText ? kTagTextStage : kTagLowStage; }
 
 inline const char* pattern_name(Pattern p) { return p == Pattern::kTsa ? "tsa" : "psa"; }
 
