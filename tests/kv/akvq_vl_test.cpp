@@ -349,6 +349,12 @@ struct LayerHarness {
       for (int64_t i = 0; i < s.n_tokens && r < all.size(); ++i) by_tag[s.tag].push_back(all[r++]);
     return by_tag;
   }
+  // Positions of head h's stored rows in storage order (the statistics' key order).
+  std::vector<int64_t> storage_order(int h) const {
+    std::vector<int64_t> all;
+    EXPECT_TRUE(method->stored_positions(layer.state.get(), h, layer.heads[h].segments, &all));
+    return all;
+  }
   // The same per class (and the window), in class order: [kTagLow .. kTagWindow].
   std::vector<std::vector<int64_t>> positions(int h) const {
     const auto by_tag = segment_positions(h);
@@ -551,15 +557,20 @@ TEST(AkvqStore, PivotBudgetAcrossPrefillChunksAndWindowCandidates) {
   EXPECT_EQ(hx.count(0, akvq::kTagPivot), 1);
   EXPECT_EQ(hx.count(0, akvq::kTagLow), 31);
   EXPECT_EQ(hx.count(0, akvq::kTagWindow), 28);
-  // Chunk 2: 10 tokens. Keys in storage order: kLow (31), kPivot (token 1), window (32..59), new (60..69).
-  // Top 4: key 31 (token 1, a pivot already), key 5 (folded: cannot be promoted), key 40
-  // (window token 40), key 65 (new token 65); key 66 is 5th and does not qualify.
+  // Chunk 2: 10 tokens. Keys in storage order (AttentionStats): the cached rows as
+  // stored_positions lists them (pivot, 2-bit tiles, staging, window: the segment order),
+  // then the new tokens 60..69. Top 4: token 1 (a pivot already), token 5 (folded: cannot
+  // be promoted), window token 40, new token 65; token 66 is 5th and does not qualify.
+  const std::vector<int64_t> order = hx.storage_order(0);
+  auto key_of = [&](int64_t t) { return t >= 60 ? t : std::find(order.begin(), order.end(), t) - order.begin(); };
+  ASSERT_EQ(order.size(), 60u);
+  EXPECT_NE(key_of(1), 1);  // not sequence order: the pivot's segment came first
   std::vector<float> m2(70, 0.0f);
-  m2[31] = 10;
-  m2[5] = 9;
-  m2[40] = 8;
-  m2[65] = 7;
-  m2[66] = 6;
+  m2[key_of(1)] = 10;
+  m2[key_of(5)] = 9;
+  m2[key_of(40)] = 8;
+  m2[key_of(65)] = 7;
+  m2[key_of(66)] = 6;
   hx.store(kinds_of({{kV, 10}}), &m2, 12);
   // Decode: 200 tokens with statistics that would make every one a pivot: one-token
   // steps never choose pivots (and the budget is spent anyway).
@@ -571,6 +582,35 @@ TEST(AkvqStore, PivotBudgetAcrossPrefillChunksAndWindowCandidates) {
   EXPECT_EQ(hx.count(0, akvq::kTagPivot), 4);
   for (bool key : {true, false})
     EXPECT_EQ(hx.stored(0, akvq::kTagPivot, key), f16_round(hx.input(0, {1, 40, 50, 65}, key)));
+}
+
+// The statistics list cached keys in storage order, which the staging and the pivot
+// segments make differ from sequence order; detection must read each key's kind there.
+TEST(AkvqStore, DetectionReadsKindsInStorageOrder) {
+  LayerHarness hx("akvq_vl:n_pivots=1,window=16", 3, 1);  // layer 3: PSA in the map
+  // Chunk 1: visual 0..41, text 42..59; token 40 the sink: PSA, pivot 40. Rows 0..31 fold.
+  std::vector<float> m1(60, 0.01f);
+  m1[40] = 100;
+  hx.store(kinds_of({{kV, 42}, {kT, 18}}), &m1, 31);
+  // Chunk 2 (no statistics): rows 32..63 fold - 32..39 staged, 40 to the pivots, 41..63:
+  // a tile (32..39, 41..48) and a new staging segment (49..63) after the pivot's.
+  hx.store(kinds_of({{kT, 40}}), nullptr, 32);
+  const std::vector<int64_t> order = hx.storage_order(0);
+  ASSERT_EQ(order.size(), 100u);
+  EXPECT_EQ(order[40], 41);  // key 41 is text token 42: the kind that decides below
+  EXPECT_EQ(order[41], 42);
+  EXPECT_EQ(order[48], 40);
+  // Chunk 3: the mass on key 0 (visual, the top-1 pivot: 1.5) against text keys 41 and 50
+  // (1.0 + 0.6): text-salient. Read in sequence order, key 41 would be visual token 41
+  // (text 0.6 < 1.5: PSA).
+  std::vector<float> m3(110, 0.0f);
+  m3[0] = 1.5f;
+  m3[41] = 1.0f;
+  m3[50] = 0.6f;
+  hx.store(kinds_of({{kT, 10}}), &m3, 33);
+  EXPECT_EQ(hx.count(0, akvq::kTagText), 0);
+  for (int s = 0; s < 2; ++s) hx.store({kT}, nullptr, 40 + s);  // the window folds 64..95: text, TSA
+  EXPECT_EQ(hx.count(0, akvq::kTagText), 32);
 }
 
 TEST(AkvqStore, PivotsStayF16AfterManyDecodeStepsAndTheWindowFolds) {
