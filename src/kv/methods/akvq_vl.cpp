@@ -9,7 +9,8 @@
 //    the int codecs' VNNI integer dots on them (queries / probabilities rounded to 15 / 14
 //    bits, dot=8: 8 / 7); the class's newest < 16 rows wait in an f16 staging segment
 //    until their tile fills (window_fold.h with keep 0, as the int2 / int4 methods).
-//    3- and 8-bit classes, and g = 8, keep the rows layout (one token per block).
+//    3- and 8-bit classes, and groups not a multiple of 16 (g = 8, 24, ...), keep the rows
+//    layout (one token per block, no staging).
 //  - Per layer a saliency pattern (akvq_vl_saliency.h):
 //      TSA (text-salient): text and special tokens at text_bits (4), visual tokens at bits (2);
 //      PSA (pivot-salient): the layer's pivot tokens in f16, every other token at bits (2).
