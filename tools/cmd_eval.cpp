@@ -104,6 +104,7 @@ struct Row {
   std::string method;
   std::string refused;  // non-empty: the method cannot run on this model (why)
   double bits_per_elem = 0, kv_bytes_ratio = 0, kv_bytes_at_n_ratio = 0;
+  double kv_bytes_held_ratio = NAN;  // measured: bytes the sessions held / f16 bytes of their tokens
   double kl_mean = NAN, top1 = NAN, ppl = NAN, accuracy = NAN;
   int64_t n_positions = 0, n_items = 0;
 };
@@ -191,8 +192,20 @@ Result<Accounting> accounting(const std::string& method, const ModelInfo& info, 
   return Accounting{m->bits_per_element(), m->bytes_for_tokens(n)};
 }
 
+// What sessions really held at their end (Session::kv_stored_bytes) against an f16 cache of
+// the same tokens: captures token kinds, per-sequence groupings and data-dependent mixes.
+struct HeldBytes {
+  double held = 0, f16 = 0;
+  void add(const Session& s, const ModelInfo& m) {
+    held += s.kv_stored_bytes();
+    f16 += static_cast<double>(s.n_past()) * static_cast<double>(m.n_layers) * m.n_kv_heads * m.head_dim * 2 * 2;
+  }
+  double ratio() const { return f16 > 0 ? held / f16 : NAN; }
+};
+
 // ---- text: teacher-forced log-probs of one method over the evaluated positions ----
-Status run_text(Engine& e, const EvalOptions& o, const std::vector<int32_t>& toks, LogProbs* out) {
+Status run_text(Engine& e, const EvalOptions& o, const std::vector<int32_t>& toks, LogProbs* out,
+                HeldBytes* held = nullptr) {
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, e.new_session());
   out->n_vocab = s->n_vocab();
   out->rows.clear();
@@ -205,6 +218,7 @@ Status run_text(Engine& e, const EvalOptions& o, const std::vector<int32_t>& tok
     VLKV_RETURN_IF_ERROR(s->eval(std::vector<int32_t>(toks.begin() + j, toks.begin() + j + m), true, &logits));
     for (int64_t r = 0; r < m; ++r) out->add(logits.data() + r * out->n_vocab);
   }
+  if (held) held->add(*s, e.info());
   return Status::ok();
 }
 
@@ -228,7 +242,7 @@ std::string answer_text(Engine& e, const std::vector<int32_t>& ids) {
 // Greedy answer (EOG included when reached) and, when `forced` is given, the rows
 // at the positions of `forced` instead (teacher forcing): rows[i] predicts forced[i].
 Status run_item(Engine& e, const PreparedPrompt& p, int64_t max_answer, const std::vector<int32_t>* forced,
-                std::vector<int32_t>* answer, LogProbs* rows) {
+                std::vector<int32_t>* answer, LogProbs* rows, HeldBytes* held = nullptr) {
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, e.new_session());
   std::vector<float> logits;
   VLKV_RETURN_IF_ERROR(s->eval_prompt(p, &logits));
@@ -243,6 +257,7 @@ Status run_item(Engine& e, const PreparedPrompt& p, int64_t max_answer, const st
     if (e.is_end_of_generation(t) || i + 1 == n) break;
     VLKV_RETURN_IF_ERROR(s->eval({t}, false, &logits));
   }
+  if (held) held->add(*s, e.info());
   return Status::ok();
 }
 
@@ -273,9 +288,10 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
   row.kv_bytes_ratio = acc.bits / 16.0;
   row.kv_bytes_at_n_ratio = acc.bytes_at_n / f16.bytes_at_n;
   Fidelity fid;
+  HeldBytes held;
   if (ref_text) {
     LogProbs lp;
-    VLKV_RETURN_IF_ERROR(run_text(e, o, in.text, &lp));
+    VLKV_RETURN_IF_ERROR(run_text(e, o, in.text, &lp, &held));
     for (int64_t r = 0; r < lp.n_rows(); ++r)
       fid.add(ref_text->row(r), lp.row(r), lp.n_vocab, in.text[o.prefill + r + 1]);
     row.ppl = std::exp(fid.nll_sum / static_cast<double>(std::max<int64_t>(fid.n_nll, 1)));
@@ -285,7 +301,7 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
       const std::vector<int32_t>& forced = ref_vqa->answers[i];
       std::vector<int32_t> ans;
       LogProbs lp;
-      VLKV_RETURN_IF_ERROR(run_item(e, in.prompts[i], o.max_answer, &forced, &ans, &lp));
+      VLKV_RETURN_IF_ERROR(run_item(e, in.prompts[i], o.max_answer, &forced, &ans, &lp, &held));
       bool same_greedy = true;
       for (int64_t r = 0; r < lp.n_rows(); ++r) {
         fid.add(ref_vqa->rows[i].row(r), lp.row(r), lp.n_vocab, -1);
@@ -297,6 +313,7 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
     row.accuracy = static_cast<double>(correct) / static_cast<double>(in.items.size());
     row.n_items = static_cast<int64_t>(in.items.size());
   }
+  row.kv_bytes_held_ratio = held.ratio();
   row.n_positions = fid.n;
   row.kl_mean = fid.kl_sum / static_cast<double>(std::max<int64_t>(fid.n, 1));
   row.top1 = static_cast<double>(fid.top1) / static_cast<double>(std::max<int64_t>(fid.n, 1));
@@ -314,6 +331,7 @@ nlohmann::json row_json(const Row& r, const std::string& model, double ppl_f16) 
           {"bits_per_elem", ok ? num(r.bits_per_elem) : nullptr},
           {"kv_bytes_ratio", ok ? num(r.kv_bytes_ratio) : nullptr},
           {"kv_bytes_at_n_ratio", ok ? num(r.kv_bytes_at_n_ratio) : nullptr},
+          {"kv_bytes_held_ratio", ok ? num(r.kv_bytes_held_ratio) : nullptr},
           {"kl_mean", num(r.kl_mean)},
           {"top1_agreement", num(r.top1)},
           {"ppl", num(r.ppl)},
@@ -408,14 +426,15 @@ Status write_out(const std::string& dir, const std::vector<Row>& rows, const std
   if (ec) return invalid_argument("--out " + dir + ": " + ec.message());
   std::ofstream csv(dir + "/results.csv"), jl(dir + "/results.jsonl"), svg(dir + "/plot.svg");
   if (!csv || !jl || !svg) return invalid_argument("--out " + dir + ": cannot write results");
-  csv << "model,method,refused,bits_per_elem,kv_bytes_ratio,kv_bytes_at_n_ratio,kl_mean,top1_agreement,ppl,ppl_delta,"
-         "accuracy,n_positions,n_items\n";
+  csv << "model,method,refused,bits_per_elem,kv_bytes_ratio,kv_bytes_at_n_ratio,kv_bytes_held_ratio,kl_mean,"
+         "top1_agreement,ppl,ppl_delta,accuracy,n_positions,n_items\n";
   for (const Row& r : rows) {
     const nlohmann::json j = row_json(r, model, ppl_f16);
     jl << j.dump() << "\n";
     auto f = [&](const char* k) { return j[k].is_null() ? std::string() : j[k].dump(); };
     csv << csv_field(model) << "," << csv_field(r.method) << "," << csv_field(r.refused) << "," << f("bits_per_elem")
-        << "," << f("kv_bytes_ratio") << "," << f("kv_bytes_at_n_ratio") << "," << f("kl_mean") << ","
+        << "," << f("kv_bytes_ratio") << "," << f("kv_bytes_at_n_ratio") << "," << f("kv_bytes_held_ratio") << ","
+        << f("kl_mean") << ","
         << f("top1_agreement") << "," << f("ppl") << "," << f("ppl_delta") << "," << f("accuracy") << ","
         << r.n_positions << "," << r.n_items << "\n";
   }
@@ -494,9 +513,10 @@ int eval(const EvalOptions& o_in) {
                        std::to_string(o.prefill) + ", then " + std::to_string(o.step) + " token(s) per step; " +
                        std::to_string(in.text.size() - o.prefill - 1) + " positions evaluated").c_str());
     std::printf("# KL(f16 || method) in nats, mean over positions; top-1: agreement with the f16 cache; KV: bytes vs "
-                "f16 in steady state and at the evaluated length (windows included)\n");
-    std::printf("%-34s %9s %8s %9s %11s %7s %9s %9s %8s\n", "method", "bits/elem", "KV/f16", "KV@n/f16", "KL mean",
-                "top-1", "ppl", "dppl", "accuracy");
+                "f16 in steady state and at the evaluated length (windows included), as the method reports them, "
+                "and held: what the sessions really held at their end\n");
+    std::printf("%-34s %9s %8s %9s %8s %11s %7s %9s %9s %8s\n", "method", "bits/elem", "KV/f16", "KV@n/f16", "held",
+                "KL mean", "top-1", "ppl", "dppl", "accuracy");
   }
   std::vector<Row> rows;
   double ppl_f16 = NAN;
@@ -517,8 +537,9 @@ int eval(const EvalOptions& o_in) {
     } else if (!r.refused.empty()) {
       std::printf("%-34s refused: %s\n", r.method.c_str(), r.refused.c_str());
     } else {
-      std::printf("%-34s %9.4f %8.4f %9.4f %11s %7s %9s %9s %8s\n", r.method.c_str(), r.bits_per_elem, r.kv_bytes_ratio,
-                  r.kv_bytes_at_n_ratio, fmt(r.kl_mean, "%.3e").c_str(), fmt(r.top1, "%.4f").c_str(),
+      std::printf("%-34s %9.4f %8.4f %9.4f %8s %11s %7s %9s %9s %8s\n", r.method.c_str(), r.bits_per_elem,
+                  r.kv_bytes_ratio, r.kv_bytes_at_n_ratio, fmt(r.kv_bytes_held_ratio, "%.4f").c_str(),
+                  fmt(r.kl_mean, "%.3e").c_str(), fmt(r.top1, "%.4f").c_str(),
                   fmt(r.ppl, "%.4g").c_str(), fmt(r.ppl - ppl_f16, "%+.3g").c_str(),
                   fmt(100.0 * r.accuracy, "%.1f%%").c_str());
     }

@@ -182,6 +182,9 @@ class Session {
 
   int64_t n_past() const;   // tokens in the cache
   int64_t n_vocab() const;
+  // Exact bytes of the KV codec blocks this session holds now (page tails excluded): what
+  // its tokens, with their kinds and its own layer grouping, cost under the active method.
+  double kv_stored_bytes() const;
 
   // BENCHMARKING AID, not for inference: brings the cache to n_past() + n_tokens without
   // running the model, by storing random K/V rows (approximately Gaussian, N(0, 1), from

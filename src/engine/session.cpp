@@ -39,6 +39,11 @@ void Session::set_attention_observer(std::function<void(const AttentionTap&)> ob
 }
 int64_t Session::n_vocab() const { return engine_->hparams.n_vocab; }
 
+double Session::kv_stored_bytes() const {
+  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+  return engine_->kv->stored_bytes(seq_);
+}
+
 Status Session::check_room(int64_t n_tokens, const char* what) const {
   const int64_t n_ctx = engine_->params.n_ctx;
   if (n_past_ + n_tokens <= n_ctx) return Status::ok();

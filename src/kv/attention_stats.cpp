@@ -108,6 +108,12 @@ const LayerKeys& layer_keys(const LayerCache& layer, const LayerCache* key_sourc
 
 std::vector<int> choose_probes(const ProbePlan& plan, int n_new, uint64_t salt) {
   if (n_new <= 0) return {};
+  if (plan.evenly > 0) {  // probe k at floor((k + 1) n_new / n) - 1: distinct, the last token included
+    const int n = std::min(plan.evenly, n_new);
+    std::vector<int> out(n);
+    for (int k = 0; k < n; ++k) out[k] = static_cast<int>((static_cast<int64_t>(k + 1) * n_new) / n - 1);
+    return out;
+  }
   const int n_last = std::clamp(static_cast<int>(std::ceil(plan.last_frac * n_new - 1e-9)), 1, n_new);
   const int n_rand = std::clamp(static_cast<int>(std::llround(plan.random_frac * n_new)), 0, n_new - n_last);
   std::vector<int> pool(n_new - n_last);
@@ -179,7 +185,7 @@ void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const 
 
 void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
                     const float* k, int n_new, float scale, const AttendShape& shape, const ProbeRows& pr,
-                    float* key_mass, ThreadPool& pool) {
+                    float* key_mass, ThreadPool& pool, float* probe_maps) {
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
@@ -188,6 +194,7 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
   const std::vector<size_t>& hb = lk.head_begin;
   const std::vector<float>& keys = lk.new_keys;
   std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
+  if (probe_maps) std::fill(probe_maps, probe_maps + static_cast<int64_t>(pr.n) * shape.n_heads * n_keys, 0.0f);
   if (pr.n == 0) return;
   // New keys past the last probe are seen by none: their mass stays 0.
   const int64_t n_new_chunks = (pr.tokens[pr.n - 1] + kChunkTokens) / kChunkTokens;
@@ -210,7 +217,8 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
                                                     n_new, d)
                              : cs[hb[g] + local];
       const int64_t n = c.k.n_tokens;
-      float* mass = key_mass + g * n_keys + (is_new ? n_cached + j0 : c.first);  // [n]
+      const int64_t key0 = is_new ? n_cached + j0 : c.first;  // the chunk's first key in step key order
+      float* mass = key_mass + g * n_keys + key0;              // [n]
       // Probes that see none of a new chunk (token < j0) come first: skip them.
       const int first_probe = is_new ? static_cast<int>(std::lower_bound(pr.tokens, pr.tokens + pr.n, j0) - pr.tokens) : 0;
       for (int tile = first_probe / pt.tile_probes; tile < pt.n_tiles; ++tile) {
@@ -228,6 +236,10 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
           attn::exp_sub_sum(lr, valid, pr.m[slot]);
           const float inv_l = static_cast<float>(1.0 / pr.l[slot]);
           for (int64_t t = 0; t < valid; ++t) mass[t] += lr[t] * inv_l;
+          if (probe_maps) {  // keys past `valid` stay 0: this probe cannot see them
+            float* row = probe_maps + slot * n_keys + key0;
+            for (int64_t t = 0; t < valid; ++t) row[t] = lr[t] * inv_l;
+          }
         }
       }
       // Causal normalization: divide by the number of probes that see each key.

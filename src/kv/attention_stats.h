@@ -31,8 +31,10 @@ void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const 
 
 // key_mass: [n_kv_heads, layer.n_tokens + n_new] in step key order (AttentionStats), the
 // normalized score of each key from the probe rows' final softmax state.
+// probe_maps (kStatProbeMaps): null, or [n_probes, n_heads, layer.n_tokens + n_new]: each
+// probe row's probabilities themselves (AttentionStats::probe_maps).
 void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
                     const float* k, int n_new, float scale, const AttendShape& shape, const ProbeRows& probes, float* key_mass,
-                    ThreadPool& pool);
+                    ThreadPool& pool, float* probe_maps = nullptr);
 
 }  // namespace vlkv

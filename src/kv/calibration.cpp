@@ -49,6 +49,23 @@ double jensen_shannon(const float* p, const float* q, int64_t n) {
   return std::max(0.0, js);  // rounding can leave -1e-17
 }
 
+MapJsd compare_maps(const float* p, const float* q, int64_t n, const TokenKind* kinds) {
+  MapJsd out;
+  out.whole = jensen_shannon(p, q, n);
+  if (!kinds) return out;
+  std::vector<float> a, b;
+  double sa = 0, sb = 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (kinds[j] == TokenKind::kVisual) {
+      a.push_back(p[j]);
+      b.push_back(q[j]);
+      sa += p[j];
+      sb += q[j];
+    }
+  if (!a.empty() && sa > 0 && sb > 0) out.visual = jensen_shannon(a.data(), b.data(), static_cast<int64_t>(a.size()));
+  return out;
+}
+
 int Grouping::n_lazy() const {
   return static_cast<int>(std::count_if(base.begin(), base.end(), [](int b) { return b >= 0; }));
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "kv/token_kind.h"
 #include "vlkv/status.h"
 
 namespace vlkv::calibration {
@@ -16,6 +17,14 @@ namespace vlkv::calibration {
 // JS divergence (natural log, in [0, ln 2]) between two distributions over n outcomes;
 // p and q are normalized here (each must have a positive sum). Terms with p_i = 0 count 0.
 double jensen_shannon(const float* p, const float* q, int64_t n);
+
+// One query head's attention maps in two layers over the same n keys, compared: JSD of the
+// whole maps, and of their parts on the visual keys (kinds[j] == kVisual, renormalized);
+// visual < 0 when kinds is null, there are no visual keys or either map has no mass there.
+struct MapJsd {
+  double whole = 0, visual = -1;
+};
+MapJsd compare_maps(const float* p, const float* q, int64_t n, const TokenKind* kinds);
 
 // Layer grouping: base[l] = -1 for a standard layer, else the standard layer whose q and k
 // lazy layer l reuses (the nearest standard layer before it: the first layer of its block).

@@ -70,24 +70,16 @@ void AttentionMapCollector::add(int layer, int64_t n, const float* q, const floa
     }
   }
   if (layer > 0) {
-    std::vector<float> a, b;
     for (size_t s = 0; s < sampled_.size(); ++s) {
       const int64_t n_keys = sampled_[s] + 1;
       double whole = 0, visual = 0;
       int n_visual_heads = 0;
       for (int h = 0; h < n_heads; ++h) {
-        const float* p = &prev_maps_[(s * n_heads + h) * width];
-        const float* c = &maps[(s * n_heads + h) * width];
-        whole += jensen_shannon(p, c, n_keys);
-        a.clear();
-        b.clear();
-        for (int64_t j = 0; j < n_keys; ++j)
-          if (kinds_[j] == TokenKind::kVisual) {
-            a.push_back(p[j]);
-            b.push_back(c[j]);
-          }
-        if (!a.empty()) {
-          visual += jensen_shannon(a.data(), b.data(), static_cast<int64_t>(a.size()));
+        const MapJsd j = compare_maps(&prev_maps_[(s * n_heads + h) * width], &maps[(s * n_heads + h) * width], n_keys,
+                                      kinds_.data());
+        whole += j.whole;
+        if (j.visual >= 0) {
+          visual += j.visual;
           ++n_visual_heads;
         }
       }

@@ -29,6 +29,7 @@ class KvCacheImpl final : public KvCache {
       seq.layers[l].heads.resize(g.n_kv_heads);
       seq.layers[l].state = method_->new_layer_state(l);
     }
+    seq.state = method_->new_sequence_state();
     return table_.add(std::move(seq));
   }
 
@@ -57,7 +58,7 @@ class KvCacheImpl final : public KvCache {
     for (const auto& layer : seq.layers)
       VLKV_CHECK_MSG(layer.n_tokens == seq.n_tokens + n_new, "commit before every layer was attended");
     for (PageId p : seq.pending.deferred_free) pool_.free(p);
-    seq.pending = PendingStep{};
+    seq.pending = PendingStep{};  // drops the sequence state's snapshot too
     seq.n_tokens += n_new;
   }
 
@@ -69,10 +70,19 @@ class KvCacheImpl final : public KvCache {
   std::string method_name() const override { return method_->spec(); }
   bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
   double bytes_per_token() const override { return method_->bytes_per_token(); }
-  LayerQkSource qk_source(int layer) const override {
+  LayerQkSource qk_source(SeqId seq, int layer, int n_new) const override {
     VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);
-    const LayerPlan p = method_->layer_plan(layer);
+    const LayerPlan p = method_->step_plan(layer, get(seq).state.get(), n_new);
     return {p.score_layer != layer ? p.score_layer : -1, p.visual_only, p.base_scores};
+  }
+  double stored_bytes(SeqId seq_id) const override {
+    double bytes = 0;
+    for (const LayerCache& lc : get(seq_id).layers)
+      for (const HeadCache& h : lc.heads)
+        for (const Segment& s : h.segments)
+          for (const Stream* st : {&s.k, &s.v})
+            if (st->present()) bytes += static_cast<double>(st->block_bytes) * (s.n_tokens / st->codec->tokens_per_block());
+    return bytes;
   }
   uint64_t sequence_bytes(SeqId seq) const override {
     return static_cast<uint64_t>(table_.n_pages(seq)) * pool_.page_bytes();
@@ -131,6 +141,7 @@ class KvCacheImpl final : public KvCache {
     for (size_t l = 0; l < seq.layers.size(); ++l)
       if (seq.pending.before[l]) seq.layers[l] = std::move(*seq.pending.before[l]);
     for (PageId p : seq.pending.new_pages) pool_.free(p);
+    if (seq.pending.state_before) seq.state = std::move(seq.pending.state_before);
     seq.pending = PendingStep{};  // deferred frees are back in the restored layers
   }
 
@@ -148,6 +159,7 @@ class KvCacheImpl final : public KvCache {
   std::vector<float> probe_m_;   // [n_probes, n_heads]
   std::vector<double> probe_l_;  // [n_probes, n_heads]
   std::vector<float> key_mass_;  // [n_kv_heads, n_cached + n_new]
+  std::vector<float> probe_maps_;  // [n_probes, n_heads, n_cached + n_new] (kStatProbeMaps)
   std::vector<uint8_t> keep_;    // [n_kv_heads, n_cached + n_new] sparse attention's kept keys
   PagePool pool_;
   PageTable table_;
@@ -164,7 +176,7 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
 
   // 1. Attention over the cache as at the last commit plus the new tokens (full f32),
   // with the probe statistics the method asked for.
-  const LayerPlan plan = method_->layer_plan(layer);
+  const LayerPlan plan = method_->step_plan(layer, seq.state.get(), n_new);
   const LayerCache* key_source = nullptr;
   if (plan.score_layer >= 0) {  // a base layer already attended this step: use its pre-step snapshot
     const auto& snap = seq.pending.before[plan.score_layer];
@@ -183,9 +195,18 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.v = v;
   in.kinds = kinds;
   in.visual_similarity = visual_similarity;
+  {  // the method may reshape the layer for this step's plan (before anything reads it)
+    LayerEditor editor(pool_, lc, seq.pending, layer, g.head_dim);
+    editor.set_sequence_state(seq.state.get());
+    Status st = method_->before_attention(in, editor);
+    if (!st.is_ok()) {
+      rollback(seq);
+      return st.with_context("preparing layer " + std::to_string(layer));
+    }
+  }
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
   AttentionStats stats;
-  if ((plan.stats & kStatKeyMass) && (n_new > 1 || plan.stats_in_decode)) {
+  if ((plan.stats & (kStatKeyMass | kStatProbeMaps)) && (n_new > 1 || plan.stats_in_decode)) {
     // Salt: layer and first position, so steps and layers draw different random probes.
     probes_ = choose_probes(plan.probe, n_new, (static_cast<uint64_t>(layer) << 40) ^ static_cast<uint64_t>(lc.n_tokens));
     probe_m_.resize(probes_.size() * g.n_heads);
@@ -195,11 +216,18 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
     stats.key_mass = key_mass_.data();
     stats.probes = probes_.data();
     stats.n_probes = rows.n;
+    float* maps = nullptr;
+    if (plan.stats & kStatProbeMaps) {
+      probe_maps_.resize(probes_.size() * g.n_heads * (lc.n_tokens + n_new));
+      maps = probe_maps_.data();
+      stats.probe_maps = maps;
+      stats.n_heads = g.n_heads;
+    }
     in.stats = &stats;
     bool attended = false;
     if (plan.sparse_attention) {  // statistics first, then attention over the keys they select
       probe_softmax(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, pool);
-      probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool);
+      probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
       keep_.clear();
       if (method_->select_attended_keys(in, &keep_)) {
         if (keep_.size() != key_mass_.size()) {
@@ -215,7 +243,7 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
       attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
                    AttendOptions{nullptr, plan.sparse_attention ? nullptr : &rows});
       if (!plan.sparse_attention)
-        probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool);
+        probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
     }
   } else if (plan.base_scores) {  // Q Cache VLA: visual keys scored as in the base layer
     if (!base_q || !base_k) {
@@ -241,7 +269,9 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
 Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float* k, const float* v,
                                             const TokenKind* kinds, int n_new) {
   if (!kinds) return invalid_argument("store_without_attention: null token kinds");
-  if (layer >= 0 && layer < config_.geometry.n_layers && method_->layer_plan(layer).stats != kStatNone)
+  const SeqCache* found = table_.find(seq_id);
+  if (found && layer >= 0 && layer < config_.geometry.n_layers &&
+      method_->step_plan(layer, found->state.get(), n_new).stats != kStatNone)
     return unsupported("KV method " + method_->spec() + " stores with attention statistics: use attend()");
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
   const StoreInput in{.layer = layer, .n_cached = seq->layers[layer].n_tokens, .n_new = n_new, .k = k, .v = v,
@@ -266,6 +296,7 @@ Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const f
   if (!seq.pending.active()) {
     seq.pending.n_new = n_new;
     seq.pending.before.resize(g.n_layers);
+    if (seq.state) seq.pending.state_before = seq.state->clone();
   }
   seq.pending.before[layer] = seq.layers[layer].clone_meta();
   return seq_ptr;
@@ -274,6 +305,7 @@ Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const f
 Status KvCacheImpl::store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in) {
   LayerCache& lc = seq.layers[in.layer];
   LayerEditor editor(pool_, lc, seq.pending, in.layer, config_.geometry.head_dim);
+  editor.set_sequence_state(seq.state.get());
   Status st = method_->store(in, editor);
   if (!st.is_ok()) {
     const int64_t at = seq.n_tokens + in.n_new;
@@ -309,7 +341,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
   }
   for (int l = 0; l < g.n_layers; ++l) {
     const LayerPlan plan = method->layer_plan(l);
-    if (plan.stats & ~uint32_t{kStatKeyMass})
+    if (plan.stats & ~uint32_t{kStatKeyMass | kStatProbeMaps})
       return unsupported("KV method " + method->spec() + " needs attention statistics not computed yet");
     if (plan.sparse_attention && !(plan.stats & kStatKeyMass))
       return Status(StatusCode::kInternal, "sparse attention needs kStatKeyMass");

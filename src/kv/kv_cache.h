@@ -107,7 +107,12 @@ class KvCache {
   // and k (GLA: computing no projections of its own), or, visual_only, its own q and k and
   // the base layer's as base_q, base_k (base_scores: exact VLA), or its own q and k with the
   // visual tokens' k rows replaced by the base layer's (shared keys, own queries).
-  virtual LayerQkSource qk_source(int /*layer*/) const { return {}; }
+  // Per sequence and step: the grouping may be decided from a sequence's prompt, so ask
+  // before each step with its token count n_new.
+  virtual LayerQkSource qk_source(SeqId /*seq*/, int /*layer*/, int /*n_new*/) const { return {}; }
+  // Exact bytes of the codec blocks one sequence holds now (page tails excluded): what the
+  // method really stores for this sequence's tokens and kinds (eval's measured ratio).
+  virtual double stored_bytes(SeqId seq) const = 0;
 };
 
 }  // namespace vlkv

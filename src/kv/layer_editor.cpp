@@ -115,4 +115,11 @@ void LayerEditor::remove_segment(int kv_head, int visible_index) {
   segs.erase(segs.begin() + seg_index);
 }
 
+void LayerEditor::drop_k(int kv_head, int visible_index) {
+  Segment& seg = layer_.heads[kv_head].segments[real_index(kv_head, visible_index)];
+  if (!seg.k.present()) return;
+  release_stream(seg.k);
+  seg.k = Stream{};
+}
+
 }  // namespace vlkv

@@ -39,6 +39,10 @@ class LayerEditor {
   int head_dim() const { return head_dim_; }
   int n_kv_heads() const { return static_cast<int>(layer_.heads.size()); }
   LayerState* state() { return state_override_ ? state_override_ : layer_.state.get(); }
+  // The method's per-sequence state (Method::new_sequence_state), shared by every layer and
+  // every view; null when the method keeps none.
+  LayerState* sequence_state() const { return sequence_state_; }
+  void set_sequence_state(LayerState* s) { sequence_state_ = s; }
   SegmentList segments(int kv_head) const { return SegmentList(layer_.heads[kv_head].segments, visible(kv_head)); }
 
   // A view for a wrapped method. space > 0: it sees (and adds) only segments of that space;
@@ -69,6 +73,9 @@ class LayerEditor {
 
   // Drops a segment: pages taken in this step are freed now, older ones at commit().
   void remove_segment(int kv_head, int seg);
+  // Drops a segment's K stream (its keys will come from a base layer: Q Cache), pages freed
+  // as by remove_segment. No-op when it has none.
+  void drop_k(int kv_head, int seg);
 
  private:
   Status append_stream(Stream& s, int64_t first_token, const float* x, int64_t row_stride, int64_t n_tokens);
@@ -84,6 +91,7 @@ class LayerEditor {
   uint32_t space_ = 0;
   bool drop_k_ = false;
   LayerState* state_override_ = nullptr;
+  LayerState* sequence_state_ = nullptr;
 };
 
 // Decodes tokens [first, first + n) of one stream into x: [n, head_dim].

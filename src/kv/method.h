@@ -21,6 +21,7 @@ namespace vlkv {
 enum AttentionStat : uint32_t {
   kStatNone = 0,
   kStatKeyMass = 1u << 0,  // per key: attention mass from probe queries (ZipVL, AKVQ-VL pivots)
+  kStatProbeMaps = 1u << 1,  // per probe query and query head: its attention map (Q Cache's on-the-fly grouping)
 };
 
 // Which of a step's queries probe the keys for kStatKeyMass (ZipVL: the last 5% of the
@@ -28,10 +29,13 @@ enum AttentionStat : uint32_t {
 // round(random_frac * n_new) of the others drawn without replacement, seeded by seed,
 // the layer and the step's first position (choose_probes in attention_stats.h). A
 // 1-token decode step's probe is that token.
+// evenly > 0 replaces both: min(evenly, n_new) probes evenly spaced over the step, its last
+// token included - the same tokens in every layer, so layers' maps can be compared.
 struct ProbePlan {
   double last_frac = 0.05;
   double random_frac = 0.05;
   uint64_t seed = 0;
+  int evenly = 0;
 };
 
 // Filled by attend() for the bits in LayerPlan::stats.
@@ -47,6 +51,10 @@ struct AttentionStats {
   const float* key_mass = nullptr;
   const int* probes = nullptr;  // [n_probes] step token indices of the probe queries, ascending
   int n_probes = 0;
+  // kStatProbeMaps: [n_probes, n_heads, n_cached + n_new] in step key order: probe i's
+  // softmax row of query head h (0 for the new keys it cannot see; each row sums to 1).
+  const float* probe_maps = nullptr;
+  int n_heads = 0;
 };
 
 struct LayerPlan {
@@ -100,6 +108,22 @@ class Method {
   virtual std::vector<const Codec*> codecs() const = 0;
   // Fresh per-(sequence, layer) state; null when the method keeps none.
   virtual std::unique_ptr<LayerState> new_layer_state(int /*layer*/) const { return nullptr; }
+  // Fresh per-sequence state shared by all layers (LayerEditor::sequence_state()), for
+  // decisions that span layers (Q Cache's grouping from the prompt); null: none. Cloned
+  // with the sequence and restored on rollback like the layer states.
+  virtual std::unique_ptr<LayerState> new_sequence_state() const { return nullptr; }
+  // The plan of one layer for a step of n_new tokens of a sequence in this state (null when
+  // the method keeps none): methods whose plans depend on what a sequence has seen (Q Cache
+  // groups layers after the prompt's prefill) override this; the default is layer_plan().
+  // Must be a pure function of its arguments: the decoder asks it before the step
+  // (KvCache::qk_source) and the cache again at each layer.
+  virtual LayerPlan step_plan(int layer, const LayerState* /*sequence_state*/, int /*n_new*/) const {
+    return layer_plan(layer);
+  }
+  // Called by attend() before the step's attention of one layer, with the step's inputs
+  // (no statistics yet): a method whose plan changed may reshape the layer's segments
+  // first (Q Cache drops the K of a layer that became lazy). Default: nothing.
+  virtual Status before_attention(const StoreInput& /*in*/, LayerEditor& /*editor*/) const { return Status::ok(); }
 
   // Encodes one layer's new tokens into the cache. Called once per attend(); an
   // error (OutOfMemory) makes the cache roll the whole step back.

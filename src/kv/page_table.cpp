@@ -84,6 +84,7 @@ Status PageTable::copy(SeqId src_id, SeqId dst_id) {
     return invalid_argument("copy_sequence: a sequence has an uncommitted step (commit or roll back first)");
   SeqCache copy;
   copy.n_tokens = src->n_tokens;
+  if (src->state) copy.state = src->state->clone();
   for (const auto& layer : src->layers) copy.layers.push_back(layer.clone_meta());
   // Streams still pointing at src pages are cleared on failure before release(copy).
   Status status;

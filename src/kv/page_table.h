@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -22,12 +23,14 @@ struct PendingStep {
   std::vector<std::optional<LayerCache>> before;  // [n_layers] layer as at the last commit, once attended
   std::vector<PageId> new_pages;                  // allocated since the last commit (freed by rollback)
   std::vector<PageId> deferred_free;              // released since the last commit (freed by commit)
+  std::unique_ptr<LayerState> state_before;       // the method's sequence state at the last commit
   bool active() const { return n_new >= 0; }
 };
 
 struct SeqCache {
   int64_t n_tokens = 0;            // committed tokens (all layers)
   std::vector<LayerCache> layers;  // [n_layers]
+  std::unique_ptr<LayerState> state;  // the method's per-sequence state (Method::new_sequence_state), may be null
   PendingStep pending;
 };
 

@@ -107,7 +107,7 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
   std::vector<LayerQkSource> sources(hp_.n_layers);
   std::vector<std::vector<float>> saved_q(hp_.n_layers), saved_k(hp_.n_layers);  // [n, q_dim], [n, kv_dim] of bases
   for (int64_t il = 0; il < hp_.n_layers; ++il) {
-    sources[il] = cache.qk_source(static_cast<int>(il));
+    sources[il] = cache.qk_source(seq, static_cast<int>(il), static_cast<int>(n));
     const int b = sources[il].base_layer;
     if (b >= il) return Status(StatusCode::kInternal, "a lazy layer's base layer must come before it");
     if (b >= 0) saved_q[b].resize(1);  // marks b as a base: keep its q and k

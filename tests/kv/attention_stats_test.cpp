@@ -110,6 +110,20 @@ std::vector<float> all_rows(const std::vector<float>& cached, const std::vector<
   return out;
 }
 
+// Brute force: one query's softmax row over the first `seen` keys ([*, d] rows).
+std::vector<double> ref_probe_row(const float* q, const std::vector<float>& keys, int64_t seen, int d, double scale) {
+  std::vector<double> logit(seen);
+  double mx = -INFINITY, sum = 0;
+  for (int64_t t = 0; t < seen; ++t) {
+    double dot = 0;
+    for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * keys[t * d + x];
+    mx = std::max(mx, logit[t] = dot * scale);
+  }
+  for (auto& e : logit) sum += (e = std::exp(e - mx));
+  for (auto& e : logit) e /= sum;
+  return logit;
+}
+
 // Brute force: the full probability rows of every probe, summed per key over the GQA
 // group, divided by the number of probes that see the key.
 std::vector<double> ref_key_mass(const Layer& L, const StepData& s, const KvGeometry& g, const std::vector<int>& probes,
@@ -123,15 +137,8 @@ std::vector<double> ref_key_mass(const Layer& L, const StepData& s, const KvGeom
       for (int r = 0; r < group; ++r) {
         const float* q = &s.q[(static_cast<int64_t>(i) * g.n_heads + h * group + r) * d];
         const int64_t seen = n_cached + i + 1;
-        std::vector<double> logit(seen);
-        double mx = -INFINITY, sum = 0;
-        for (int64_t t = 0; t < seen; ++t) {
-          double dot = 0;
-          for (int x = 0; x < d; ++x) dot += static_cast<double>(q[x]) * keys[t * d + x];
-          mx = std::max(mx, logit[t] = dot * scale);
-        }
-        for (auto& e : logit) sum += (e = std::exp(e - mx));
-        for (int64_t t = 0; t < seen; ++t) mass[h * n_keys + t] += logit[t] / sum;
+        const std::vector<double> p = ref_probe_row(q, keys, seen, d, scale);
+        for (int64_t t = 0; t < seen; ++t) mass[h * n_keys + t] += p[t];
       }
     for (int64_t t = 0; t < n_keys; ++t) {
       const int64_t j = t - n_cached;
@@ -205,6 +212,47 @@ TEST(KeyMass, MatchesBruteForceAcrossSegmentsChunksGqaAndSteps) {
                 << pool->n_threads() << (via_probe_softmax ? " probe_softmax" : " attend_layer");
         }
   }
+}
+
+// kStatProbeMaps: each probe row itself, [n_probes, n_heads, n_keys] in step key order (0
+// where the probe cannot see), over a kivi layer's segments and 256-key chunks, with the
+// evenly spaced probes Q Cache compares across layers. Tolerance: as kMassTol.
+TEST(ProbeMaps, RowsMatchBruteForceSoftmax) {
+  ProbePlan even;
+  even.evenly = 7;
+  EXPECT_EQ(choose_probes(even, 70, 3), (std::vector<int>{9, 19, 29, 39, 49, 59, 69}));
+  EXPECT_EQ(choose_probes(even, 70, 4), choose_probes(even, 70, 3));  // the same in every layer
+  EXPECT_EQ(choose_probes(even, 3, 0), (std::vector<int>{0, 1, 2}));
+  const KvGeometry g{1, 8, 2, 32};
+  auto method = create_method("kivi:bits=4,g=32,residual=64", g);
+  ASSERT_TRUE(method.is_ok());
+  Layer L;
+  fill(L, **method, g, 400, 21);
+  const StepData s = make_step(g, 300, 22);
+  auto f32 = make_codec("f32");
+  ThreadPool pool(2);
+  const std::vector<int> probes = choose_probes(even, s.n_new, 0);
+  const int64_t n_keys = 400 + s.n_new;
+  std::vector<float> m(probes.size() * g.n_heads), mass(g.n_kv_heads * n_keys),
+      maps(probes.size() * g.n_heads * n_keys, NAN);
+  std::vector<double> l(m.size());
+  ProbeRows rows{probes.data(), static_cast<int>(probes.size()), m.data(), l.data()};
+  const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
+  const float scale = 0.2f;
+  probe_softmax(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, scale, shape, rows, pool);
+  probe_key_mass(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, scale, shape, rows, mass.data(), pool,
+                 maps.data());
+  const int group = g.n_heads / g.n_kv_heads, d = g.head_dim;
+  for (size_t p = 0; p < probes.size(); ++p)
+    for (int h = 0; h < g.n_heads; ++h) {
+      const auto keys = all_rows(L.k[h / group], s.k, g, s.n_new, h / group);
+      const int64_t seen = 400 + probes[p] + 1;
+      const std::vector<double> ref =
+          ref_probe_row(&s.q[(static_cast<int64_t>(probes[p]) * g.n_heads + h) * d], keys, seen, d, scale);
+      const float* row = &maps[(p * g.n_heads + h) * n_keys];
+      for (int64_t t = 0; t < n_keys; ++t)
+        ASSERT_NEAR(row[t], t < seen ? ref[t] : 0.0, kMassTol) << "probe " << p << " head " << h << " key " << t;
+    }
 }
 
 // Each probe row's probabilities sum to 1 per head: unnormalized, the cached mass times

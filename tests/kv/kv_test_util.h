@@ -2,16 +2,34 @@
 // plain double-precision softmax attention reference.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/cpu_features.h"
 #include "kv/codec.h"
+#include "kv/kv_cache.h"
 
 namespace vlkv::kvtest {
+
+// A cache with 4 KiB pages (streams cross page boundaries early) and a 64 MiB budget;
+// null (and a test failure) when the method or geometry is refused.
+inline std::unique_ptr<KvCache> small_page_cache(const std::string& method, const KvGeometry& g) {
+  KvCacheConfig kc;
+  kc.geometry = g;
+  kc.method = method;
+  kc.page_bytes = 4096;
+  kc.budget_bytes = 64 << 20;
+  auto c = KvCache::create(kc);
+  EXPECT_TRUE(c.is_ok()) << method << ": " << c.status().message();
+  return c.is_ok() ? std::move(*c) : nullptr;
+}
 
 inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);

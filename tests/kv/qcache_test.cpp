@@ -195,7 +195,11 @@ TEST(QcacheMethod, SpecsCompositionAndBadInput) {
     EXPECT_TRUE(m.is_ok()) << s << ": " << m.status().message();
     return m.is_ok() ? (*m)->spec() : std::string();
   };
-  EXPECT_EQ(ok("qcache_gla"), "qcache_gla:grouping=pattern,n_lazy=0,lazy=none+f16");
+  EXPECT_EQ(ok("qcache_gla"), "qcache_gla:grouping=prefill,probes=16,n_lazy=0+f16");  // 4 layers: pattern's count 0
+  EXPECT_EQ(ok("qcache_vla:n_lazy=2,probes=8+kivi2"),
+            "qcache_vla:share=scores,grouping=prefill,probes=8,n_lazy=2+kivi2:g=32,residual=128,window=f16");
+  EXPECT_EQ(ok("qcache_gla:threshold=0.1"), "qcache_gla:grouping=prefill,threshold=0.1,probes=16+f16");
+  EXPECT_EQ(ok("qcache_gla:grouping=pattern"), "qcache_gla:grouping=pattern,n_lazy=0,lazy=none+f16");
   EXPECT_EQ(ok("qcache_gla:lazy=2.3+kivi2"), "qcache_gla:grouping=pattern,n_lazy=2,lazy=2.3+kivi2:g=32,residual=128,window=f16");
   EXPECT_EQ(ok("qcache_vla:grouping=random,seed=3,n_lazy=2+vidkv").rfind("qcache_vla:share=scores,grouping=random,seed=3,n_lazy=2,lazy=", 0), 0u);
   // The canonical spec re-creates the same method.
@@ -211,10 +215,15 @@ TEST(QcacheMethod, SpecsCompositionAndBadInput) {
   EXPECT_NE(err("qcache_gla:lazy=0").find("layer 0"), std::string::npos);
   EXPECT_NE(err("qcache_gla:lazy=1.x").find("lazy=1.x"), std::string::npos);
   EXPECT_NE(err("qcache_gla:grouping=best").find("grouping=best"), std::string::npos);
-  EXPECT_NE(err("qcache_gla:n_lazy=2").find("n_lazy needs map"), std::string::npos);
+  EXPECT_NE(err("qcache_gla:grouping=pattern,n_lazy=2").find("n_lazy needs map"), std::string::npos);
+  EXPECT_NE(err("qcache_gla:n_lazy=4").find("only 3 layers"), std::string::npos);
+  EXPECT_NE(err("qcache_gla:grouping=prefill,lazy=2").find("lazy=... fixes the grouping"), std::string::npos);
+  EXPECT_NE(err("qcache_gla:grouping=pattern,probes=4").find("probes is a parameter of grouping=prefill"),
+            std::string::npos);
+  EXPECT_NE(err("qcache_gla:probes=0").find("probes"), std::string::npos);
   EXPECT_NE(err("qcache_gla:grouping=random,n_lazy=9").find("n_lazy=9"), std::string::npos);
   EXPECT_NE(err("qcache_vla:map=/nonexistent/dir/map.json").find("/nonexistent/dir/map.json"), std::string::npos);
-  EXPECT_NE(err("qcache_gla:threshold=0.1").find("threshold needs map"), std::string::npos);
+  EXPECT_NE(err("qcache_gla:grouping=pattern,threshold=0.1").find("threshold needs map"), std::string::npos);
   EXPECT_NE(err("qcache_gla:wat=1").find("no parameter 'wat'"), std::string::npos);
   EXPECT_NE(err("qcache_vla:share=both").find("share=both"), std::string::npos);
   EXPECT_NE(err("qcache_gla:share=keys").find("no parameter 'share'"), std::string::npos);
@@ -253,15 +262,8 @@ struct Cache {
   SeqId seq = 0;
 };
 Cache make_cache(const std::string& method, KvGeometry g = kGeom) {
-  KvCacheConfig kc;
-  kc.geometry = g;
-  kc.method = method;
-  kc.page_bytes = 4096;
-  kc.budget_bytes = 64 << 20;
-  auto c = KvCache::create(kc);
-  EXPECT_TRUE(c.is_ok()) << c.status().message();
   Cache out;
-  out.cache = std::move(*c);
+  out.cache = kvtest::small_page_cache(method, g);
   out.seq = out.cache->add_sequence().value();
   return out;
 }
@@ -290,7 +292,7 @@ void lazy_step(Cache& c, Share share, int n_new, uint32_t seed, const std::vecto
   }
   std::vector<float> out0(qn), out1(qn);
   ASSERT_TRUE(c.cache->attend(c.seq, 0, q0.data(), k0.data(), v0.data(), kinds.data(), n_new, scale, out0.data(), pool).is_ok());
-  const LayerQkSource src = c.cache->qk_source(1);
+  const LayerQkSource src = c.cache->qk_source(c.seq, 1, n_new);
   ASSERT_EQ(src.base_layer, 0);
   ASSERT_EQ(src.visual_only, share != Share::kGla);
   ASSERT_EQ(src.base_scores, share == Share::kVlaScores);

@@ -31,8 +31,9 @@ std::unique_ptr<KvCache> make_cache(const std::string& method) {
 bool needs_statistics(const std::string& method) {
   Result<std::unique_ptr<Method>> m = create_method(method, kGeo);
   if (!m.is_ok()) return false;
+  const std::unique_ptr<LayerState> fresh = (*m)->new_sequence_state();  // a prompt step of a new sequence
   for (int l = 0; l < kGeo.n_layers; ++l)
-    if ((*m)->layer_plan(l).stats != kStatNone) return true;
+    if ((*m)->layer_plan(l).stats != kStatNone || (*m)->step_plan(l, fresh.get(), 50).stats != kStatNone) return true;
   return false;
 }
 

@@ -19,14 +19,30 @@
 // Grouping (first match): lazy=L1.L2... explicit; map=FILE (vlkv calibrate; with n_lazy=K
 // or threshold=T regrouped from the map's JSD table); grouping=random (n_lazy layers at
 // random, the paper's sanity baseline, K defaulting to the map's or the pattern's count);
-// else the fallback pattern (calibration.h: pattern_grouping - none lazy below 5 layers).
+// grouping=pattern (calibration.h: pattern_grouping - none lazy below 5 layers); else
+// (the default without a map) grouping=prefill: each sequence is grouped on the fly from
+// its own prompt. While a sequence sees only multi-token (prefill) steps every layer is
+// standard and asks attend() for the maps of `probes` evenly spaced queries per step
+// (kStatProbeMaps); each layer's store compares them with the layer before's (JSD per
+// query and head, whole maps for GLA, visual keys for VLA when there are any, as vlkv
+// calibrate does) and sums the table in the sequence state. The first 1-token step
+// freezes the grouping (threshold=T, else the n_lazy smallest JSDs, default the pattern's
+// count) and lazy layers drop the K they stored during the prompt (before_attention), so
+// the prompt runs at full precision and the saving starts with decoding. Later steps of
+// any size use the frozen grouping. Key orders match across layers because the inner
+// method's segment structure depends only on token counts and kinds.
 //
 // Accounting: a lazy layer holds the inner method's V bytes only. K and V bytes of one
 // (layer, kv head) are measured by running the inner method on a scratch pool (exact for
 // any inner method); bytes_per_token() and bits_per_element() are over all layers (bits
 // relative to a full K+V cache of every layer), assuming visual tokens for VLA (its text
-// tokens keep K in lazy layers too).
+// tokens keep K in lazy layers too: what a sequence really holds is KvCache::stored_bytes,
+// which vlkv eval reports as measured). grouping=prefill: bytes_for_tokens() is the upper
+// bound (every layer's K, as during the prompt), min_bytes_for_tokens() the bound with the
+// most lazy layers the grouping may choose; bytes_per_token() assumes n_lazy lazy layers
+// (with threshold=T: none, the worst case).
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -90,6 +106,23 @@ HeadBytes simulate_head_bytes(const Method& inner, int head_dim, int64_t n) {
   return out;
 }
 
+// grouping=prefill: the adjacent-layer JSD table of one sequence's prompt, the previous
+// layer's probe maps of the current step, and the grouping once frozen.
+class PrefillGroupingState final : public LayerState {
+ public:
+  std::unique_ptr<LayerState> clone() const override { return std::make_unique<PrefillGroupingState>(*this); }
+  bool frozen = false;
+  std::vector<int> base;                            // frozen grouping ([n_layers], -1 standard)
+  std::vector<double> sum_whole, sum_visual;        // [n_layers - 1] JSD sums of layers (l, l + 1)
+  std::vector<int64_t> cnt_whole, cnt_visual;       // [n_layers - 1]
+  std::vector<float> prev_maps;                     // [n_probes, n_heads, n_keys] of layer prev_layer, this step
+  int prev_layer = -1;
+  int64_t prev_keys = 0;
+  bool measured() const {
+    return std::any_of(cnt_whole.begin(), cnt_whole.end(), [](int64_t c) { return c > 0; });
+  }
+};
+
 Result<std::vector<int>> parse_layer_list(const std::string& name, const std::string& text) {
   std::vector<int> out;
   if (text == "none") return out;
@@ -130,8 +163,10 @@ class QcacheMethod final : public Method {
     if (share != "keys" && share != "scores")
       return invalid_argument("'" + name + "': share=" + share + " is not supported; valid: scores, keys");
     const std::string grouping = spec.get_string("grouping", "auto");
-    if (grouping != "auto" && grouping != "pattern" && grouping != "random" && grouping != "map")
-      return invalid_argument("'" + name + "': grouping=" + grouping + " is not supported; valid: auto, pattern, map, random");
+    if (grouping != "auto" && grouping != "pattern" && grouping != "random" && grouping != "map" && grouping != "prefill")
+      return invalid_argument("'" + name + "': grouping=" + grouping +
+                              " is not supported; valid: auto, prefill, pattern, map, random");
+    VLKV_ASSIGN_OR_RETURN(int64_t probes, spec.get_int("probes", 16, 1, 4096));
     const std::string map_path = spec.get_string("map", "");
     if (grouping == "map" && map_path.empty()) return invalid_argument("'" + name + "': grouping=map needs map=FILE");
     VLKV_ASSIGN_OR_RETURN(int64_t n_lazy, spec.get_int("n_lazy", -1, 0, 1 << 20));
@@ -139,8 +174,6 @@ class QcacheMethod final : public Method {
     VLKV_ASSIGN_OR_RETURN(int64_t seed, spec.get_int("seed", 0, 0, int64_t{1} << 62));
     if (spec.has("n_lazy") && spec.has("threshold"))
       return invalid_argument("'" + name + "': give n_lazy or threshold, not both");
-    if (spec.has("threshold") && map_path.empty())
-      return invalid_argument("'" + name + "': threshold needs map=FILE (the JSD table it cuts)");
 
     calibration::Grouping g;
     std::optional<calibration::CalibrationMap> map;
@@ -149,8 +182,28 @@ class QcacheMethod final : public Method {
       if (!m.is_ok()) return invalid_argument("'" + name + "': " + m.status().message());
       map = std::move(m).value();
     }
-    const std::string used = grouping == "auto" ? (map ? "map" : "pattern") : grouping;
-    if (used == "random") {
+    // auto: a map if given; explicit lazy layers are a fixed grouping; else the prompt's.
+    const std::string used = grouping != "auto" ? grouping : map ? "map" : spec.has("lazy") ? "pattern" : "prefill";
+    if (spec.has("threshold") && used != "map" && used != "prefill")
+      return invalid_argument("'" + name + "': threshold needs map=FILE or grouping=prefill (the JSD table it cuts)");
+    if (spec.has("probes") && used != "prefill")
+      return invalid_argument("'" + name + "': probes is a parameter of grouping=prefill");
+    if (spec.has("lazy") && used == "prefill")
+      return invalid_argument("'" + name + "': lazy=... fixes the grouping: use it with grouping=pattern (or a map), "
+                              "not grouping=prefill");
+    if (used == "prefill" && map)
+      return invalid_argument("'" + name + "': grouping=prefill measures the prompt: it takes no map");
+    int prefill_n_lazy = -1;
+    if (used == "prefill") {
+      // Nothing is lazy until a sequence's prompt is measured; the count that will be.
+      g.base.assign(static_cast<size_t>(geo.n_layers), -1);
+      if (n_lazy > geo.n_layers - 1)
+        return invalid_argument("'" + name + "': n_lazy=" + std::to_string(n_lazy) + " but the model has only " +
+                                std::to_string(geo.n_layers - 1) + " layers that can be lazy (layer 0 never is)");
+      if (threshold < 0)
+        prefill_n_lazy = n_lazy >= 0 ? static_cast<int>(n_lazy) : calibration::pattern_grouping(geo.n_layers).n_lazy();
+      n_lazy = -1;  // checked against the frozen grouping, not here
+    } else if (used == "random") {
       const int k = n_lazy >= 0 ? static_cast<int>(n_lazy)
                     : map ? map->grouping.n_lazy()
                           : calibration::pattern_grouping(geo.n_layers).n_lazy();
@@ -162,7 +215,7 @@ class QcacheMethod final : public Method {
       else g = map->grouping;
     } else {
       g = calibration::pattern_grouping(geo.n_layers);
-      if (spec.has("n_lazy")) return invalid_argument("'" + name + "': n_lazy needs map=FILE or grouping=random");
+      if (spec.has("n_lazy")) return invalid_argument("'" + name + "': n_lazy needs map=FILE, grouping=prefill or grouping=random");
     }
     if (spec.has("lazy")) {  // explicit layers win (canonical specs carry them)
       VLKV_ASSIGN_OR_RETURN(std::vector<int> lazy, parse_layer_list(name, spec.get_string("lazy", "")));
@@ -181,33 +234,74 @@ class QcacheMethod final : public Method {
     m->geo_ = geo;
     m->base_ = g.base;
     m->n_lazy_ = g.n_lazy();
+    m->prefill_ = used == "prefill";
+    m->prefill_n_lazy_ = prefill_n_lazy;
+    m->threshold_ = threshold;
+    m->probes_ = static_cast<int>(probes);
     std::string text = name + (mode == Mode::kVla ? ":share=" + share + "," : ":") + "grouping=" + used;
     if (!map_path.empty()) text += ",map=" + map_path;
     if (used == "random") text += ",seed=" + std::to_string(seed);
     if (spec.has("threshold")) text += ",threshold=" + spec.get_string("threshold", "");
-    text += ",n_lazy=" + std::to_string(m->n_lazy_) + ",lazy=" + layer_list(g.lazy_layers());
+    if (m->prefill_) {
+      text += ",probes=" + std::to_string(probes);
+      if (prefill_n_lazy >= 0) text += ",n_lazy=" + std::to_string(prefill_n_lazy);
+    } else {
+      text += ",n_lazy=" + std::to_string(m->n_lazy_) + ",lazy=" + layer_list(g.lazy_layers());
+    }
     m->spec_ = text + "+" + inner->spec();
     // K and V bytes per (layer, head): steady-state slopes between two lengths that every
     // group size up to 4096 divides.
     const HeadBytes a = simulate_head_bytes(*inner, geo.head_dim, 4096), b = simulate_head_bytes(*inner, geo.head_dim, 8192);
     const double k_slope = (b.k - a.k) / 4096.0, v_slope = (b.v - a.v) / 4096.0;
     m->k_share_ = k_slope + v_slope > 0 ? k_slope / (k_slope + v_slope) : 0.5;
+    if (m->prefill_) m->n_lazy_ = std::max(prefill_n_lazy, 0);  // the steady state it reports (threshold: none)
     m->inner_ = std::move(inner);
     return std::unique_ptr<Method>(std::move(m));
   }
 
   const std::string& spec() const override { return spec_; }
 
-  LayerPlan layer_plan(int layer) const override {
+  // grouping=prefill: every layer standard (a sequence's grouping is its own: step_plan).
+  LayerPlan layer_plan(int layer) const override { return plan_for(base_[layer]); }
+
+  std::unique_ptr<LayerState> new_sequence_state() const override {
+    if (!prefill_) return nullptr;
+    auto s = std::make_unique<PrefillGroupingState>();
+    const size_t n_adj = static_cast<size_t>(std::max(0, geo_.n_layers - 1));
+    s->sum_whole.assign(n_adj, 0.0);
+    s->sum_visual.assign(n_adj, 0.0);
+    s->cnt_whole.assign(n_adj, 0);
+    s->cnt_visual.assign(n_adj, 0);
+    return s;
+  }
+
+  LayerPlan step_plan(int layer, const LayerState* sequence_state, int n_new) const override {
+    if (!prefill_ || !sequence_state) return layer_plan(layer);
+    const auto& st = static_cast<const PrefillGroupingState&>(*sequence_state);
+    if (st.frozen) return plan_for(st.base[layer]);
+    if (n_new == 1 && st.measured()) return plan_for(decide(st).base[layer]);  // this step freezes it
     LayerPlan p;
-    if (base_[layer] < 0) return p;
-    p.score_layer = base_[layer];
-    if (mode_ == Mode::kGla) p.stores_k = false;
-    else {
-      p.visual_only = true;
-      p.base_scores = base_scores_;
+    if (n_new > 1 && prefill_n_lazy_ != 0) {  // the prompt: measure (unless nothing can become lazy)
+      p.stats = kStatProbeMaps;
+      p.stats_in_decode = false;
+      p.probe.evenly = probes_;
     }
     return p;
+  }
+
+  Status before_attention(const StoreInput& in, LayerEditor& ed) const override {
+    if (!prefill_ || !ed.sequence_state()) return Status::ok();
+    auto& st = static_cast<PrefillGroupingState&>(*ed.sequence_state());
+    if (!st.frozen && in.n_new == 1 && st.measured()) {
+      st.base = decide(st).base;
+      st.frozen = true;
+    }
+    if (!st.frozen || st.base[in.layer] < 0) return Status::ok();
+    // A layer that became lazy drops the K its prompt stored (GLA: all; VLA: visual tokens').
+    LayerEditor view = ed.view(mode_ == Mode::kGla ? 0 : kSpaceVisual, false, nullptr);
+    for (int h = 0; h < view.n_kv_heads(); ++h)
+      for (size_t i = 0; i < view.segments(h).size(); ++i) view.drop_k(h, static_cast<int>(i));
+    return Status::ok();
   }
 
   std::vector<const Codec*> codecs() const override { return inner_->codecs(); }
@@ -220,7 +314,12 @@ class QcacheMethod final : public Method {
   }
 
   Status store(const StoreInput& in, LayerEditor& ed) const override {
-    const bool lazy = base_[in.layer] >= 0;
+    bool lazy = base_[in.layer] >= 0;
+    if (prefill_ && ed.sequence_state()) {
+      auto& st = static_cast<PrefillGroupingState&>(*ed.sequence_state());
+      if (in.stats && in.stats->probe_maps) measure(in, ed, st);
+      lazy = st.frozen && st.base[in.layer] >= 0;
+    }
     if (mode_ == Mode::kGla) {
       LayerEditor view = ed.view(0, lazy, nullptr);
       return inner_->store(in, view);
@@ -268,8 +367,14 @@ class QcacheMethod final : public Method {
   }
   double bytes_for_tokens(int64_t n) const override {
     const double full = inner_->bytes_for_tokens(n);
-    if (n_lazy_ == 0) return full;
+    if (n_lazy_ == 0 || prefill_) return full;
     return full - static_cast<double>(n_lazy_) * geo_.n_kv_heads * simulate_head_bytes(*inner_, geo_.head_dim, n).k;
+  }
+  double min_bytes_for_tokens(int64_t n) const override {
+    if (!prefill_) return bytes_for_tokens(n);
+    const int most = prefill_n_lazy_ >= 0 ? prefill_n_lazy_ : geo_.n_layers - 1;
+    return inner_->bytes_for_tokens(n) -
+           static_cast<double>(most) * geo_.n_kv_heads * simulate_head_bytes(*inner_, geo_.head_dim, n).k;
   }
   int max_streams_per_head() const override { return (mode_ == Mode::kVla ? 2 : 1) * inner_->max_streams_per_head(); }
   double error_bound() const override { return inner_->error_bound(); }
@@ -277,6 +382,88 @@ class QcacheMethod final : public Method {
   int error_block_tokens() const override { return inner_->error_block_tokens(); }
 
  private:
+  LayerPlan plan_for(int base) const {
+    LayerPlan p;
+    if (base < 0) return p;
+    p.score_layer = base;
+    if (mode_ == Mode::kGla) p.stores_k = false;
+    else {
+      p.visual_only = true;
+      p.base_scores = base_scores_;
+    }
+    return p;
+  }
+
+  // The grouping a sequence's measured JSD table gives (VLA: the visual table where the
+  // prompt had visual keys). Layers never measured are never lazy.
+  calibration::Grouping decide(const PrefillGroupingState& st) const {
+    const bool visual = mode_ == Mode::kVla &&
+                        std::any_of(st.cnt_visual.begin(), st.cnt_visual.end(), [](int64_t c) { return c > 0; });
+    const std::vector<double>& sum = visual ? st.sum_visual : st.sum_whole;
+    const std::vector<int64_t>& cnt = visual ? st.cnt_visual : st.cnt_whole;
+    std::vector<double> jsd(sum.size());
+    int n_measured = 0;
+    for (size_t i = 0; i < jsd.size(); ++i) {
+      jsd[i] = cnt[i] > 0 ? sum[i] / static_cast<double>(cnt[i]) : std::numeric_limits<double>::infinity();
+      n_measured += cnt[i] > 0;
+    }
+    if (threshold_ >= 0) return calibration::group_by_threshold(jsd, threshold_);
+    return calibration::group_by_count(jsd, std::min(prefill_n_lazy_, n_measured));
+  }
+
+  // One layer's probe maps of a prompt step against the layer before's (same step, same
+  // probes and key order): JSD per probe and query head into the sequence's table.
+  void measure(const StoreInput& in, const LayerEditor& ed, PrefillGroupingState& st) const {
+    const AttentionStats& s = *in.stats;
+    const int64_t n_keys = in.n_cached + in.n_new;
+    const int n_heads = s.n_heads, group = n_heads / ed.n_kv_heads();
+    const size_t size = static_cast<size_t>(s.n_probes) * n_heads * n_keys;
+    if (in.layer > 0 && st.prev_layer == in.layer - 1 && st.prev_keys == n_keys && st.prev_maps.size() == size) {
+      std::vector<std::vector<TokenKind>> kinds(ed.n_kv_heads());  // per kv head, step key order
+      bool any_visual = false;
+      for (int h = 0; h < ed.n_kv_heads(); ++h) {
+        const SegmentList segs = ed.segments(h);
+        for (size_t i = 0; i < segs.size(); ++i)  // VLA's visual space holds visual tokens only
+          kinds[h].insert(kinds[h].end(), segs[i].n_tokens,
+                          segs[i].space == kSpaceVisual ? TokenKind::kVisual : TokenKind::kText);
+        for (int j = 0; j < in.n_new; ++j) kinds[h].push_back(in.kinds[j]);
+        any_visual = any_visual || std::count(kinds[h].begin(), kinds[h].end(), TokenKind::kVisual) > 0;
+      }
+      const size_t adj = static_cast<size_t>(in.layer - 1);
+      for (int p = 0; p < s.n_probes; ++p) {
+        const int64_t seen = in.n_cached + s.probes[p] + 1;  // keys the probe sees (a prefix in key order)
+        double whole = 0, visual = 0;
+        int n_visual = 0;
+        for (int h = 0; h < n_heads; ++h) {
+          const size_t row = (static_cast<size_t>(p) * n_heads + h) * n_keys;
+          const calibration::MapJsd j = calibration::compare_maps(
+              st.prev_maps.data() + row, s.probe_maps + row, seen,
+              mode_ == Mode::kVla && any_visual ? kinds[h / group].data() : nullptr);
+          whole += j.whole;
+          if (j.visual >= 0) {
+            visual += j.visual;
+            ++n_visual;
+          }
+        }
+        st.sum_whole[adj] += whole / n_heads;
+        ++st.cnt_whole[adj];
+        if (n_visual > 0) {
+          st.sum_visual[adj] += visual / n_visual;
+          ++st.cnt_visual[adj];
+        }
+      }
+    }
+    if (in.layer + 1 < geo_.n_layers) {
+      st.prev_maps.assign(s.probe_maps, s.probe_maps + size);
+      st.prev_layer = in.layer;
+      st.prev_keys = n_keys;
+    } else {  // the step's last layer: nothing compares with it; keep snapshots small
+      st.prev_maps.clear();
+      st.prev_maps.shrink_to_fit();
+      st.prev_layer = -1;
+    }
+  }
+
   Mode mode_ = Mode::kGla;
   bool base_scores_ = true;  // VLA share=scores: visual keys scored with the base layer's queries
   KvGeometry geo_;
@@ -285,15 +472,23 @@ class QcacheMethod final : public Method {
   std::vector<int> base_;  // [n_layers] -1 standard, else the layer whose q and k a lazy layer reuses
   int n_lazy_ = 0;
   double k_share_ = 0.5;  // K's share of the inner method's steady-state bytes
+  bool prefill_ = false;     // grouping=prefill: per sequence, from its prompt
+  int prefill_n_lazy_ = -1;  // its lazy count (-1: by threshold_)
+  double threshold_ = -1;
+  int probes_ = 16;
 };
 
 std::vector<ParamInfo> qcache_params(Mode mode) {
   std::vector<ParamInfo> p = {
-      {"grouping", "auto", "lazy blocks: auto (map if given, else pattern), pattern (layers 3, 5, 7, ... up to "
-                           "n_layers-2 lazy), map, random (n_lazy layers at random: the paper's sanity baseline)"},
+      {"grouping", "auto", "lazy blocks: auto (map if given, else prefill), prefill (per sequence from its prompt's "
+                           "attention maps: full precision for the prompt, lazy layers from the first decoded token), "
+                           "pattern (layers 3, 5, 7, ... up to n_layers-2 lazy), map, random (n_lazy layers at random: "
+                           "the paper's sanity baseline)"},
       {"map", "", "calibration map from vlkv calibrate (JSON; must match the model)"},
-      {"n_lazy", "-1", "number of lazy layers: regroups the map by its JSD table, or the random count"},
-      {"threshold", "-1", "with map: layers whose JSD to the layer before is below this are lazy"},
+      {"n_lazy", "-1", "number of lazy layers: regroups the map by its JSD table, the prefill count (default: as "
+                       "pattern), or the random count"},
+      {"threshold", "-1", "with map or prefill: layers whose JSD to the layer before is below this are lazy"},
+      {"probes", "16", "grouping=prefill: queries per prompt step whose attention maps are compared"},
       {"seed", "0", "seed of grouping=random"},
       {"lazy", "", "explicit '.'-separated lazy layers (e.g. 3.5.6) or none; overrides the grouping"},
   };
