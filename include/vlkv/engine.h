@@ -201,6 +201,8 @@ class Session {
                     std::vector<float>* logits, const ProgressCallback& progress, int64_t progress_base,
                     int64_t progress_total);
   Status check_room(int64_t n_tokens, const char* what) const;
+  // Once per engine: a warning when the KV method degrades on a first prompt without visual tokens.
+  void warn_if_text_only(int64_t n_visual_tokens);
   Status sample_loop(Sampler& sampler, std::vector<float>& logits, const GenerateParams& params,
                      const std::function<bool(const std::string&)>& on_piece, GenerateStats& st);
   Engine::Impl* engine_;

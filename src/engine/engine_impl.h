@@ -2,6 +2,7 @@
 // model, decoder, tokenizer, vision model, KV cache and thread pool. Not public API.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -33,6 +34,8 @@ struct Engine::Impl {
   std::unique_ptr<ThreadPool> pool;
   // One forward pass at a time: the pool and the cache are not re-entrant.
   std::mutex forward_mutex;
+  // The KV method degrades without visual tokens: warned once per engine (Session).
+  std::atomic<bool> warned_text_only{false};
 };
 
 // Engine::prepare_prompt, callable from a Session (src/engine/prompt.cpp).

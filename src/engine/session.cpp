@@ -1,6 +1,7 @@
 #include <chrono>
 #include <string>
 
+#include "base/log.h"
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
 #include "engine/visual_similarity.h"
@@ -42,6 +43,14 @@ int64_t Session::n_vocab() const { return engine_->hparams.n_vocab; }
 double Session::kv_stored_bytes() const {
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
   return engine_->kv->stored_bytes(seq_);
+}
+
+void Session::warn_if_text_only(int64_t n_visual_tokens) {
+  if (n_past_ > 0 || n_visual_tokens > 0) return;  // only a sequence's first prompt tells
+  const std::string note = engine_->kv->without_visual_tokens();
+  if (note.empty() || engine_->warned_text_only.exchange(true)) return;
+  VLKV_LOG_WARN("warning: KV method %s: this prompt has no visual tokens: %s", engine_->kv->method_name().c_str(),
+                note.c_str());
 }
 
 Status Session::check_room(int64_t n_tokens, const char* what) const {
@@ -118,6 +127,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
 Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
   if (tokens.empty()) return invalid_argument("nothing to evaluate: empty token list");
   VLKV_RETURN_IF_ERROR(check_room(static_cast<int64_t>(tokens.size()), "tokens"));
+  warn_if_text_only(0);
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
   const int64_t n_vocab = engine_->hparams.n_vocab;
   const int64_t n_batch = engine_->params.n_batch;
@@ -160,6 +170,7 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
   if (prompt.chunks.empty()) return invalid_argument("nothing to evaluate: empty prompt");
   const int64_t total = prompt.n_tokens();
   VLKV_RETURN_IF_ERROR(check_room(total, "prompt tokens"));
+  warn_if_text_only(prompt.n_visual_tokens());
   // VidKV's salient visual tokens need each visual token's similarity to the prompt's text.
   std::vector<std::vector<float>> similarity;
   if (engine_->kv->uses_visual_similarity() && prompt.n_visual_tokens() > 0) {

@@ -90,6 +90,8 @@ class KvCache {
   virtual std::string method_name() const = 0;
   // The method reads attend()'s visual_similarity (else the caller may pass null).
   virtual bool uses_visual_similarity() const { return false; }
+  // Method::without_visual_tokens: how the method degrades on a text-only sequence ("" if not).
+  virtual std::string without_visual_tokens() const { return {}; }
 
   // ---- additions for the engine, the benchmarks and the tests ----
   // Steady-state bytes per token over all layers, K and V (the method's report).

@@ -131,6 +131,13 @@ class Method {
   // True when store() reads StoreInput::visual_similarity: the engine computes it for a
   // prompt's visual tokens (a dot product per visual token) only then.
   virtual bool uses_visual_similarity() const { return false; }
+  // How the method degrades on a sequence without visual tokens (a text-only prompt), for
+  // a warning; empty when it does not.
+  virtual std::string without_visual_tokens() const {
+    if (!uses_visual_similarity()) return {};
+    return "it keeps salient visual tokens (by similarity to the text) at higher precision; without visual tokens "
+           "none is salient";
+  }
 
   // LayerPlan::sparse_attention: called after the probe statistics (in.stats; in.k, in.v
   // and in.kinds are the step's) and before the step's attention. Returns false to attend

@@ -66,6 +66,20 @@ TEST(CliKvFlags, BudgetTooSmall) {
                     "--kv-budget");
 }
 
+// Statistics a text-only prompt cannot give: the method runs, degraded, with one warning.
+TEST(CliKvFlags, TextOnlyPromptWarnsForMethodsThatNeedVisualTokens) {
+  for (const std::string kv : {"vidkv", "qcache_vla", "qcache_gla+vidkv"}) {
+    const testing_cli::CliResult r = testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "-n", "4", "--kv", kv});
+    EXPECT_EQ(r.exit_code, 0) << kv << ": " << r.err;
+    EXPECT_NE(r.err.find("this prompt has no visual tokens"), std::string::npos) << kv << ": " << r.err;
+  }
+  for (const std::string kv : {"kivi2", "qcache_gla"}) {
+    const testing_cli::CliResult r = testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "-n", "4", "--kv", kv});
+    EXPECT_EQ(r.exit_code, 0) << kv << ": " << r.err;
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << kv << ": " << r.err;
+  }
+}
+
 TEST(CliKvFlags, ContextLongerThanTheModel) {
   expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "hi", "-c", "1000000"}), "--ctx-size",
                     "model's context");

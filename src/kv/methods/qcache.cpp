@@ -305,6 +305,16 @@ class QcacheMethod final : public Method {
   }
 
   std::vector<const Codec*> codecs() const override { return inner_->codecs(); }
+  bool uses_visual_similarity() const override { return inner_->uses_visual_similarity(); }
+  std::string without_visual_tokens() const override {
+    std::string note = mode_ == Mode::kVla ? "its lazy layers share only visual tokens' keys; without visual tokens "
+                                             "every layer keeps its own (no saving)"
+                                           : "";
+    const std::string inner = inner_->without_visual_tokens();
+    if (!inner.empty() && !note.empty()) note += "; ";  // appended piecewise: GCC 12's false -Wrestrict
+    note += inner;
+    return note;
+  }
 
   std::unique_ptr<LayerState> new_layer_state(int layer) const override {
     if (mode_ == Mode::kGla) return inner_->new_layer_state(layer);
