@@ -255,12 +255,17 @@ std::vector<std::string> method_names() {
 // within a declared tolerance of an f32 cache fed the same data.
 // Declared tolerances (max abs error / max |output|), measured with margin on this data
 // (f16 0.00025, int8 0.0038, int4 0.35: the x20 channels blow up a per-token group of 32,
-// kivi2 0.32, vidkv 0.55: 1-bit / ternary codes, zipvl 0.065: 4-bit important / 2-bit rest);
-// methods not listed are checked against what they store only.
+// kivi2 0.32, vidkv 0.55: 1-bit / ternary codes, zipvl 0.065: 4-bit important / 2-bit rest,
+// int3 0.14 on this data's draws); methods not listed (int2: 1.9, 2-bit per token on x20
+// channels is no approximation of attention) are checked against what they store only.
 double attention_tolerance_vs_f32(const std::string& method) {
   static const std::vector<std::pair<std::string, double>> table = {
       {"f32", 1e-5}, {"f16", 2e-3}, {"int8", 0.01}, {"int4", 0.5}, {"kivi", 0.5}, {"kivi2", 0.5}, {"vidkv", 0.75},
       {"zipvl", 0.2},
+      // measured 1e-3: its 128-token f16 window holds most of this test's tokens
+      {"akvq_vl", 0.05}, {"int3", 0.3},
+      // 2-layer geometry: no lazy layer by default, f16 inside
+      {"qcache_gla", 2e-3}, {"qcache_vla", 2e-3},
   };
   for (const auto& [name, tol] : table)
     if (name == method) return tol;
