@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numbers>
 #include <random>
+#include <utility>
 
 #include "base/fp16.h"
 #include "kv/codec_registry.h"
@@ -145,6 +146,68 @@ TEST(Ternary, KnownAnswerBlock) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(y[i], want[i]);
 }
 
+// Same values as above. fit=scale keeps the codes 0,-1,+1,0,+1 and stores the mean |x|
+// of the nonzero ones, (0.6 + 1.7 + 2.1) / 3. fit=opt: over |x| sorted 2.1, 1.7, 0.6, 0.4,
+// 0.2 the score (sum of the m largest)^2 / m is 4.41, 7.22, 6.45, 5.76, 5.0: m = 2, codes
+// 0,0,+1,0,+1, scale 1.9.
+TEST(Ternary, KnownAnswerBlockLeastSquaresFits) {
+  const float x[5] = {0.2f, -0.6f, 1.7f, -0.4f, 2.1f};
+  struct Case {
+    const char* spec;
+    float scale;
+    float codes[5];
+  } cases[] = {{"ternary:G=5,fit=scale", (0.6f + 1.7f + 2.1f) / 3, {0, -1, 1, 0, 1}},
+               {"ternary:G=5,fit=opt", (1.7f + 2.1f) / 2, {0, 0, 1, 0, 1}}};
+  for (const Case& k : cases) {
+    auto c = codec(k.spec);
+    std::vector<uint8_t> blk(c->block_bytes(1));
+    c->encode(x, 1, 1, blk.data());
+    std::vector<float> y(5);
+    c->decode(blk.data(), 1, y.data());
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(y[i], k.codes[i] * f16r(k.scale)) << k.spec << " " << i;
+  }
+}
+
+// Per channel and group: fit=scale's squared error <= fit=mean's (least squares for the
+// same codes) and fit=opt's <= both (least squares over every threshold); slack 1e-3
+// relative for the f16 rounding of the stored scale. And the least-squares scales do not
+// shrink: the nonzero codes' reconstructed |x| sum to their values' sum |x| (within that
+// rounding), where mean's fall ~25% short on Gaussian data.
+TEST(Ternary, LeastSquaresFitsBeatTheMeanScaleAndDoNotShrink) {
+  const int d = 48, G = 32;
+  auto mean = codec("ternary:G=32"), scale = codec("ternary:G=32,fit=scale"), opt = codec("ternary:G=32,fit=opt");
+  for (uint32_t seed : {5u, 6u}) {
+    const std::vector<float> x = seed == 5 ? gaussian(static_cast<size_t>(G) * d, seed) : outlier_heavy(G, d, seed);
+    std::vector<float> ym(x.size()), ys(x.size()), yo(x.size());
+    std::vector<uint8_t> blk(mean->block_bytes(d));
+    for (auto [c, y] : {std::pair{mean.get(), &ym}, std::pair{scale.get(), &ys}, std::pair{opt.get(), &yo}}) {
+      c->encode(x.data(), d, d, blk.data());
+      c->decode(blk.data(), d, y->data());
+    }
+    double shrink_mean = 0, total = 0;
+    for (int ch = 0; ch < d; ++ch) {
+      double em = 0, es = 0, eo = 0, ss = 0, rec_s = 0, abs_s = 0, rec_m = 0, abs_m = 0;
+      for (int t = 0; t < G; ++t) {
+        const size_t i = static_cast<size_t>(t) * d + ch;
+        em += (ym[i] - x[i]) * static_cast<double>(ym[i] - x[i]);
+        es += (ys[i] - x[i]) * static_cast<double>(ys[i] - x[i]);
+        eo += (yo[i] - x[i]) * static_cast<double>(yo[i] - x[i]);
+        ss += static_cast<double>(x[i]) * x[i];
+        if (ys[i] != 0) rec_s += std::abs(ys[i]), abs_s += std::abs(x[i]);
+        if (ym[i] != 0) rec_m += std::abs(ym[i]), abs_m += std::abs(x[i]);
+      }
+      EXPECT_LE(es, em + 1e-3 * ss) << seed << " " << ch;
+      EXPECT_LE(eo, es + 1e-3 * ss) << seed << " " << ch;
+      EXPECT_NEAR(rec_s, abs_s, 1e-3 * abs_s) << seed << " " << ch;
+      shrink_mean += abs_m - rec_m;
+      total += abs_m;
+    }
+    if (seed == 5) {
+      EXPECT_GT(shrink_mean / total, 0.15);  // Gaussian: 1 - 0.80 / 1.07 = 0.25
+    }
+  }
+}
+
 TEST(Mixk, KnownAnswerBlock) {
   auto c = codec("mixk:G=8,frac=0.5");
   const int d = 4;
@@ -228,7 +291,7 @@ double rel_rms(const Codec& c, const std::vector<float>& x, int n, int d) {
 
 const char* const kSpecs[] = {
     "sign1c:G=32",     "sign1c:G=32,fft=real",       "sign1c:G=32,fft=complex",       "ternary:G=32",
-    "mixk:G=32,frac=0.5", "mixk:G=32,frac=0.5,fft=real", "mixk:G=32,frac=0.5,fft=complex", "mixk:G=32,frac=0.25,fft=real",
+    "ternary:G=32,fit=scale", "ternary:G=32,fit=opt", "mixk:G=32,frac=0.5", "mixk:G=32,frac=0.5,fft=real", "mixk:G=32,frac=0.5,fft=complex", "mixk:G=32,frac=0.25,fft=real",
 };
 
 TEST(Sign1Codecs, RelativeRmsWithinDeclaredBounds) {
@@ -287,7 +350,8 @@ TEST(Sign1Codecs, ExactBitsPerElement) {
 // ---------------- bad specs ----------------
 TEST(Sign1Codecs, BadSpecsAreClearErrors) {
   for (const char* spec : {"sign1c:G=12", "sign1c:G=0", "sign1c:G=512", "sign1c:fft=fast", "mixk:G=20",
-                           "mixk:frac=1.5", "mixk:fft=yes", "ternary:G=0", "ternary:thr=-1", "ternary:g=32"}) {
+                           "mixk:frac=1.5", "mixk:fft=yes", "ternary:G=0", "ternary:thr=-1", "ternary:g=32",
+                           "ternary:fit=lsq"}) {
     auto c = make_codec(spec);
     ASSERT_FALSE(c.is_ok()) << spec;
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << spec;
@@ -299,7 +363,9 @@ TEST(Sign1Codecs, BadSpecsAreClearErrors) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(codec("sign1c:G=32,fft=real")->check_head_dim(8).is_ok());
   EXPECT_EQ(codec("mixk:G=32,frac=0.5,fft=real")->name(), "mixk:G=32,frac=0.5,fft=real");
-  EXPECT_EQ(codec("ternary")->name(), "ternary:G=32,thr=0.5");
+  EXPECT_EQ(codec("ternary")->name(), "ternary:G=32,thr=0.5,fit=mean");
+  EXPECT_EQ(codec("ternary:fit=opt")->name(), "ternary:G=32,thr=0.5,fit=opt");
+  EXPECT_NE(make_codec("ternary:fit=lsq").status().message().find("mean, scale, opt"), std::string::npos);
 }
 
 // ---------------- fused ops ----------------
@@ -376,7 +442,8 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
 
 INSTANTIATE_TEST_SUITE_P(Specs, FusedOps,
                          ::testing::Values("sign1c:G=32", "sign1c:G=8", "sign1c:G=24,fft=real", "sign1c:G=64,fft=complex",
-                                           "ternary:G=32", "ternary:G=7,thr=0.7", "mixk:G=32,frac=0.5",
+                                           "ternary:G=32", "ternary:G=7,thr=0.7", "ternary:G=32,fit=opt",
+                                           "ternary:G=9,thr=0.7,fit=scale", "mixk:G=32,frac=0.5",
                                            "mixk:G=32,frac=0.5,fft=real", "mixk:G=16,frac=0.25,fft=real",
                                            "mixk:G=40,frac=0.5,fft=complex", "mixk:G=32,frac=0,fft=real",
                                            "mixk:G=32,frac=1"),

@@ -8,9 +8,11 @@
 //      dequantized to +-scale. fft=real: per token, orthonormal half-spectrum real DFT over
 //      all head_dim channels first (same budget); fft=complex: the released code's full
 //      complex spectrum, Re and Im coded separately (2x coefficients, 2x cost).
-//  ternary:G=32,thr=0.5                   G             2.1016 (1.6016 trits + 0.5 scales)
-//      per channel over G tokens: scale = mean|x| (f16), codes {-1,0,+1} by threshold
-//      thr*scale, dequantized to code*scale; 5 trits per byte, ceil(G*head_dim/5) bytes.
+//  ternary:G=32,thr=0.5,fit=mean|scale|opt  G          2.1016 (1.6016 trits + 0.5 scales)
+//      per channel over G tokens: codes {-1,0,+1}, one f16 scale, dequantized to
+//      code*scale; 5 trits per byte, ceil(G*head_dim/5) bytes. fit=mean (VidKV): threshold
+//      thr*mean|x|, scale mean|x|; scale: the same codes, scale = mean|x| of the nonzero
+//      codes (least squares); opt: threshold and scale minimizing the squared error.
 //  mixk:G=32,frac=0.5,fft=none|real|complex  G          2.28125 (none, real) | 3.03 (complex)
 //      per block of G tokens: the round(frac*head_dim) channels of largest range (max-min
 //      over the block) are 2-bit min-max (f16 scale + f16 min per channel), the rest 1-bit
@@ -23,6 +25,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "kv/codec.h"
 #include "kv/codecs/sign1_transform.h"
@@ -33,9 +36,18 @@ struct Sign1cParams {
   int group = 32;                            // G: tokens per block
   sign1::FftMode fft = sign1::FftMode::kNone;
 };
+// How the ternary codec picks a channel's codes and scale over a group:
+//  kMean  (VidKV) threshold thr*mean|x|, scale mean|x|
+//  kScale the same codes, scale = mean|x| over the nonzero codes (least squares for them)
+//  kOpt   threshold and scale minimizing the group's squared error (thr unused)
+enum class TernaryFit { kMean, kScale, kOpt };
+Result<TernaryFit> parse_ternary_fit(std::string_view text, std::string_view codec);
+const char* ternary_fit_name(TernaryFit f);
+
 struct TernaryParams {
   int group = 32;        // G: tokens per block
-  double thr = 0.5;      // threshold = thr * scale, scale = mean|x| over the group
+  double thr = 0.5;      // threshold = thr * mean|x| over the group (kMean, kScale)
+  TernaryFit fit = TernaryFit::kMean;
 };
 struct MixkParams {
   int group = 32;                            // G: tokens per block

@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kv/codec_registry.h"
@@ -131,7 +134,7 @@ class TernaryCodec final : public Codec {
   explicit TernaryCodec(const TernaryParams& p) : p_(p) {
     char thr[32];
     std::snprintf(thr, sizeof thr, "%g", p.thr);
-    name_ = "ternary:G=" + std::to_string(p.group) + ",thr=" + thr;
+    name_ = "ternary:G=" + std::to_string(p.group) + ",thr=" + thr + ",fit=" + ternary_fit_name(p.fit);
   }
   const std::string& name() const override { return name_; }
   Status check_head_dim(int head_dim) const override {
@@ -141,10 +144,12 @@ class TernaryCodec final : public Codec {
   int64_t block_bytes(int head_dim) const override {
     return 2 * static_cast<int64_t>(head_dim) + (static_cast<int64_t>(p_.group) * head_dim + 4) / 5;
   }
-  // Code 0: |x| <= thr*scale <= thr*max|x|; code +-1: ||x| - scale| <= max(|x|, scale) <= max|x|
-  // (scale = mean|x| <= max|x|, + f16 rounding).
+  // Code 0: |x| <= the threshold: thr*mean|x| <= thr*max|x| (mean, scale) or <= max|x| (opt);
+  // code +-1: ||x| - scale| <= max(|x|, scale) <= max|x| (every fit's scale is a mean of
+  // some |x|, <= max|x|; + f16 rounding).
   double error_bound() const override { return std::max(1.0, p_.thr) * (1.0 + 1.0 / 1024); }
-  // Gaussian data, thr = 0.5: ~0.52 (see the test); declared for thr <= 1 only.
+  // Gaussian data, thr = 0.5: ~0.52 with fit mean (see the test); scale and opt lower the
+  // squared error (least squares for their codes). Declared for thr <= 1 only.
   double rms_error_bound() const override { return p_.thr <= 1.0 ? 0.56 : -1.0; }
 
   void encode(const float* x, int64_t x_stride, int head_dim, uint8_t* block) const override {
@@ -152,17 +157,29 @@ class TernaryCodec final : public Codec {
     uint8_t* trits = block + 2 * d;
     const int64_t n = static_cast<int64_t>(G) * d;
     std::fill(trits, trits + (n + 4) / 5, uint8_t{0});
+    std::vector<float> col(G), mag(G);
     for (int c = 0; c < d; ++c) {
-      double s = 0;
-      for (int t = 0; t < G; ++t) s += std::abs(x[t * x_stride + c]);
-      sign1::store_f16(block + 2 * c, static_cast<float>(s / G));
-      const float th = static_cast<float>(p_.thr) * sign1::load_f16(block + 2 * c);
+      for (int t = 0; t < G; ++t) col[t] = x[t * x_stride + c];
+      const float th = threshold(col.data(), mag.data());
+      double fit_sum = 0;  // sum of |x| over the nonzero codes
+      int fit_n = 0;
       for (int t = 0; t < G; ++t) {
-        const float v = x[t * x_stride + c];
+        const float v = col[t];
         const int digit = v > th ? 2 : v < -th ? 0 : 1;
+        if (digit != 1) {
+          fit_sum += std::abs(v);
+          ++fit_n;
+        }
         const int64_t i = static_cast<int64_t>(t) * d + c;
         trits[i / 5] = static_cast<uint8_t>(trits[i / 5] + digit * kPow3[i % 5]);
       }
+      double mean_abs = 0;
+      for (int t = 0; t < G; ++t) mean_abs += std::abs(col[t]);
+      mean_abs /= G;
+      // mean: VidKV's scale. scale/opt: the least-squares scale for these codes, the mean
+      // |x| over the nonzero ones (mean|x| shrinks every reconstructed magnitude).
+      const double scale = p_.fit == TernaryFit::kMean || fit_n == 0 ? mean_abs : fit_sum / fit_n;
+      sign1::store_f16(block + 2 * c, static_cast<float>(scale));
     }
   }
 
@@ -236,11 +253,57 @@ class TernaryCodec final : public Codec {
   }
 
  private:
+  // Codes are nonzero where |x| > the returned threshold. col: [G] one channel's values,
+  // mag: [G] scratch.
+  float threshold(const float* col, float* mag) const {
+    const int G = p_.group;
+    for (int t = 0; t < G; ++t) mag[t] = std::abs(col[t]);
+    if (p_.fit != TernaryFit::kOpt) {
+      double s = 0;
+      for (int t = 0; t < G; ++t) s += mag[t];
+      // The stored mean|x| (f16) sets the threshold, as the decoder-side scale would.
+      return static_cast<float>(p_.thr) * sign1::round_f16(static_cast<float>(s / G));
+    }
+    // opt: the m largest |x| nonzero, with m maximizing (sum of them)^2 / m, which
+    // minimizes the squared error sum x^2 - (sum |x|)^2 / m at the best scale.
+    std::sort(mag, mag + G, std::greater<float>());
+    double sum = 0, best = 0;
+    int best_m = 0;
+    for (int m = 1; m <= G; ++m) {
+      sum += mag[m - 1];
+      if (sum * sum / m > best) {
+        best = sum * sum / m;
+        best_m = m;
+      }
+    }
+    return best_m == G ? -1.0f : mag[best_m];  // nonzero: |x| > the (m+1)-th largest
+  }
+
   TernaryParams p_;
   std::string name_;
 };
 
 }  // namespace
+
+Result<TernaryFit> parse_ternary_fit(std::string_view text, std::string_view codec) {
+  if (text == "mean") return TernaryFit::kMean;
+  if (text == "scale") return TernaryFit::kScale;
+  if (text == "opt") return TernaryFit::kOpt;
+  std::string msg = "'";  // built by appends: GCC 12 warns (-Wrestrict) on "'" + std::string
+  msg += codec;
+  msg += "': fit=";
+  msg += text;
+  msg += " is not one of mean, scale, opt";
+  return invalid_argument(std::move(msg));
+}
+
+const char* ternary_fit_name(TernaryFit f) {
+  switch (f) {
+    case TernaryFit::kScale: return "scale";
+    case TernaryFit::kOpt: return "opt";
+    default: return "mean";
+  }
+}
 
 Result<std::shared_ptr<const Codec>> make_ternary_codec(const TernaryParams& p) {
   if (p.group < 1 || p.group > 256)
@@ -256,12 +319,16 @@ VLKV_REGISTER_CODEC(
               "ternary {-1,0,+1} per channel over G tokens, scale mean|x| (f16), threshold thr*scale; "
               "5 trits per byte",
               {{"G", "32", "tokens per group (1..256)"},
-               {"thr", "0.5", "threshold as a multiple of the group's mean|x|"}},
+               {"thr", "0.5", "threshold as a multiple of the group's mean|x|"},
+               {"fit", "mean", "codes and scale: mean (VidKV: threshold thr*mean|x|, scale mean|x|), scale (the same "
+                               "codes, least-squares scale = mean|x| of the nonzero codes), opt (the least-squares "
+                               "threshold and scale per channel; thr unused)"}},
               [](const Spec& s) -> Result<std::shared_ptr<const Codec>> {
                 TernaryParams p;
                 VLKV_ASSIGN_OR_RETURN(const int64_t g, s.get_int("G", 32, 1, 1 << 20));
                 p.group = static_cast<int>(g);
                 VLKV_ASSIGN_OR_RETURN(p.thr, s.get_double("thr", 0.5, 0.0, 4.0));
+                VLKV_ASSIGN_OR_RETURN(p.fit, parse_ternary_fit(s.get_string("fit", "mean"), s.to_string()));
                 return make_ternary_codec(p);
               }});
 
