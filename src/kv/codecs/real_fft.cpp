@@ -1,9 +1,14 @@
 #include "kv/codecs/real_fft.h"
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "base/check.h"
+#include "base/cpu_features.h"
 
 namespace vlkv {
 
@@ -26,6 +31,89 @@ RealFft::RealFft(int n) : n_(n), pow2_(n > 0 && (n & (n - 1)) == 0) {
       bitrev_[i] = r;
     }
   }
+  if (n <= kDenseMaxN) {  // F from the double FFT of the unit vectors, rounded once to float
+    fwd_.resize(static_cast<size_t>(n) * n);
+    inv_.resize(fwd_.size());
+    std::vector<float> e(n, 0.0f), col(n);
+    for (int j = 0; j < n; ++j) {
+      e[j] = 1.0f;
+      forward_fft(e.data(), col.data());
+      e[j] = 0.0f;
+      for (int k = 0; k < n; ++k) {
+        fwd_[static_cast<size_t>(j) * n + k] = col[k];
+        inv_[static_cast<size_t>(k) * n + j] = col[k];
+      }
+    }
+  }
+}
+
+namespace {
+
+// out[0, n) = sum_r in[r] * m[r * n + 0, n): m [n, n] row-major.
+void axpy_rows_scalar(const float* in, const float* m, int n, float* out) {
+  std::fill(out, out + n, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const float a = in[r];
+    const float* row = m + static_cast<size_t>(r) * n;
+    for (int i = 0; i < n; ++i) out[i] += a * row[i];
+  }
+}
+
+__attribute__((target("avx512f"))) void axpy_rows_avx512(const float* in, const float* m, int n, float* out) {
+  for (int i0 = 0; i0 < n; i0 += 64) {  // 64 outputs in 4 registers (tail lanes masked)
+    __mmask16 mask[4];
+    __m512 acc0[4], acc1[4];  // even / odd rows: 8 independent FMA chains
+    for (int u = 0; u < 4; ++u) {
+      const int left = n - i0 - 16 * u;
+      mask[u] = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
+      acc0[u] = acc1[u] = _mm512_setzero_ps();
+    }
+    const float* row = m + i0;
+    int r = 0;
+    for (; r + 2 <= n; r += 2, row += 2 * static_cast<size_t>(n)) {
+      const __m512 a0 = _mm512_set1_ps(in[r]), a1 = _mm512_set1_ps(in[r + 1]);
+      for (int u = 0; u < 4; ++u) {
+        acc0[u] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(mask[u], row + 16 * u), acc0[u]);
+        acc1[u] = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(mask[u], row + n + 16 * u), acc1[u]);
+      }
+    }
+    if (r < n) {
+      const __m512 a0 = _mm512_set1_ps(in[r]);
+      for (int u = 0; u < 4; ++u) acc0[u] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(mask[u], row + 16 * u), acc0[u]);
+    }
+    for (int u = 0; u < 4; ++u) _mm512_mask_storeu_ps(out + i0 + 16 * u, mask[u], _mm512_add_ps(acc0[u], acc1[u]));
+  }
+}
+
+void axpy_rows(const float* in, const float* m, int n, float* out, bool simd) {
+  if (simd) return axpy_rows_avx512(in, m, n, out);
+  axpy_rows_scalar(in, m, n, out);
+}
+
+}  // namespace
+
+void RealFft::forward_dense(const float* x, float* c, bool simd) const {
+  VLKV_CHECK(!fwd_.empty());
+  float tmp[kDenseMaxN];  // x and c may alias
+  std::memcpy(tmp, x, sizeof(float) * n_);
+  axpy_rows(tmp, fwd_.data(), n_, c, simd && simd_level() == SimdLevel::kAvx512);
+}
+
+void RealFft::inverse_dense(const float* c, float* x, bool simd) const {
+  VLKV_CHECK(!inv_.empty());
+  float tmp[kDenseMaxN];
+  std::memcpy(tmp, c, sizeof(float) * n_);
+  axpy_rows(tmp, inv_.data(), n_, x, simd && simd_level() == SimdLevel::kAvx512);
+}
+
+void RealFft::forward(const float* x, float* c) const {
+  if (!fwd_.empty()) return forward_dense(x, c, true);
+  forward_fft(x, c);
+}
+
+void RealFft::inverse(const float* c, float* x) const {
+  if (!inv_.empty()) return inverse_dense(c, x, true);
+  inverse_fft(c, x);
 }
 
 void RealFft::cdft(double* re, double* im, int sign) const {
@@ -70,7 +158,7 @@ void RealFft::cdft(double* re, double* im, int sign) const {
   }
 }
 
-void RealFft::forward(const float* x, float* c) const {
+void RealFft::forward_fft(const float* x, float* c) const {
   const int n = n_;
   double re[kMaxN], im[kMaxN];
   for (int j = 0; j < n; ++j) {
@@ -87,7 +175,7 @@ void RealFft::forward(const float* x, float* c) const {
   if (n % 2 == 0 && n > 1) c[n - 1] = static_cast<float>(re[n / 2] * a);
 }
 
-void RealFft::inverse(const float* c, float* x) const {
+void RealFft::inverse_fft(const float* c, float* x) const {
   const int n = n_;
   double re[kMaxN], im[kMaxN];
   const double a = std::sqrt(static_cast<double>(n)), b = std::sqrt(n / 2.0);

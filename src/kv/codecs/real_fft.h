@@ -2,7 +2,13 @@
 // (VidKV's FFT over the "normal" channels). No dependency: a radix-2 FFT for
 // power-of-two lengths (O(n log n)) and a precomputed O(n^2) DFT table for other
 // lengths (channel counts here are <= 512, so the table is at most 256 K entries
-// and only non-power-of-two channel splits pay for it). Immutable after
+// and only non-power-of-two channel splits pay for it). The orthonormal real
+// transform (forward / inverse) of n <= kDenseMaxN instead multiplies by the
+// precomputed float matrix F (column by column, AVX-512 when available, else a
+// scalar loop): the mixk codec transforms each query row once per block whose
+// channel map changed, and at head_dim 128 that is a 64-point transform per block,
+// where the scalar double FFT cost more than the block's dot products. Results
+// match the FFT to float rounding (~1e-6 relative; tested). Immutable after
 // construction; safe to use from many threads.
 #pragma once
 
@@ -13,6 +19,7 @@ namespace vlkv {
 class RealFft {
  public:
   static constexpr int kMaxN = 512;
+  static constexpr int kDenseMaxN = 128;  // dense float matrix path up to here (64 KiB per matrix)
   // 1 <= n <= kMaxN.
   explicit RealFft(int n);
   int n() const { return n_; }
@@ -38,11 +45,26 @@ class RealFft {
  private:
   // In-place complex DFT of length n: sign -1 forward, +1 inverse (unnormalized).
   void cdft(double* re, double* im, int sign) const;
+  // The FFT-based orthonormal transforms (the reference for the dense path).
+  void forward_fft(const float* x, float* c) const;
+  void inverse_fft(const float* c, float* x) const;
+
+ public:
+  // Test hooks: the FFT reference and the dense path at a given SIMD use (n <= kDenseMaxN).
+  void forward_reference(const float* x, float* c) const { forward_fft(x, c); }
+  void inverse_reference(const float* c, float* x) const { inverse_fft(c, x); }
+  void forward_dense(const float* x, float* c, bool simd) const;
+  void inverse_dense(const float* c, float* x, bool simd) const;
+
+ private:
 
   int n_;
   bool pow2_;
   std::vector<double> cos_, sin_;  // [n] cos/sin(2 pi m / n)
   std::vector<int> bitrev_;        // [n] (power-of-two n only)
+  // n <= kDenseMaxN: F^T and F row-major. fwd_[j * n + k] = F[k][j], inv_[k * n + j] = F[k][j]:
+  // forward c = sum_j x_j fwd_[j, :], inverse x = sum_k c_k inv_[k, :] (axpy form).
+  std::vector<float> fwd_, inv_;
 };
 
 }  // namespace vlkv
