@@ -185,6 +185,8 @@ class Session {
   // Exact bytes of the KV codec blocks this session holds now (page tails excluded): what
   // its tokens, with their kinds and its own layer grouping, cost under the active method.
   double kv_stored_bytes() const;
+  // What the KV method decided for this session (Q Cache: its lazy layers); "" if nothing.
+  std::string kv_description() const;
 
   // BENCHMARKING AID, not for inference: brings the cache to n_past() + n_tokens without
   // running the model, by storing random K/V rows (approximately Gaussian, N(0, 1), from

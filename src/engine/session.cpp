@@ -40,6 +40,11 @@ void Session::set_attention_observer(std::function<void(const AttentionTap&)> ob
 }
 int64_t Session::n_vocab() const { return engine_->hparams.n_vocab; }
 
+std::string Session::kv_description() const {
+  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+  return engine_->kv->describe_sequence(seq_);
+}
+
 double Session::kv_stored_bytes() const {
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
   return engine_->kv->stored_bytes(seq_);

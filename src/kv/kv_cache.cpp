@@ -70,6 +70,7 @@ class KvCacheImpl final : public KvCache {
   std::string method_name() const override { return method_->spec(); }
   bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
   std::string without_visual_tokens() const override { return method_->without_visual_tokens(); }
+  std::string describe_sequence(SeqId seq) const override { return method_->describe_sequence(get(seq).state.get()); }
   double bytes_per_token() const override { return method_->bytes_per_token(); }
   LayerQkSource qk_source(SeqId seq, int layer, int n_new) const override {
     VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);

@@ -90,6 +90,8 @@ class KvCache {
   virtual std::string method_name() const = 0;
   // The method reads attend()'s visual_similarity (else the caller may pass null).
   virtual bool uses_visual_similarity() const { return false; }
+  // Method::describe_sequence for one sequence ("" when the method decides nothing per sequence).
+  virtual std::string describe_sequence(SeqId /*seq*/) const { return {}; }
   // Method::without_visual_tokens: how the method degrades on a text-only sequence ("" if not).
   virtual std::string without_visual_tokens() const { return {}; }
 

@@ -131,6 +131,9 @@ class Method {
   // True when store() reads StoreInput::visual_similarity: the engine computes it for a
   // prompt's visual tokens (a dot product per visual token) only then.
   virtual bool uses_visual_similarity() const { return false; }
+  // What the method decided for one sequence (Q Cache: its lazy layers), for reports;
+  // empty when nothing is decided per sequence.
+  virtual std::string describe_sequence(const LayerState* /*sequence_state*/) const { return {}; }
   // How the method degrades on a sequence without visual tokens (a text-only prompt), for
   // a warning; empty when it does not.
   virtual std::string without_visual_tokens() const {

@@ -92,8 +92,20 @@ TEST(QcachePrefillGrouping, LazyLayersAreTheOnesWhoseMapsMatchTheLayerBefore) {
     EXPECT_EQ(c->stored_bytes(s), 64 * f32_row_bytes(g) * 2 * g.n_kv_heads * g.n_layers);
     // The first decoded token freezes the grouping; later steps of any size keep it.
     EXPECT_EQ(lazy_bases(*c, s, g, 1), tc.bases);
+    EXPECT_NE(c->describe_sequence(s).find("not chosen yet"), std::string::npos);
     ASSERT_TRUE(run_step(*c, s, g, random_step(g, 1, 7), {TokenKind::kText}, pool).is_ok());
     EXPECT_EQ(lazy_bases(*c, s, g, 1), tc.bases);
+    std::string expected = "lazy layers ";  // appended piecewise: GCC 12's false -Wrestrict on "literal" + string&&
+    bool any = false;
+    for (int l = 0; l < g.n_layers; ++l)
+      if (tc.bases[l] >= 0) {
+        if (any) expected += '.';
+        expected += std::to_string(l);
+        any = true;
+      }
+    if (!any) expected += "none";
+    expected += " (chosen from the prompt)";
+    EXPECT_EQ(c->describe_sequence(s), expected);
     EXPECT_EQ(lazy_bases(*c, s, g, 20), tc.bases);
   }
 }
