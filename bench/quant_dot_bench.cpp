@@ -44,7 +44,8 @@ Matrix make_matrix(const WeightFormat& f, int64_t rows) {
   return m;
 }
 
-void bm_dot(benchmark::State& state, const WeightFormat* f, SimdLevel level, int64_t rows) {
+// q8: activations rounded to 8-bit blocks (the decode path, WeightFormat::dot_q8).
+void bm_dot(benchmark::State& state, const WeightFormat* f, SimdLevel level, int64_t rows, bool q8) {
   const SimdLevel saved = simd_level();
   set_simd_level_for_testing(level);
   const Matrix m = make_matrix(*f, rows);
@@ -52,8 +53,14 @@ void bm_dot(benchmark::State& state, const WeightFormat* f, SimdLevel level, int
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
+  Q8Activations xq;
+  quantize_activations_q8(x.data(), kCols, xq);
   for (auto _ : state) {
-    for (int64_t r = 0; r < rows; ++r) y[r] = f->dot(m.bytes.data() + r * m.row_bytes, x.data(), kCols);
+    if (q8) {
+      for (int64_t r = 0; r < rows; ++r) y[r] = f->dot_q8(m.bytes.data() + r * m.row_bytes, xq, kCols);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) y[r] = f->dot(m.bytes.data() + r * m.row_bytes, x.data(), kCols);
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -93,7 +100,11 @@ void register_all() {
     for (SimdLevel l : levels) {
       for (const auto& [label, rows] : {std::pair<const char*, int64_t>{"cold", 4096}, {"hot", 64}}) {
         const std::string name = std::string("dot/") + f->name + "/" + simd_level_name(l) + "/" + label;
-        benchmark::RegisterBenchmark(name.c_str(), bm_dot, f, l, rows)->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(name.c_str(), bm_dot, f, l, rows, false)->Unit(benchmark::kMicrosecond);
+        if (f->dot_q8) {
+          const std::string q8_name = std::string("dot_q8/") + f->name + "/" + simd_level_name(l) + "/" + label;
+          benchmark::RegisterBenchmark(q8_name.c_str(), bm_dot, f, l, rows, true)->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }

@@ -74,5 +74,29 @@ TEST(Q8Activations, RoundsLikeQ8_0) {
   EXPECT_EQ(a.half_sum.size(), 4u);
 }
 
+// The SIMD rounding equals the scalar one bit for bit, ties (x.5 steps) and zeros included.
+TEST(Q8Activations, SimdRoundingMatchesScalar) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = 4096;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = nd(rng);
+  // A block whose codes land on ties: amax 127 gives step 1, so k + 0.5 rounds away from zero.
+  for (int j = 0; j < 32; ++j) x[j] = (j == 0 ? 127.0f : static_cast<float>(j % 9) - 4.5f);
+  for (int j = 32; j < 64; ++j) x[j] = 0.0f;                  // all-zero block: scale 0
+  for (int j = 64; j < 96; ++j) x[j] = (j % 2 ? -1.0f : 1.0f) * 1e-30f;
+  set_simd_level_for_testing(SimdLevel::kScalar);
+  Q8Activations ref;
+  quantize_activations_q8(x.data(), n, ref);
+  set_simd_level_for_testing(SimdLevel::kAvx512);
+  Q8Activations fast;
+  quantize_activations_q8(x.data(), n, fast);
+  EXPECT_EQ(fast.q, ref.q);
+  EXPECT_EQ(fast.d, ref.d);
+  EXPECT_EQ(fast.half_sum, ref.half_sum);
+  EXPECT_EQ(ref.q[1], -4);  // 1 - 4.5 = -3.5 -> -4
+  EXPECT_EQ(ref.q[5], 1);   // 0.5 -> 1
+}
+
 }  // namespace
 }  // namespace vlkv
