@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/check.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define VLKV_CPU_RELAX() _mm_pause()
@@ -18,12 +20,10 @@ namespace {
 // not to burn a core when the engine is idle or the machine is oversubscribed.
 constexpr auto kSpinTime = std::chrono::microseconds(300);
 
-void run_chunk(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int index, int n_threads) {
-  const int64_t chunk = (n + n_threads - 1) / n_threads;
-  const int64_t begin = std::min<int64_t>(n, chunk * index);
-  const int64_t end = std::min<int64_t>(n, begin + chunk);
-  if (begin < end) fn(begin, end, index);
-}
+constexpr int64_t kMaxChunks = 0xffff;  // chunk counts fit the ticket's 16-bit fields
+uint64_t ticket_generation(uint64_t t) { return t >> 32; }
+uint64_t ticket_limit(uint64_t t) { return (t >> 16) & 0xffff; }
+uint64_t ticket_next(uint64_t t) { return t & 0xffff; }
 
 }  // namespace
 
@@ -45,8 +45,7 @@ int ThreadPool::default_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                              int64_t min_per_thread) {
+void ThreadPool::parallel_for(int64_t n, const Task& fn, int64_t min_per_thread) {
   if (n <= 0) return;
   const int64_t useful = n / std::max<int64_t>(1, min_per_thread);
   const int threads = static_cast<int>(std::clamp<int64_t>(useful, 1, n_threads_));
@@ -54,26 +53,59 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
+  const int64_t chunk = (n + threads - 1) / threads;
+  run(n, chunk, (n + chunk - 1) / chunk, /*index_by_chunk=*/true, fn);
+}
+
+void ThreadPool::parallel_for_chunked(int64_t n, int64_t grain, const Task& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>({1, grain, (n + kMaxChunks - 1) / kMaxChunks});
+  const int64_t n_chunks = (n + grain - 1) / grain;
+  if (n_threads_ == 1 || n_chunks == 1) {
+    fn(0, n, 0);
+    return;
+  }
+  run(n, grain, n_chunks, /*index_by_chunk=*/false, fn);
+}
+
+void ThreadPool::run(int64_t n, int64_t chunk, int64_t n_chunks, bool index_by_chunk, const Task& fn) {
+  VLKV_CHECK(n_chunks <= kMaxChunks);
   job_ = &fn;
   job_n_ = n;
-  job_threads_ = threads;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  job_chunk_ = chunk;
+  job_index_by_chunk_ = index_by_chunk;
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t gen = ++generation_ & 0xffffffffu;
   {
     // Under the mutex so a worker deciding to sleep cannot miss the new generation.
     std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+    ticket_.store((gen << 32) | (static_cast<uint64_t>(n_chunks) << 16), std::memory_order_release);
   }
   wake_cv_.notify_all();
-  run_chunk(fn, n, 0, threads);
+  run_chunks(gen, 0);
   int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
+  while (done_.load(std::memory_order_acquire) != n_chunks) {
     if (++spins < 4096) {
       VLKV_CPU_RELAX();
     } else {
       std::this_thread::yield();
     }
   }
-  job_ = nullptr;
+}
+
+void ThreadPool::run_chunks(uint64_t gen, int thread_index) {
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    if (ticket_generation(t) != gen || ticket_next(t) >= ticket_limit(t)) return;
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // Chunk c of this generation was unclaimed, so its caller is still waiting: job_ is live.
+    const int64_t c = static_cast<int64_t>(ticket_next(t));
+    const int64_t begin = c * job_chunk_;
+    const int64_t end = std::min(job_n_, begin + job_chunk_);
+    (*job_)(begin, end, job_index_by_chunk_ ? static_cast<int>(c) : thread_index);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    t = ticket_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -82,19 +114,20 @@ void ThreadPool::worker_loop(int index) {
     auto spin_start = std::chrono::steady_clock::now();
     int spins = 0;
     uint64_t gen;
-    while ((gen = generation_.load(std::memory_order_acquire)) == seen) {
+    while ((gen = ticket_generation(ticket_.load(std::memory_order_acquire))) == seen) {
       if (stop_.load(std::memory_order_relaxed)) return;
       VLKV_CPU_RELAX();
       if ((++spins & 63) == 0 && std::chrono::steady_clock::now() - spin_start > kSpinTime) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_cv_.wait(lock, [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; });
+        wake_cv_.wait(lock, [&] {
+          return stop_.load() || ticket_generation(ticket_.load(std::memory_order_acquire)) != seen;
+        });
         spin_start = std::chrono::steady_clock::now();
       }
     }
     if (stop_.load()) return;
     seen = gen;
-    if (index < job_threads_) run_chunk(*job_, job_n_, index, job_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_chunks(gen, index);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <gtest/gtest.h>
 #include <vector>
@@ -22,6 +23,58 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
       for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 5) << threads << " " << n << " " << i;
     }
   }
+}
+
+TEST(ThreadPool, ChunkedCoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 7, 1000, 200000}) {
+      for (int64_t grain : {1, 3, 64}) {
+        std::vector<std::atomic<int>> hits(n);
+        for (int rep = 0; rep < 3; ++rep) {
+          pool.parallel_for_chunked(n, grain, [&](int64_t b, int64_t e, int t) {
+            EXPECT_GE(t, 0);
+            EXPECT_LT(t, threads);
+            if (threads > 1) EXPECT_LE(e - b, std::max<int64_t>(grain, (n + 0xfffe) / 0xffff));
+            for (int64_t i = b; i < e; ++i) hits[i]++;
+          });
+        }
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 3) << threads << " " << n << " " << i;
+      }
+    }
+  }
+}
+
+// No two concurrent calls share a thread index, so per-thread scratch is safe.
+TEST(ThreadPool, ThreadIndexIsExclusive) {
+  for (int threads : {2, 4}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> in_use(threads);
+    auto body = [&](int64_t, int64_t, int t) {
+      EXPECT_EQ(in_use[t].fetch_add(1), 0);
+      std::atomic<int> work{0};
+      for (int i = 0; i < 2000; ++i) work.fetch_add(1, std::memory_order_relaxed);
+      in_use[t].fetch_sub(1);
+    };
+    for (int rep = 0; rep < 200; ++rep) {
+      pool.parallel_for(threads * 3, body);
+      pool.parallel_for_chunked(100, 1, body);
+    }
+  }
+}
+
+// Back-to-back short jobs (decode issues hundreds per token): none is lost or run twice.
+TEST(ThreadPool, ManyShortJobs) {
+  ThreadPool pool(2);
+  int64_t total = 0;
+  std::vector<int64_t> part(2);
+  for (int rep = 0; rep < 20000; ++rep) {
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for_chunked(4, 1, [&](int64_t b, int64_t e, int) { sum += e - b; });
+    pool.parallel_for(2, [&](int64_t b, int64_t e, int) { sum += e - b; });
+    total += sum.load();
+  }
+  EXPECT_EQ(total, 20000 * 6);
 }
 
 }  // namespace
