@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/cpu_features.h"
 #include "kernels/matmul_tile.h"
+#include "kernels/ops.h"
 #include "quant/weight_format.h"
 
 namespace vlkv {
@@ -28,23 +29,42 @@ const WeightFormat& format_of(const WeightMatrix& w) {
   return *fmt;
 }
 
+bool uses_q8(const WeightMatrix& w, const WeightFormat& fmt) {
+  return w.round_activations_q8 && fmt.dot_q8 != nullptr && w.n_cols % 32 == 0;
+}
+
+// One row's dot product: the 8-bit path when the matrix rounds activations, else f32.
+inline float row_dot(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r, const float* x,
+                     const Q8Activations& xq) {
+  const uint8_t* row = w.data + r * w.row_bytes;
+  return q8 ? fmt.dot_q8(row, xq, w.n_cols) : fmt.dot(row, x, w.n_cols);
+}
+
+// Rows per chunk of a decode loop over n_rows rows of n_cols: ~4 chunks per thread, so a
+// thread that is preempted (shared machines) leaves at most a quarter of its share to wait
+// for, and at least ~32K weights per chunk, so claiming a chunk stays cheap next to its work.
+int64_t matvec_grain(int64_t n_rows, int64_t n_cols, int n_threads) {
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / n_cols);
+  return std::max(min_rows, n_rows / (4 * static_cast<int64_t>(n_threads)));
+}
+
+// The caller's thread rounds x once for all rows of one decode loop.
+const Q8Activations& rounded(const float* x, int64_t n) {
+  thread_local Q8Activations xq;
+  quantize_activations_q8(x, n, xq);
+  return xq;
+}
+
 // Decode: one fused dot per row, rows split across threads.
 void matvec(const WeightMatrix& w, const WeightFormat& fmt, const float* x, float* y,
             ThreadPool& pool) {
-  // A thread is worth waking for ~32K weights or more.
-  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / w.n_cols);
-  if (w.round_activations_q8 && fmt.dot_q8 && w.n_cols % 32 == 0) {
-    thread_local Q8Activations xq;  // the caller's thread rounds x once for all rows
-    quantize_activations_q8(x, w.n_cols, xq);
-    const Q8Activations& xr = xq;
-    pool.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r) y[r] = fmt.dot_q8(w.data + r * w.row_bytes, xr, w.n_cols);
-    }, min_rows);
-    return;
-  }
-  pool.parallel_for(w.n_rows, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) y[r] = fmt.dot(w.data + r * w.row_bytes, x, w.n_cols);
-  }, min_rows);
+  const bool q8 = uses_q8(w, fmt);
+  static const Q8Activations kNone;
+  const Q8Activations& xq = q8 ? rounded(x, w.n_cols) : kNone;
+  pool.parallel_for_chunked(w.n_rows, matvec_grain(w.n_rows, w.n_cols, pool.n_threads()),
+                            [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) y[r] = row_dot(w, fmt, q8, r, x, xq);
+  });
 }
 
 // Prefill: for rows [r0, r1) (at most kRowBlock) and every token, y[t][r] = w[r] . x[t].
@@ -93,6 +113,55 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       const int64_t r0 = b * kRowBlock;
       const int64_t r1 = std::min(w.n_rows, r0 + kRowBlock);
       matmul_row_block(w, fmt, x, n_tokens, y, r0, r1, kern, tile);
+    }
+  });
+}
+
+void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadPool& pool) {
+  constexpr size_t kMaxTargets = 4;
+  VLKV_CHECK(!targets.empty() && targets.size() <= kMaxTargets);
+  const int64_t n_cols = targets[0].w->n_cols;
+  std::array<const WeightFormat*, kMaxTargets> fmts{};
+  std::array<bool, kMaxTargets> q8{};
+  std::array<int64_t, kMaxTargets + 1> first_row{};  // targets' rows laid end to end
+  bool any_q8 = false;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const WeightMatrix& w = *targets[i].w;
+    VLKV_CHECK(w.n_cols == n_cols);
+    fmts[i] = &format_of(w);
+    q8[i] = uses_q8(w, *fmts[i]);
+    any_q8 = any_q8 || q8[i];
+    first_row[i + 1] = first_row[i] + w.n_rows;
+  }
+  static const Q8Activations kNone;
+  const Q8Activations& xq = any_q8 ? rounded(x, n_cols) : kNone;
+  const int64_t n_rows = first_row[targets.size()];
+  pool.parallel_for_chunked(n_rows, matvec_grain(n_rows, n_cols, pool.n_threads()),
+                            [&](int64_t r0, int64_t r1, int) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const int64_t b = std::max(r0, first_row[i]), e = std::min(r1, first_row[i + 1]);
+      const WeightMatrix& w = *targets[i].w;
+      float* y = targets[i].y - first_row[i];
+      for (int64_t r = b; r < e; ++r) y[r] = row_dot(w, *fmts[i], q8[i], r - first_row[i], x, xq);
+    }
+  });
+}
+
+void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
+                   ThreadPool& pool) {
+  VLKV_CHECK(gate.n_rows == up.n_rows && gate.n_cols == up.n_cols);
+  const WeightFormat& fg = format_of(gate);
+  const WeightFormat& fu = format_of(up);
+  const bool q8g = uses_q8(gate, fg), q8u = uses_q8(up, fu);
+  static const Q8Activations kNone;
+  const Q8Activations& xq = q8g || q8u ? rounded(x, gate.n_cols) : kNone;
+  // Each chunk holds rows of both matrices, so its grain counts two rows per output.
+  pool.parallel_for_chunked(gate.n_rows, matvec_grain(gate.n_rows, 2 * gate.n_cols, pool.n_threads()),
+                            [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float g = row_dot(gate, fg, q8g, r, x, xq);
+      const float u = row_dot(up, fu, q8u, r, x, xq);
+      out[r] = swiglu_one(g, u);
     }
   });
 }

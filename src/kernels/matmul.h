@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "gguf/gguf_types.h"
@@ -27,6 +28,22 @@ struct WeightMatrix {
 // x: [n_tokens, w.n_cols] f32; y: [n_tokens, w.n_rows] f32.
 // Exact dequantization, f32 accumulation; SIMD path chosen at run time.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// One product of a fused decode matvec: y[w->n_rows] = w · x.
+struct MatvecTarget {
+  const WeightMatrix* w;
+  float* y;
+};
+
+// Decode (one token): every target's matrix times the same x[n_cols] (all targets share
+// n_cols), in one parallel loop: one thread wake-up for all, x rounded to 8 bits once.
+// Each y equals matmul(*w, x, 1, y) bit for bit.
+void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadPool& pool);
+
+// Decode FFN input: out[r] = silu(gate_r · x) * (up_r · x) for r < gate.n_rows, in one
+// parallel loop; equals matmul of both then swiglu() bit for bit.
+void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
+                   ThreadPool& pool);
 
 // Dequantize row `row` of w into out[w.n_cols] (embedding lookup).
 void get_row(const WeightMatrix& w, int64_t row, float* out);

@@ -22,10 +22,7 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_one(gate[i], up[i]);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

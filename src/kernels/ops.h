@@ -2,12 +2,16 @@
 // softmax. Scalar code written so the compiler vectorizes; each has a test.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace vlkv {
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], over n elements (one row).
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// silu(g) * u for one element; swiglu() applies it to a row, matvec_swiglu to each output.
+inline float swiglu_one(float g, float u) { return (g / (1.0f + std::exp(-g))) * u; }
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

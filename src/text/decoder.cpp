@@ -28,20 +28,20 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
   return Status::ok();
 }
 
-// q = rope(Wq·xn + bq), k = rope(Wk·xn + bk) for the chunk's tokens.
-void TextDecoder::project_qk(const LayerWeights& l, const DecoderInput& in, const std::vector<float>& xn,
-                             std::vector<float>& q, std::vector<float>& k, ThreadPool& pool) const {
+namespace {
+
+// q += bq, k += bk, then RoPE (M-RoPE with mrope positions) on the chunk's projected q and k.
+void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInput& in, std::vector<float>& q,
+                  std::vector<float>& k, ThreadPool& pool) {
   const int64_t n = in.n_tokens;
-  const int64_t head_dim = hp_.head_dim;
-  const int64_t q_dim = hp_.n_heads * head_dim;
-  const int64_t kv_dim = hp_.n_kv_heads * head_dim;
+  const int64_t head_dim = hp.head_dim;
+  const int64_t q_dim = hp.n_heads * head_dim;
+  const int64_t kv_dim = hp.n_kv_heads * head_dim;
   auto per_token = [&](const std::function<void(int64_t)>& fn) {
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) fn(t);
     }, /*min_per_thread=*/8);
   };
-  matmul(l.wq, xn.data(), n, q.data(), pool);
-  matmul(l.wk, xn.data(), n, k.data(), pool);
   if (!l.bq.empty())
     for (int64_t t = 0; t < n; ++t) add_inplace(&q[t * q_dim], l.bq.data(), q_dim);
   if (!l.bk.empty())
@@ -51,19 +51,28 @@ void TextDecoder::project_qk(const LayerWeights& l, const DecoderInput& in, cons
     per_token([&](int64_t t) {
       const int64_t* p3 = &in.mrope_positions[t * 3];
       const int64_t pos[4] = {p3[0], p3[1], p3[2], 0};
-      rope_multi(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), pos,
-                 hp_.rope_sections.data(), hp_.rope);
-      rope_multi(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), pos,
-                 hp_.rope_sections.data(), hp_.rope);
+      rope_multi(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), pos,
+                 hp.rope_sections.data(), hp.rope);
+      rope_multi(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), pos,
+                 hp.rope_sections.data(), hp.rope);
     });
   } else {
     // Text tokens of qwen2vl too: with t = h = w, M-RoPE is NeoX RoPE.
     per_token([&](int64_t t) {
-      rope(&q[t * q_dim], static_cast<int>(hp_.n_heads), static_cast<int>(head_dim), in.positions[t], hp_.rope);
-      rope(&k[t * kv_dim], static_cast<int>(hp_.n_kv_heads), static_cast<int>(head_dim), in.positions[t],
-           hp_.rope);
+      rope(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), in.positions[t], hp.rope);
+      rope(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), in.positions[t], hp.rope);
     });
   }
+}
+
+}  // namespace
+
+// q = rope(Wq·xn + bq), k = rope(Wk·xn + bk) for the chunk's tokens.
+void TextDecoder::project_qk(const LayerWeights& l, const DecoderInput& in, const std::vector<float>& xn,
+                             std::vector<float>& q, std::vector<float>& k, ThreadPool& pool) const {
+  matmul(l.wq, xn.data(), in.n_tokens, q.data(), pool);
+  matmul(l.wk, xn.data(), in.n_tokens, k.data(), pool);
+  bias_rope_qk(hp_, l, in, q, k, pool);
 }
 
 Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode,
@@ -120,13 +129,23 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
 
     // Attention block: x += Wo · attention(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
     per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.attn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
-    matmul(l.wv, xn.data(), n, v.data(), pool);
+    if (n == 1 && !global_lazy) {
+      // Decode: Wq, Wk and Wv in one parallel loop over the same rounded input.
+      const MatvecTarget qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
+      matvec_fused(qkv, xn.data(), pool);
+    } else {
+      matmul(l.wv, xn.data(), n, v.data(), pool);
+    }
     add_bias(v, l.bv, kv_dim);
     if (global_lazy) {
       q = saved_q[src.base_layer];
       k = saved_k[src.base_layer];
     } else {
-      project_qk(l, in, xn, q, k, pool);
+      if (n == 1) {
+        bias_rope_qk(hp_, l, in, q, k, pool);
+      } else {
+        project_qk(l, in, xn, q, k, pool);
+      }
       if (src.base_layer >= 0 && !src.base_scores) {  // VLA, shared keys: visual tokens' keys are the base layer's
         const std::vector<float>& bk = saved_k[src.base_layer];
         for (int64_t t = 0; t < n; ++t)
@@ -152,9 +171,13 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) ⊙ W_up·n(x)).
     per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.ffn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
-    matmul(l.w_gate, xn.data(), n, gate.data(), pool);
-    matmul(l.w_up, xn.data(), n, up.data(), pool);
-    per_token([&](int64_t t) { swiglu(&gate[t * hp_.n_ff], &up[t * hp_.n_ff], hp_.n_ff, &gate[t * hp_.n_ff]); });
+    if (n == 1) {
+      matvec_swiglu(l.w_gate, l.w_up, xn.data(), gate.data(), pool);  // decode: one loop for both
+    } else {
+      matmul(l.w_gate, xn.data(), n, gate.data(), pool);
+      matmul(l.w_up, xn.data(), n, up.data(), pool);
+      per_token([&](int64_t t) { swiglu(&gate[t * hp_.n_ff], &up[t * hp_.n_ff], hp_.n_ff, &gate[t * hp_.n_ff]); });
+    }
     matmul(l.w_down, gate.data(), n, proj.data(), pool);
     add_inplace(x.data(), proj.data(), n * n_embd);
   }
