@@ -315,6 +315,7 @@ class QcacheMethod final : public Method {
   bool uses_visual_similarity() const override { return inner_->uses_visual_similarity(); }
   std::string describe_sequence(const LayerState* sequence_state) const override {
     if (!prefill_) return "lazy layers " + layer_list(lazy_of(base_));
+    if (prefill_n_lazy_ == 0) return "no lazy layers (n_lazy=0: pass n_lazy=K or threshold=T)";
     const auto* st = static_cast<const PrefillGroupingState*>(sequence_state);
     if (!st || !st->frozen) return "lazy layers not chosen yet (from the prompt, at the first decoded token)";
     return "lazy layers " + layer_list(lazy_of(st->base)) + " (chosen from the prompt)";
