@@ -18,14 +18,15 @@
 
 namespace vlkv::kvtest {
 
-// A cache with 4 KiB pages (streams cross page boundaries early) and a 64 MiB budget;
+// A cache with 4 KiB pages (streams cross page boundaries early), 64 MiB by default;
 // null (and a test failure) when the method or geometry is refused.
-inline std::unique_ptr<KvCache> small_page_cache(const std::string& method, const KvGeometry& g) {
+inline std::unique_ptr<KvCache> small_page_cache(const std::string& method, const KvGeometry& g,
+                                                 uint64_t budget_bytes = 64ull << 20) {
   KvCacheConfig kc;
   kc.geometry = g;
   kc.method = method;
   kc.page_bytes = 4096;
-  kc.budget_bytes = 64 << 20;
+  kc.budget_bytes = budget_bytes;
   auto c = KvCache::create(kc);
   EXPECT_TRUE(c.is_ok()) << method << ": " << c.status().message();
   return c.is_ok() ? std::move(*c) : nullptr;

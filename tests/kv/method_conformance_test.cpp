@@ -274,17 +274,8 @@ double attention_tolerance_vs_f32(const std::string& method) {
 
 TEST_P(EveryMethod, OutlierHeavyDataAndAttentionVsF32) {
   ThreadPool pool(2);
-  auto make = [&](const std::string& m) {
-    KvCacheConfig kc;
-    kc.geometry = kGeom;
-    kc.method = m;
-    kc.page_bytes = 4096;
-    kc.budget_bytes = 256 << 20;
-    auto c = KvCache::create(kc);
-    EXPECT_TRUE(c.is_ok()) << c.status().message();
-    return std::move(*c);
-  };
-  auto cache = make(GetParam()), ref = make("f32");
+  auto cache = kvtest::small_page_cache(GetParam(), kGeom, 256ull << 20), ref = kvtest::small_page_cache("f32", kGeom);
+  ASSERT_TRUE(cache && ref);
   const SeqId a = cache->add_sequence().value(), r = ref->add_sequence().value();
   std::vector<std::vector<float>> hk(kGeom.n_layers), hv(kGeom.n_layers), rk = hk, rv = hv;
   std::vector<float> out, out_ref;

@@ -191,16 +191,7 @@ void peaked_step(const KvGeometry& g, int n, uint32_t seed, std::vector<float>& 
 TEST(ZipvlCache, PeakedPromptKeepsFewHighBitTokensAndSparseStaysCloseToFull) {
   const KvGeometry g{2, 4, 2, 64};
   ThreadPool pool(2);
-  auto make = [&](const std::string& m) {
-    KvCacheConfig kc;
-    kc.geometry = g;
-    kc.method = m;
-    kc.page_bytes = 4096;
-    kc.budget_bytes = 64 << 20;
-    auto c = KvCache::create(kc);
-    EXPECT_TRUE(c.is_ok()) << c.status().message();
-    return std::move(*c);
-  };
+  auto make = [&](const std::string& m) { return kvtest::small_page_cache(m, g); };
   const int n = 2000;  // pages (4 KiB, one tail per stream) small next to what is stored
   std::vector<float> q, k, v;
   peaked_step(g, n, 3, q, k, v);
