@@ -35,18 +35,21 @@ BenchMatrix make_matrix(GgmlType type, int64_t n_rows, int64_t n_cols) {
   return m;
 }
 
-// Args: {type, n_rows, n_cols, n_tokens, n_threads}.
+// Args: {type, n_rows, n_cols, n_tokens, n_threads, q8}; q8: activations rounded to 8 bits
+// (decode's WeightMatrix::round_activations_q8; only the decode rows set it).
 void BM_Matmul(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
   const int64_t n_rows = state.range(1), n_cols = state.range(2), n_tokens = state.range(3);
   const int n_threads = static_cast<int>(state.range(4));
+  const bool q8 = state.range(5) != 0;
   const WeightFormat* fmt = find_weight_format(type);
   if (!fmt) {
     state.SkipWithError("weight format not implemented");
     return;
   }
   state.SetLabel(fmt->name);
-  const BenchMatrix m = make_matrix(type, n_rows, n_cols);
+  BenchMatrix m = make_matrix(type, n_rows, n_cols);
+  m.w.round_activations_q8 = q8;
   std::vector<float> x(n_tokens * n_cols, 0.5f), y(n_tokens * n_rows);
   ThreadPool pool(n_threads);
   for (auto _ : state) {
@@ -87,18 +90,23 @@ void BM_MemcpyReference(benchmark::State& state) {
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "rows", "cols", "tokens", "threads"});
+  b->ArgNames({"type", "rows", "cols", "tokens", "threads", "q8"});
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K})
-    for (int64_t rows : {2048, 5632})
-      for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), rows, 2048, 1, threads});
+    for (int64_t rows : {2048, 5632, 32000})
+      for (int threads : {1, 2})
+        for (int q8 : {0, 1}) {
+          const bool has_q8 = find_weight_format(t) && find_weight_format(t)->dot_q8;
+          if (q8 && !has_q8) continue;
+          b->Args({static_cast<int64_t>(t), rows, 2048, 1, threads, q8});
+        }
 }
 
 void prefill_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "rows", "cols", "tokens", "threads"});
+  b->ArgNames({"type", "rows", "cols", "tokens", "threads", "q8"});
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K})
     for (int64_t rows : {2048, 5632})
       for (int64_t tokens : {64, 512})
-        for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), rows, 2048, tokens, threads});
+        for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), rows, 2048, tokens, threads, 0});
 }
 
 BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes", "threads"})->Args({5632 * 2048 * 4, 1})->Args({5632 * 2048 * 4, 2})
