@@ -44,21 +44,22 @@ Status Session::fill_kv_for_benchmark(int64_t n_tokens, uint64_t seed) {
   uint64_t state = seed;
   std::vector<float> k, v, q, out;
   std::vector<TokenKind> kinds;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   for (int64_t begin = 0; begin < n_tokens; begin += n_batch) {
     const int n = static_cast<int>(std::min(n_batch, n_tokens - begin));
     kinds.assign(static_cast<size_t>(n), TokenKind::kText);
     k.resize(static_cast<size_t>(n * kv_row));
     v.resize(k.size());
+    q.resize(static_cast<size_t>(n * q_row));
     for (int layer = 0; layer < static_cast<int>(hp.n_layers); ++layer) {
       fill_gaussian(k, state);
       fill_gaussian(v, state);
-      Status st = kv.store_without_attention(seq_, layer, k.data(), v.data(), kinds.data(), n);
-      if (st.code() == StatusCode::kUnsupported) {  // the method needs attention statistics: attend random queries
-        q.resize(static_cast<size_t>(n * q_row));
+      fill_gaussian(q, state);  // for methods that need attention statistics: their probe rows only
+      Status st = kv.store_without_attention(seq_, layer, k.data(), v.data(), kinds.data(), n, q.data(), scale,
+                                             engine_->pool.get());
+      if (st.code() == StatusCode::kUnsupported) {  // e.g. a layer sharing another's keys: attend random queries
         out.resize(q.size());
-        fill_gaussian(q, state);
-        st = kv.attend(seq_, layer, q.data(), k.data(), v.data(), kinds.data(), n,
-                       1.0f / std::sqrt(static_cast<float>(hp.head_dim)), out.data(), *engine_->pool);
+        st = kv.attend(seq_, layer, q.data(), k.data(), v.data(), kinds.data(), n, scale, out.data(), *engine_->pool);
       }
       if (!st.is_ok()) {
         kv.rollback(seq_);

@@ -46,7 +46,7 @@ class KvCacheImpl final : public KvCache {
                 int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity,
                 const float* base_q, const float* base_k) override;
   Status store_without_attention(SeqId seq_id, int layer, const float* k, const float* v, const TokenKind* kinds,
-                                 int n_new) override;
+                                 int n_new, const float* q, float scale, ThreadPool* pool) override;
 
   void commit(SeqId seq_id, int n_new) override {
     SeqCache& seq = get(seq_id);
@@ -152,6 +152,13 @@ class KvCacheImpl final : public KvCache {
   Result<SeqCache*> begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new);
   // The method stores the step's new tokens of layer in.layer; on error the step is rolled back.
   Status store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in);
+  // Whether the plan asks for probe statistics in a step of n_new tokens.
+  static bool wants_stats(const LayerPlan& plan, int n_new) {
+    return (plan.stats & (kStatKeyMass | kStatProbeMaps)) && (n_new > 1 || plan.stats_in_decode);
+  }
+  // Chooses the step's probes and sizes the statistics buffers for `plan`; stats points
+  // into them. The caller fills the rows' softmax state (ProbeRows) and the key mass.
+  ProbeRows begin_stats(const LayerPlan& plan, const LayerCache& lc, int layer, int n_new, AttentionStats& stats);
 
   KvCacheConfig config_;
   std::unique_ptr<Method> method_;
@@ -208,23 +215,9 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   }
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
   AttentionStats stats;
-  if ((plan.stats & (kStatKeyMass | kStatProbeMaps)) && (n_new > 1 || plan.stats_in_decode)) {
-    // Salt: layer and first position, so steps and layers draw different random probes.
-    probes_ = choose_probes(plan.probe, n_new, (static_cast<uint64_t>(layer) << 40) ^ static_cast<uint64_t>(lc.n_tokens));
-    probe_m_.resize(probes_.size() * g.n_heads);
-    probe_l_.resize(probe_m_.size());
-    key_mass_.resize(static_cast<size_t>(g.n_kv_heads) * (lc.n_tokens + n_new));
-    ProbeRows rows{probes_.data(), static_cast<int>(probes_.size()), probe_m_.data(), probe_l_.data()};
-    stats.key_mass = key_mass_.data();
-    stats.probes = probes_.data();
-    stats.n_probes = rows.n;
-    float* maps = nullptr;
-    if (plan.stats & kStatProbeMaps) {
-      probe_maps_.resize(probes_.size() * g.n_heads * (lc.n_tokens + n_new));
-      maps = probe_maps_.data();
-      stats.probe_maps = maps;
-      stats.n_heads = g.n_heads;
-    }
+  if (wants_stats(plan, n_new)) {
+    ProbeRows rows = begin_stats(plan, lc, layer, n_new, stats);
+    float* maps = stats.probe_maps ? probe_maps_.data() : nullptr;
     in.stats = &stats;
     bool attended = false;
     if (plan.sparse_attention) {  // statistics first, then attention over the keys they select
@@ -268,16 +261,60 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   return store_layer_step(seq_id, seq, in);
 }
 
+ProbeRows KvCacheImpl::begin_stats(const LayerPlan& plan, const LayerCache& lc, int layer, int n_new,
+                                   AttentionStats& stats) {
+  const KvGeometry& g = config_.geometry;
+  // Salt: layer and first position, so steps and layers draw different random probes.
+  probes_ = choose_probes(plan.probe, n_new, (static_cast<uint64_t>(layer) << 40) ^ static_cast<uint64_t>(lc.n_tokens));
+  probe_m_.resize(probes_.size() * g.n_heads);
+  probe_l_.resize(probe_m_.size());
+  key_mass_.resize(static_cast<size_t>(g.n_kv_heads) * (lc.n_tokens + n_new));
+  stats.key_mass = key_mass_.data();
+  stats.probes = probes_.data();
+  stats.n_probes = static_cast<int>(probes_.size());
+  if (plan.stats & kStatProbeMaps) {
+    probe_maps_.resize(probes_.size() * g.n_heads * (lc.n_tokens + n_new));
+    stats.probe_maps = probe_maps_.data();
+    stats.n_heads = g.n_heads;
+  }
+  return ProbeRows{probes_.data(), stats.n_probes, probe_m_.data(), probe_l_.data()};
+}
+
 Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float* k, const float* v,
-                                            const TokenKind* kinds, int n_new) {
+                                            const TokenKind* kinds, int n_new, const float* q, float scale,
+                                            ThreadPool* pool) {
+  const KvGeometry& g = config_.geometry;
   if (!kinds) return invalid_argument("store_without_attention: null token kinds");
   const SeqCache* found = table_.find(seq_id);
-  if (found && layer >= 0 && layer < config_.geometry.n_layers &&
-      method_->step_plan(layer, found->state.get(), n_new).stats != kStatNone)
-    return unsupported("KV method " + method_->spec() + " stores with attention statistics: use attend()");
+  const LayerPlan plan = found && layer >= 0 && layer < g.n_layers ? method_->step_plan(layer, found->state.get(), n_new)
+                                                                   : LayerPlan{};
+  const bool stats_needed = wants_stats(plan, n_new);
+  if (stats_needed && (!q || !pool))
+    return unsupported("KV method " + method_->spec() + " stores with attention statistics: pass queries");
+  if (plan.score_layer >= 0)
+    return unsupported("KV method " + method_->spec() + ": layer " + std::to_string(layer) +
+                       " shares another layer's keys: use attend()");
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
-  const StoreInput in{.layer = layer, .n_cached = seq->layers[layer].n_tokens, .n_new = n_new, .k = k, .v = v,
-                      .kinds = kinds};
+  LayerCache& lc = seq->layers[layer];
+  StoreInput in{.layer = layer, .n_cached = lc.n_tokens, .n_new = n_new, .k = k, .v = v, .kinds = kinds};
+  {  // as attend(): the method may reshape the layer for this step's plan first
+    LayerEditor editor(pool_, lc, seq->pending, layer, g.head_dim);
+    editor.set_sequence_state(seq->state.get());
+    if (Status st = method_->before_attention(in, editor); !st.is_ok()) {
+      rollback(*seq);
+      return st.with_context("preparing layer " + std::to_string(layer));
+    }
+  }
+  AttentionStats stats;
+  if (stats_needed) {  // the probe rows only: their softmax state, then the mass (and maps)
+    ProbeRows rows = begin_stats(plan, lc, layer, n_new, stats);
+    const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
+    ThreadPool& tp = *pool;
+    probe_softmax(lc, nullptr, *f32_, q, k, n_new, scale, shape, rows, tp);
+    probe_key_mass(lc, nullptr, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), tp,
+                   stats.probe_maps ? probe_maps_.data() : nullptr);
+    in.stats = &stats;
+  }
   return store_layer_step(seq_id, *seq, in);
 }
 

@@ -74,10 +74,13 @@ class KvCache {
   // Benchmarking aid (vlkv bench --fill random): attend() without the attention - the
   // method stores one layer's new K/V (kinds non-null) through its normal store path, so
   // segments, windows and folds are what a prefill would leave, at no quadratic cost. Same
-  // step protocol (every layer, then commit). Unsupported for a layer whose method needs
-  // attention statistics (use attend() there).
+  // step protocol (every layer, then commit). A layer whose method needs attention
+  // statistics takes them from queries q ([n_new, n_heads, head_dim], with scale, on
+  // pool): only the probe rows are scored (no attention output), a fraction of attend()'s
+  // cost; without q such a layer is Unsupported.
   virtual Status store_without_attention(SeqId seq, int layer, const float* k, const float* v,
-                                         const TokenKind* kinds, int n_new) = 0;
+                                         const TokenKind* kinds, int n_new, const float* q = nullptr,
+                                         float scale = 0.0f, ThreadPool* pool = nullptr) = 0;
   virtual void commit(SeqId seq, int n_new) = 0;
   // Undo attend() calls made since the last commit (e.g. when a later layer ran out of memory).
   virtual void rollback(SeqId seq) = 0;

@@ -37,11 +37,11 @@ bool needs_statistics(const std::string& method) {
   return false;
 }
 
-// Steps of 50, 1 and 70 tokens (a window fold and a decode step), half visual.
+// Steps of 50, 1 and 70 tokens (a window fold and a decode step), half visual. Methods
+// that need attention statistics get them from the same queries (probe rows only).
 TEST(StoreWithoutAttention, SameStoredRowsAndPagesAsAttend) {
   ThreadPool pool(1);
   for (const MethodInfo* info : list_methods()) {
-    if (needs_statistics(info->name)) continue;
     auto attended = make_cache(info->name), stored = make_cache(info->name);
     ASSERT_TRUE(attended && stored);
     const SeqId a = attended->add_sequence().value(), s = stored->add_sequence().value();
@@ -57,7 +57,7 @@ TEST(StoreWithoutAttention, SameStoredRowsAndPagesAsAttend) {
           for (float& f : *x) f = nd(rng);
         ASSERT_TRUE(attended->attend(a, l, q.data(), k.data(), v.data(), kinds.data(), n, 0.17f, out.data(), pool)
                         .is_ok());
-        Status st = stored->store_without_attention(s, l, k.data(), v.data(), kinds.data(), n);
+        Status st = stored->store_without_attention(s, l, k.data(), v.data(), kinds.data(), n, q.data(), 0.17f, &pool);
         ASSERT_TRUE(st.is_ok()) << info->name << ": " << st.message();
       }
       attended->commit(a, n);
@@ -76,7 +76,7 @@ TEST(StoreWithoutAttention, SameStoredRowsAndPagesAsAttend) {
   }
 }
 
-TEST(StoreWithoutAttention, MethodsNeedingStatisticsAreUnsupported) {
+TEST(StoreWithoutAttention, MethodsNeedingStatisticsAreUnsupportedWithoutQueries) {
   std::vector<float> k(8 * kGeo.n_kv_heads * kGeo.head_dim, 0.5f);
   std::vector<TokenKind> kinds(8, TokenKind::kText);
   for (const MethodInfo* info : list_methods()) {
