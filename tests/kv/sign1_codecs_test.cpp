@@ -17,6 +17,7 @@
 #include "kv/codecs/real_fft.h"
 #include "kv/codecs/sign1_codecs.h"
 #include "kv/codecs/sign1_transform.h"
+#include "kv/codecs/ternary_tiles.h"
 #include "kv_test_util.h"
 
 namespace vlkv {
@@ -395,6 +396,24 @@ TEST(Sign1Codecs, BadSpecsAreClearErrors) {
   EXPECT_NE(make_codec("ternary:fit=lsq").status().message().find("mean, scale, opt"), std::string::npos);
 }
 
+// The tiled trit order (head_dim % 16 == 0, G % 4 == 0) permutes the row-major stream: same
+// bytes, every element once.
+TEST(Ternary, TritOrderIsAPermutation) {
+  for (auto [d, G] : {std::pair{128, 32}, {64, 32}, {16, 4}, {48, 20}, {128, 256}, {36, 32}, {64, 7}}) {
+    const ternt::TritOrder o = ternt::trit_order(d, G);
+    EXPECT_EQ(o.tiled, d % 16 == 0 && G % 4 == 0);
+    std::vector<int> seen(static_cast<size_t>(d) * G, 0);
+    for (int t = 0; t < G; ++t)
+      for (int c = 0; c < d; ++c) {
+        const int64_t i = ternt::trit_index(o, t, c);
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, static_cast<int64_t>(d) * G);
+        ++seen[i];
+      }
+    for (int v : seen) ASSERT_EQ(v, 1) << d << " " << G;
+  }
+}
+
 // ---------------- fused ops ----------------
 
 class FusedOps : public ::testing::TestWithParam<std::string> {};
@@ -436,8 +455,24 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
               mag_o[r * d + i] += std::abs(p[r * n + t]) * std::sqrt(kk);
             }
           }
+        // ternary at AVX-512 (VNNI tiles) rounds each block's p to 15 bits, step = max p / 32767:
+        // |error| <= sum over blocks of G * step / 2 * scale_c, scale_c = max |decoded| there.
+        std::vector<double> p15_o(ref_o.size(), 0.0);
+        if (GetParam().rfind("ternary", 0) == 0)
+          for (int r = 0; r < n_q; ++r)
+            for (int b = 0; b < n / tpb; ++b) {
+              double pm = 0;
+              for (int t = b * tpb; t < (b + 1) * tpb; ++t) pm = std::max(pm, static_cast<double>(p[r * n + t]));
+              for (int i = 0; i < d; ++i) {
+                double xm = 0;
+                for (int t = b * tpb; t < (b + 1) * tpb; ++t)
+                  xm = std::max(xm, std::abs(static_cast<double>(dec[static_cast<size_t>(t) * d + i])));
+                p15_o[r * d + i] += tpb * pm / 65534.0 * xm;
+              }
+            }
         std::vector<float> s0, o0;
         for (SimdLevel level : kvtest::simd_levels()) {
+          const bool p15 = level == SimdLevel::kAvx512;  // only the VNNI path rounds p
           set_simd_level_for_testing(level);
           std::vector<float> logits(static_cast<size_t>(n_q) * (n + 3), -1.0f);
           c.scores(q.data(), n_q, paged.view, scale, logits.data(), n + 3);
@@ -449,7 +484,7 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
                   << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
             for (int t = n; t < n + 3; ++t) ASSERT_EQ(logits[r * (n + 3) + t], -1.0f);
             for (int i = 0; i < d; ++i)
-              ASSERT_NEAR(out[r * d + i], ref_o[r * d + i], 2e-6 * mag_o[r * d + i])
+              ASSERT_NEAR(out[r * d + i], ref_o[r * d + i], 2e-6 * mag_o[r * d + i] + (p15 ? p15_o[r * d + i] : 0.0))
                   << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
           }
           if (level == SimdLevel::kScalar) {
@@ -459,7 +494,8 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
             for (size_t i = 0; i < s0.size(); ++i)
               ASSERT_NEAR(logits[i], s0[i], 1e-6 * (std::abs(s0[i]) + mag_s[0])) << simd_level_name(level) << " " << i;
             for (size_t i = 0; i < o0.size(); ++i)
-              ASSERT_NEAR(out[i], o0[i], 1e-6 * (std::abs(o0[i]) + mag_o[i])) << simd_level_name(level) << " " << i;
+              ASSERT_NEAR(out[i], o0[i], 1e-6 * (std::abs(o0[i]) + mag_o[i]) + (p15 ? p15_o[i] : 0.0))
+                  << simd_level_name(level) << " " << i;
           }
         }
       }
@@ -469,7 +505,7 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
 
 INSTANTIATE_TEST_SUITE_P(Specs, FusedOps,
                          ::testing::Values("sign1c:G=32", "sign1c:G=8", "sign1c:G=24,fft=real", "sign1c:G=64,fft=complex",
-                                           "ternary:G=32", "ternary:G=7,thr=0.7", "ternary:G=32,fit=opt",
+                                           "ternary:G=32", "ternary:G=7,thr=0.7", "ternary:G=32,fit=opt", "ternary:G=20",
                                            "ternary:G=9,thr=0.7,fit=scale", "mixk:G=32,frac=0.5",
                                            "mixk:G=32,frac=0.5,fft=real", "mixk:G=16,frac=0.25,fft=real",
                                            "mixk:G=40,frac=0.5,fft=complex", "mixk:G=32,frac=0,fft=real",

@@ -62,6 +62,18 @@ inline void plane_scores_scalar(const uint8_t* planes, int n_planes, int group, 
   }
 }
 
+// lg[r * ld + t] = scale * (base[r] + sum_j w[r * n_planes + j] * bit_j(t)), r < n_rows.
+inline void plane_scores_rows_scalar(const uint8_t* planes, int n_planes, int group, const float* w,
+                                     const float* base, int n_rows, float scale, float* lg, int64_t ld) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int t = 0; t < group; ++t) {
+      float s = base[r];
+      for (int j = 0; j < n_planes; ++j)
+        if (plane_bit(planes, group, j, t)) s += w[static_cast<int64_t>(r) * n_planes + j];
+      lg[r * ld + t] = s * scale;
+    }
+}
+
 inline void plane_sums_scalar(const uint8_t* planes, int n_planes, int group, const float* p, float* u) {
   for (int j = 0; j < n_planes; ++j) {
     float s = 0.0f;
@@ -189,6 +201,46 @@ VLKV_S1_AVX512 inline void plane_scores_avx512(const uint8_t* planes, int n_plan
   }
 }
 
+// RB query rows at once: each plane's mask is loaded once for all rows (RB independent
+// add chains per 16-token slab).
+template <int RB>
+VLKV_S1_AVX512 inline void plane_scores_rows_avx512(const uint8_t* planes, int n_planes, int group, const float* w,
+                                                    const float* base, float scale, float* lg, int64_t ld) {
+  const int stride = group / 8;
+  for (int t0 = 0; t0 < group; t0 += 16) {
+    const uint8_t* pb = planes + t0 / 8;
+    const bool full = group - t0 >= 16;
+    __m512 a[RB], b[RB];  // even / odd planes
+    for (int r = 0; r < RB; ++r) {
+      a[r] = _mm512_set1_ps(base[r]);
+      b[r] = _mm512_setzero_ps();
+    }
+    auto mask_of = [&](int j) -> __mmask16 {
+      const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
+      if (!full) return p[0];
+      uint16_t m;
+      std::memcpy(&m, p, 2);
+      return m;
+    };
+    int j = 0;
+    for (; j + 2 <= n_planes; j += 2) {
+      const __mmask16 m0 = mask_of(j), m1 = mask_of(j + 1);
+      for (int r = 0; r < RB; ++r) {
+        a[r] = _mm512_mask_add_ps(a[r], m0, a[r], _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j]));
+        b[r] = _mm512_mask_add_ps(b[r], m1, b[r], _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j + 1]));
+      }
+    }
+    if (j < n_planes) {
+      const __mmask16 m0 = mask_of(j);
+      for (int r = 0; r < RB; ++r)
+        a[r] = _mm512_mask_add_ps(a[r], m0, a[r], _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j]));
+    }
+    const __mmask16 lanes = full ? __mmask16(0xffff) : __mmask16(0xff);
+    for (int r = 0; r < RB; ++r)
+      _mm512_mask_storeu_ps(lg + r * ld + t0, lanes, _mm512_mul_ps(_mm512_add_ps(a[r], b[r]), _mm512_set1_ps(scale)));
+  }
+}
+
 VLKV_S1_AVX512 inline void plane_sums_avx512(const uint8_t* planes, int n_planes, int group, const float* p,
                                              float* u) {
   alignas(64) uint32_t words[16];
@@ -229,6 +281,34 @@ inline void plane_scores(const uint8_t* planes, int n_planes, int group, const f
     case SimdLevel::kAvx512: return plane_scores_avx512(planes, n_planes, group, w, acc);
     case SimdLevel::kAvx2: return plane_scores_avx2(planes, n_planes, group, w, acc);
     default: return plane_scores_scalar(planes, n_planes, group, w, acc);
+  }
+}
+
+// lg[r * ld + t] = scale * (base[r] + sum_j w[r * n_planes + j] * bit_j(t)), r < n_rows.
+//   w: [n_rows, n_planes], base: [n_rows], lg: rows of stride ld, G tokens each.
+inline void plane_scores_rows(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
+                              int n_rows, float scale, float* lg, int64_t ld) {
+  const SimdLevel level = simd_level();
+  if (level == SimdLevel::kScalar) return plane_scores_rows_scalar(planes, n_planes, group, w, base, n_rows, scale, lg, ld);
+  for (int r0 = 0; r0 < n_rows; r0 += 4) {
+    const int rb = n_rows - r0 < 4 ? n_rows - r0 : 4;
+    const float* wr = w + static_cast<int64_t>(r0) * n_planes;
+    float* lr = lg + r0 * ld;
+    if (level == SimdLevel::kAvx512) {
+      switch (rb) {
+        case 4: plane_scores_rows_avx512<4>(planes, n_planes, group, wr, base + r0, scale, lr, ld); break;
+        case 3: plane_scores_rows_avx512<3>(planes, n_planes, group, wr, base + r0, scale, lr, ld); break;
+        case 2: plane_scores_rows_avx512<2>(planes, n_planes, group, wr, base + r0, scale, lr, ld); break;
+        default: plane_scores_rows_avx512<1>(planes, n_planes, group, wr, base + r0, scale, lr, ld);
+      }
+      continue;
+    }
+    for (int r = 0; r < rb; ++r) {  // AVX2: one row at a time through the accumulating kernel
+      float* row = lr + r * ld;
+      for (int t = 0; t < group; ++t) row[t] = base[r0 + r];
+      plane_scores_avx2(planes, n_planes, group, wr + static_cast<int64_t>(r) * n_planes, row);
+      for (int t = 0; t < group; ++t) row[t] *= scale;
+    }
   }
 }
 

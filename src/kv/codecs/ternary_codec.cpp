@@ -1,11 +1,15 @@
 // ternary: 1.58-bit per-channel values/keys over G tokens (VidKV's values; see
 // sign1_codecs.h). Block of G tokens, head_dim d:
 //   [d] f16                   scale_c = mean_t |x_tc|
-//   [ceil(G*d/5)] bytes       trits, element i = t*d + c at byte i/5, base-3 digit i%5
-//                             (least significant first), digit = code + 1
+//   [ceil(G*d/5)] bytes       trits, trit i at byte i/5, base-3 digit i%5 (least
+//                             significant first), digit = code + 1; trit i holds element
+//                             (t, c) in the order of ternary_tiles.h (row-major t*d + c,
+//                             or VNNI tiles when head_dim % 16 == 0 and G % 4 == 0)
 // code = +1 if x > thr*scale, -1 if x < -thr*scale, else 0; decode: code * scale.
-// Fused ops decode a block's trits once through a 256-entry table (byte -> 5 int8 codes),
-// then run float SIMD over the int8 codes; the scalar reference reads digits directly.
+// accumulate at AVX-512 (VNNI + VBMI) on tiles: vpdpbusd of 15-bit probabilities against
+// the codes (ternary_tiles.h). Otherwise the fused ops decode a block's trits once through
+// a 256-entry table (byte -> 5 int8 codes) into rows, then run float SIMD over the int8
+// codes; the scalar reference reads digits directly.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/sign1_codecs.h"
 #include "kv/codecs/sign1_planes.h"
+#include "kv/codecs/ternary_tiles.h"
 
 namespace vlkv {
 namespace {
@@ -38,11 +43,22 @@ const TritTable& trit_table() {
   return t;
 }
 
-// codes[0, n) from the packed trits; codes needs n + 8 bytes (8-byte table stores).
-void unpack_trits(const uint8_t* trits, int64_t n, int8_t* codes) {
+// codes[t * d + c] of a block's trits; codes needs G * d + 8 bytes (8-byte table stores).
+void unpack_trits(const uint8_t* trits, const ternt::TritOrder& o, int8_t* codes) {
   const auto& lut = trit_table().codes;
-  const int64_t nb = (n + 4) / 5;
-  for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
+  const int64_t n = static_cast<int64_t>(o.G) * o.d, nb = (n + 4) / 5;
+  if (!o.tiled) {
+    for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
+    return;
+  }
+  const int32_t* pos = ternt::trit_positions(o).data();
+  for (int64_t i = 0; i < n; ++i) codes[pos[i]] = lut[trits[i / 5]][i % 5];
+}
+
+// Whether accumulate runs the VNNI tile kernel (VBMI decodes the digits).
+bool vnni_tiles() {
+  static const bool ok = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+  return ok && simd_level() == SimdLevel::kAvx512;
 }
 
 #define VLKV_T_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -152,8 +168,14 @@ class TernaryCodec final : public Codec {
   // squared error (least squares for their codes). Declared for thr <= 1 only.
   double rms_error_bound() const override { return p_.thr <= 1.0 ? 0.56 : -1.0; }
 
+  // accumulate on VNNI tiles rounds each block's p to 15 bits (ternary_tiles.h).
+  FusedRounding fused_rounding(int head_dim) const override {
+    return {0, ternt::trit_order(head_dim, p_.group).tiled && vnni_tiles() ? 15 : 0};
+  }
+
   void encode(const float* x, int64_t x_stride, int head_dim, uint8_t* block) const override {
     const int d = head_dim, G = p_.group;
+    const ternt::TritOrder order = ternt::trit_order(d, G);
     uint8_t* trits = block + 2 * d;
     const int64_t n = static_cast<int64_t>(G) * d;
     std::fill(trits, trits + (n + 4) / 5, uint8_t{0});
@@ -170,7 +192,7 @@ class TernaryCodec final : public Codec {
           fit_sum += std::abs(v);
           ++fit_n;
         }
-        const int64_t i = static_cast<int64_t>(t) * d + c;
+        const int64_t i = ternt::trit_index(order, t, c);
         trits[i / 5] = static_cast<uint8_t>(trits[i / 5] + digit * kPow3[i % 5]);
       }
       double mean_abs = 0;
@@ -185,10 +207,11 @@ class TernaryCodec final : public Codec {
 
   void decode(const uint8_t* block, int head_dim, float* x) const override {
     const int d = head_dim, G = p_.group;
+    const ternt::TritOrder order = ternt::trit_order(d, G);
     const uint8_t* trits = block + 2 * d;
     for (int t = 0; t < G; ++t)
       for (int c = 0; c < d; ++c)
-        x[static_cast<int64_t>(t) * d + c] = static_cast<float>(trit_at(trits, static_cast<int64_t>(t) * d + c)) *
+        x[static_cast<int64_t>(t) * d + c] = static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c))) *
                                              sign1::load_f16(block + 2 * c);
   }
 
@@ -196,6 +219,7 @@ class TernaryCodec final : public Codec {
               int64_t ld) const override {
     const int d = seg.head_dim, G = p_.group;
     const SimdLevel level = simd_level();
+    const ternt::TritOrder order = ternt::trit_order(d, G);
     thread_local std::vector<float> qs, sig;
     thread_local std::vector<int8_t> codes;
     qs.resize(d);
@@ -204,7 +228,7 @@ class TernaryCodec final : public Codec {
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
-      if (level != SimdLevel::kScalar) unpack_trits(trits, static_cast<int64_t>(G) * d, codes.data());
+      if (level != SimdLevel::kScalar) unpack_trits(trits, order, codes.data());
       sign1::load_f16_row(blk, d, sig.data());
       for (int r = 0; r < n_q; ++r) {
         for (int c = 0; c < d; ++c) qs[c] = q[static_cast<int64_t>(r) * d + c] * sig[c];
@@ -215,7 +239,7 @@ class TernaryCodec final : public Codec {
           default:
             for (int t = 0; t < G; ++t) {
               float s = 0.0f;
-              for (int c = 0; c < d; ++c) s += qs[c] * static_cast<float>(trit_at(trits, static_cast<int64_t>(t) * d + c));
+              for (int c = 0; c < d; ++c) s += qs[c] * static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c)));
               lr[t] = s * scale;
             }
         }
@@ -226,25 +250,34 @@ class TernaryCodec final : public Codec {
   void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
     const int d = seg.head_dim, G = p_.group;
     const SimdLevel level = simd_level();
+    const ternt::TritOrder order = ternt::trit_order(d, G);
+    const bool tiles = order.tiled && vnni_tiles();
     thread_local std::vector<float> sig;
-    thread_local std::vector<int8_t> codes;
+    thread_local std::vector<int8_t> codes, tile_codes;
     sig.resize(d);
     codes.resize(static_cast<size_t>(G) * d + 8);
+    if (tiles) tile_codes.resize(static_cast<size_t>(G) * d + 8);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
       sign1::load_f16_row(blk, d, sig.data());
-      if (level != SimdLevel::kScalar) unpack_trits(trits, static_cast<int64_t>(G) * d, codes.data());
+      bool rows_ready = false;
+      if (tiles) ternt::decode_tiles(trits, order, trit_table().codes, tile_codes.data());
       for (int r = 0; r < n_q; ++r) {
         const float* pr = p + r * ld + b * G;
         float* o = out + static_cast<int64_t>(r) * d;
+        if (tiles && ternt::accum_tiles(pr, tile_codes.data(), order, sig.data(), o)) continue;
+        if (level != SimdLevel::kScalar && !rows_ready) {
+          unpack_trits(trits, order, codes.data());
+          rows_ready = true;
+        }
         switch (level) {
           case SimdLevel::kAvx512: code_accum_avx512(pr, codes.data(), G, d, sig.data(), o); break;
           case SimdLevel::kAvx2: code_accum_avx2(pr, codes.data(), G, d, sig.data(), o); break;
           default:
             for (int c = 0; c < d; ++c) {
               float s = 0.0f;
-              for (int t = 0; t < G; ++t) s += pr[t] * static_cast<float>(trit_at(trits, static_cast<int64_t>(t) * d + c));
+              for (int t = 0; t < G; ++t) s += pr[t] * static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c)));
               o[c] += sig[c] * s;
             }
         }
