@@ -193,7 +193,7 @@ class Session {
   // seed) as text tokens through the KV method's normal store path, n_batch tokens per
   // step, so its windows, folds and segments are what a prefill of that length leaves.
   // Layers whose method needs attention statistics take them from random queries (their
-  // probe rows only, ~10-20% of an attention pass); layers sharing another's keys attend them.
+  // probe rows only, ~10-20% of an attention pass).
   // The tokens have no meaning: only decode speed and memory over them are.
   Status fill_kv_for_benchmark(int64_t n_tokens, uint64_t seed);
 

@@ -57,7 +57,7 @@ Status Session::fill_kv_for_benchmark(int64_t n_tokens, uint64_t seed) {
       fill_gaussian(q, state);  // for methods that need attention statistics: their probe rows only
       Status st = kv.store_without_attention(seq_, layer, k.data(), v.data(), kinds.data(), n, q.data(), scale,
                                              engine_->pool.get());
-      if (st.code() == StatusCode::kUnsupported) {  // e.g. a layer sharing another's keys: attend random queries
+      if (st.code() == StatusCode::kUnsupported) {  // a method that cannot store without attending
         out.resize(q.size());
         st = kv.attend(seq_, layer, q.data(), k.data(), v.data(), kinds.data(), n, scale, out.data(), *engine_->pool);
       }

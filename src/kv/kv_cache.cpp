@@ -291,9 +291,6 @@ Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float
   const bool stats_needed = wants_stats(plan, n_new);
   if (stats_needed && (!q || !pool))
     return unsupported("KV method " + method_->spec() + " stores with attention statistics: pass queries");
-  if (plan.score_layer >= 0)
-    return unsupported("KV method " + method_->spec() + ": layer " + std::to_string(layer) +
-                       " shares another layer's keys: use attend()");
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
   LayerCache& lc = seq->layers[layer];
   StoreInput in{.layer = layer, .n_cached = lc.n_tokens, .n_new = n_new, .k = k, .v = v, .kinds = kinds};

@@ -41,8 +41,12 @@ bool needs_statistics(const std::string& method) {
 // that need attention statistics get them from the same queries (probe rows only).
 TEST(StoreWithoutAttention, SameStoredRowsAndPagesAsAttend) {
   ThreadPool pool(1);
-  for (const MethodInfo* info : list_methods()) {
-    auto attended = make_cache(info->name), stored = make_cache(info->name);
+  std::vector<std::string> specs;  // every method's defaults, and Q Cache with a lazy layer
+  for (const MethodInfo* info : list_methods()) specs.push_back(info->name);
+  for (const char* q : {"qcache_gla:lazy=1", "qcache_vla:lazy=1", "qcache_gla:n_lazy=1+kivi2", "qcache_vla:n_lazy=1"})
+    specs.push_back(q);
+  for (const std::string& spec : specs) {
+    auto attended = make_cache(spec), stored = make_cache(spec);
     ASSERT_TRUE(attended && stored);
     const SeqId a = attended->add_sequence().value(), s = stored->add_sequence().value();
     std::mt19937 rng(5);
@@ -55,23 +59,25 @@ TEST(StoreWithoutAttention, SameStoredRowsAndPagesAsAttend) {
         std::vector<float> q(static_cast<size_t>(n) * kGeo.n_heads * kGeo.head_dim), out(q.size());
         for (auto* x : {&k, &v, &q})
           for (float& f : *x) f = nd(rng);
-        ASSERT_TRUE(attended->attend(a, l, q.data(), k.data(), v.data(), kinds.data(), n, 0.17f, out.data(), pool)
+        // base q, k: what a Q Cache VLA lazy layer's exact scores need (others ignore them)
+        ASSERT_TRUE(attended->attend(a, l, q.data(), k.data(), v.data(), kinds.data(), n, 0.17f, out.data(), pool,
+                                     nullptr, q.data(), k.data())
                         .is_ok());
         Status st = stored->store_without_attention(s, l, k.data(), v.data(), kinds.data(), n, q.data(), 0.17f, &pool);
-        ASSERT_TRUE(st.is_ok()) << info->name << ": " << st.message();
+        ASSERT_TRUE(st.is_ok()) << spec << ": " << st.message();
       }
       attended->commit(a, n);
       stored->commit(s, n);
     }
     EXPECT_EQ(stored->n_tokens(s), 121);
-    EXPECT_EQ(stored->bytes_in_use(), attended->bytes_in_use()) << info->name;
+    EXPECT_EQ(stored->bytes_in_use(), attended->bytes_in_use()) << spec;
     for (int l = 0; l < kGeo.n_layers; ++l)
       for (int h = 0; h < kGeo.n_kv_heads; ++h) {
         std::vector<float> ka, va, ks, vs;
         ASSERT_TRUE(attended->read_back(a, l, h, &ka, &va).is_ok());
         ASSERT_TRUE(stored->read_back(s, l, h, &ks, &vs).is_ok());
-        EXPECT_EQ(ka, ks) << info->name << " layer " << l << " head " << h;  // same store path: bit for bit
-        EXPECT_EQ(va, vs) << info->name << " layer " << l << " head " << h;
+        EXPECT_EQ(ka, ks) << spec << " layer " << l << " head " << h;  // same store path: bit for bit
+        EXPECT_EQ(va, vs) << spec << " layer " << l << " head " << h;
       }
   }
 }
