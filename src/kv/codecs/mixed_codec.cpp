@@ -116,6 +116,25 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void
   *base = so + sn;
 }
 
+// qo = q at the block's outlier channels (mask bit 1), qn = q at the others, both in
+// ascending channel order, by register compress (no channel lists, no branches).
+//   q: [d], mask: [ceil(d/8)], qo, qn: [d + 16] (whole vectors are stored)
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void split_query_avx512(
+    const float* q, const uint8_t* mask, int d, float* qo, float* qn) {
+  int no = 0, nn = 0;
+  for (int c = 0; c < d; c += 16) {
+    const int left = d - c;
+    const __mmask16 valid = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+    const unsigned bits = mask[c / 8] | (left > 8 ? static_cast<unsigned>(mask[c / 8 + 1]) << 8 : 0u);
+    const __mmask16 mo = static_cast<__mmask16>(bits & valid), mn = static_cast<__mmask16>(~bits & valid);
+    const __m512 v = _mm512_maskz_loadu_ps(valid, q + c);
+    _mm512_storeu_ps(qo + no, _mm512_maskz_compress_ps(mo, v));
+    _mm512_storeu_ps(qn + nn, _mm512_maskz_compress_ps(mn, v));
+    no += __builtin_popcount(mo);
+    nn += __builtin_popcount(mn);
+  }
+}
+
 void mixk_row_weights(const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc, float* w,
                       float* base) {
   if (simd_level() == SimdLevel::kAvx512) return mixk_row_weights_avx512(qo, qc, os, sig, n_out, nc, w, base);
@@ -241,27 +260,34 @@ class MixkCodec final : public Codec {
     thread_local std::vector<float> buf;
     thread_local ChannelMap map;
     thread_local std::vector<uint8_t> cur_mask;
-    buf.resize(static_cast<size_t>(n_q) * (L.n_out + L.nc + n_planes + 1) + L.n_norm + 3 * static_cast<size_t>(L.n_out) +
-               L.nc + 1);
+    buf.resize(static_cast<size_t>(n_q) * (L.n_out + L.nc + n_planes + 1) + 2 * static_cast<size_t>(d + 16) +
+               2 * static_cast<size_t>(L.n_out) + L.nc + 1);
     float* qo = buf.data();                                 // [n_q, n_out] query at outlier channels
     float* qc = qo + static_cast<size_t>(n_q) * L.n_out;    // [n_q, nc] transformed query, normal part
     float* w = qc + static_cast<size_t>(n_q) * L.nc;        // [n_q, n_planes] plane weights
     float* base = w + static_cast<size_t>(n_q) * n_planes;  // [n_q] score of all-zero bits
-    float* qn = base + n_q;                                 // [n_norm] gather scratch
-    float* os = qn + L.n_norm;                              // [n_out, 2] outlier {scale, min}
+    float* qn = base + n_q;                                 // [d + 16] gather scratch
+    float* qs = qn + d + 16;                                // [d + 16] outlier gather scratch
+    float* os = qs + d + 16;                                // [n_out, 2] outlier {scale, min}
     float* sig = os + 2 * L.n_out;                          // [nc]
+    const bool compress = simd_level() == SimdLevel::kAvx512;
     cur_mask.clear();
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       if (cur_mask.empty() || std::memcmp(cur_mask.data(), blk, L.mask_bytes) != 0) {
         cur_mask.assign(blk, blk + L.mask_bytes);
-        map.read(blk, d);
         for (int r = 0; r < n_q; ++r) {
           const float* qr = q + static_cast<int64_t>(r) * d;
-          for (int j = 0; j < L.n_out; ++j) qo[static_cast<size_t>(r) * L.n_out + j] = qr[map.out[j]];
-          if (!T) continue;
-          for (int k = 0; k < L.n_norm; ++k) qn[k] = qr[map.norm[k]];
-          T->adjoint(qn, qc + static_cast<size_t>(r) * L.nc);
+          float* qor = qo + static_cast<size_t>(r) * L.n_out;
+          if (compress) {  // AVX-512: compress by the mask bits
+            split_query_avx512(qr, blk, d, qs, qn);
+            std::memcpy(qor, qs, sizeof(float) * L.n_out);
+          } else {
+            if (r == 0) map.read(blk, d);
+            for (int j = 0; j < L.n_out; ++j) qor[j] = qr[map.out[j]];
+            for (int k = 0; k < L.n_norm; ++k) qn[k] = qr[map.norm[k]];
+          }
+          if (T) T->adjoint(qn, qc + static_cast<size_t>(r) * L.nc);
         }
       }
       sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
