@@ -4,8 +4,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kv/method_registry.h"
@@ -59,8 +61,13 @@ inline Status check_kv_method_flag(const std::string& method, const char* flag =
   Result<std::unique_ptr<Method>> m = create_method(method, KvGeometry{1, 8, 2, 128});
   if (m.is_ok()) return Status::ok();
   // A head_dim-128 refusal may be fine for the real model: only name/key/syntax errors are final here.
-  Result<Spec> spec = Spec::parse(method);
-  if (!spec.is_ok()) return invalid_argument(std::string(flag) + " '" + method + "': " + spec.status().message());
+  // Each part of a composition (qcache_vla:n_lazy=2+vidkv:window=0) is a spec of its own.
+  for (size_t begin = 0; begin <= method.size();) {
+    const size_t plus = std::min(method.find('+', begin), method.size());
+    Result<Spec> spec = Spec::parse(std::string_view(method).substr(begin, plus - begin));
+    if (!spec.is_ok()) return invalid_argument(std::string(flag) + " '" + method + "': " + spec.status().message());
+    begin = plus + 1;
+  }
   const std::string msg = m.status().message();
   if (msg.find("unknown KV method") != std::string::npos || msg.find("no parameter") != std::string::npos)
     return invalid_argument(std::string(flag) + " '" + method + "': " + msg);
@@ -90,7 +97,7 @@ inline Status check_kv_budget_for_model(uint64_t budget, const std::string& budg
 // model's head_dim) get the flag's name in front.
 inline Status check_kv_load_error(const Status& st, const std::string& method, const char* flag = "--kv") {
   const std::string& msg = st.message();
-  Result<Spec> spec = Spec::parse(method);
+  Result<Spec> spec = Spec::parse(std::string_view(method).substr(0, method.find('+')));
   const std::string name = spec.is_ok() ? spec->name() : method;
   if (st.code() == StatusCode::kInvalidArgument &&
       (msg.find("KV method") != std::string::npos || msg.find("codec") != std::string::npos ||

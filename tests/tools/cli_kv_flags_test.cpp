@@ -66,6 +66,16 @@ TEST(CliKvFlags, BudgetTooSmall) {
                     "--kv-budget");
 }
 
+// A wrapper with parameters around a method with parameters: each part is its own spec.
+TEST(CliKvFlags, ComposedMethodsWithParametersOnBothSides) {
+  const testing_cli::CliResult ok =
+      testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "-n", "4", "--kv", "qcache_gla:n_lazy=1+kivi2:residual=32"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("lazy layers"), std::string::npos) << ok.err;
+  expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "--kv", "qcache_gla:n_lazy=1+kivi2:wat=1"}),
+                    "--kv", "no parameter 'wat'");
+}
+
 // Statistics a text-only prompt cannot give: the method runs, degraded, with one warning.
 TEST(CliKvFlags, TextOnlyPromptWarnsForMethodsThatNeedVisualTokens) {
   for (const std::string kv : {"vidkv", "qcache_vla", "qcache_gla+vidkv"}) {
