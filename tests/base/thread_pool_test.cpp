@@ -35,7 +35,9 @@ TEST(ThreadPool, ChunkedCoversEveryIndexExactlyOnce) {
           pool.parallel_for_chunked(n, grain, [&](int64_t b, int64_t e, int t) {
             EXPECT_GE(t, 0);
             EXPECT_LT(t, threads);
-            if (threads > 1) EXPECT_LE(e - b, std::max<int64_t>(grain, (n + 0xfffe) / 0xffff));
+            if (threads > 1) {
+              EXPECT_LE(e - b, std::max<int64_t>(grain, (n + 0xfffe) / 0xffff));
+            }
             for (int64_t i = b; i < e; ++i) hits[i]++;
           });
         }
