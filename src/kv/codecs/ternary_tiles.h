@@ -20,9 +20,10 @@
 #include <vector>
 
 // GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
-// -Wmaybe-uninitialized once inlined; the values are fully defined.
+// -W(maybe-)uninitialized once inlined; the values are fully defined.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace vlkv::ternt {
 
@@ -108,6 +109,29 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
+// Channels 16 u0 .. 16 (u0 + U) of accum_tiles: 2U independent vpdpbusd chains (one chain
+// per unit would wait on the instruction's latency).
+template <int U>
+VLKV_TT_VNNI inline void accum_units(const int8_t* codes, int nj, int u0, const uint8_t* hb, const uint8_t* lb,
+                                     __m512 step, const float* sig, float* out) {
+  __m512i ah[U], al[U];
+  for (int i = 0; i < U; ++i) ah[i] = al[i] = _mm512_setzero_si512();
+  for (int j = 0; j < nj; ++j) {
+    const __m512i bh = _mm512_set1_epi32(load_i32(hb + 4 * j)), bl = _mm512_set1_epi32(load_i32(lb + 4 * j));
+    for (int i = 0; i < U; ++i) {
+      const __m512i v = _mm512_loadu_si512(codes + 64 * (static_cast<int64_t>(u0 + i) * nj + j));
+      ah[i] = _mm512_dpbusd_epi32(ah[i], bh, v);
+      al[i] = _mm512_dpbusd_epi32(al[i], bl, v);
+    }
+  }
+  for (int i = 0; i < U; ++i) {
+    const int c = 16 * (u0 + i);
+    const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[i]), _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(al[i]));
+    const __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sig + c), step);
+    _mm512_storeu_ps(out + c, _mm512_fmadd_ps(dot, w, _mm512_loadu_ps(out + c)));
+  }
+}
+
 // o[c] += sig[c] * sum_t p[t] * code(t, c) over one tiled block; false (nothing done)
 // when some p[t] < 0 (attention passes softmax weights, never negative). p: [G].
 // p is rounded to 15 bits (step = max p / 32767, as hi * 128 + lo: two vpdpbusd):
@@ -122,16 +146,17 @@ VLKV_TT_VNNI inline bool accum_tiles(const float* p, const int8_t* codes, const 
     mx = _mm512_max_ps(mx, x);
     mn = _mm512_min_ps(mn, x);
   }
-  // (Through memory: GCC 12's _mm512_reduce_* trip -Wuninitialized.)
-  alignas(64) float lo[16], hi[16];
-  _mm512_store_ps(lo, mn);
-  _mm512_store_ps(hi, mx);
-  float pmin = lo[0], pmax = hi[0];
-  for (int i = 1; i < 16; ++i) {
-    pmin = lo[i] < pmin ? lo[i] : pmin;
-    pmax = hi[i] > pmax ? hi[i] : pmax;
-  }
-  if (pmin < 0.0f) return false;
+  // Horizontal max / min by lane shuffles.
+  mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4e));
+  mn = _mm512_min_ps(mn, _mm512_shuffle_f32x4(mn, mn, 0x4e));
+  mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xb1));
+  mn = _mm512_min_ps(mn, _mm512_shuffle_f32x4(mn, mn, 0xb1));
+  mx = _mm512_max_ps(mx, _mm512_permute_ps(mx, 0x4e));
+  mn = _mm512_min_ps(mn, _mm512_permute_ps(mn, 0x4e));
+  mx = _mm512_max_ps(mx, _mm512_permute_ps(mx, 0xb1));
+  mn = _mm512_min_ps(mn, _mm512_permute_ps(mn, 0xb1));
+  const float pmax = _mm512_cvtss_f32(mx);
+  if (_mm512_cvtss_f32(mn) < 0.0f) return false;
   if (pmax == 0.0f) return true;     // every p is 0
   if (!(pmax > 0.0f)) return false;  // NaN: the float path propagates it
   alignas(64) uint8_t hb[256], lb[256];  // [G] high and low 7+8 bits of the rounded p
@@ -142,19 +167,11 @@ VLKV_TT_VNNI inline bool accum_tiles(const float* p, const int8_t* codes, const 
     _mm_storeu_si128(reinterpret_cast<__m128i*>(hb + t), _mm512_cvtepi32_epi8(_mm512_srli_epi32(pi, 7)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(lb + t), _mm512_cvtepi32_epi8(_mm512_and_si512(pi, _mm512_set1_epi32(127))));
   }
-  const __m512 step = _mm512_set1_ps(pmax / 32767.0f), k128 = _mm512_set1_ps(128.0f);
-  for (int u = 0; u < o.d / 16; ++u) {
-    const int8_t* cu = codes + static_cast<int64_t>(64) * u * nj;
-    __m512i ah = _mm512_setzero_si512(), al = ah;
-    for (int j = 0; j < nj; ++j) {
-      const __m512i v = _mm512_loadu_si512(cu + 64 * j);
-      ah = _mm512_dpbusd_epi32(ah, _mm512_set1_epi32(load_i32(hb + 4 * j)), v);
-      al = _mm512_dpbusd_epi32(al, _mm512_set1_epi32(load_i32(lb + 4 * j)), v);
-    }
-    const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah), k128, _mm512_cvtepi32_ps(al));
-    const __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sig + 16 * u), step);
-    _mm512_storeu_ps(out + 16 * u, _mm512_fmadd_ps(dot, w, _mm512_loadu_ps(out + 16 * u)));
-  }
+  const __m512 step = _mm512_set1_ps(pmax / 32767.0f);
+  const int nu = o.d / 16;
+  int u = 0;
+  for (; u + 4 <= nu; u += 4) accum_units<4>(codes, nj, u, hb, lb, step, sig, out);
+  for (; u < nu; ++u) accum_units<1>(codes, nj, u, hb, lb, step, sig, out);
   return true;
 }
 
