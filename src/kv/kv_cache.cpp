@@ -152,6 +152,21 @@ class KvCacheImpl final : public KvCache {
   Result<SeqCache*> begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new);
   // The method stores the step's new tokens of layer in.layer; on error the step is rolled back.
   Status store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in);
+  // What the method edits one layer of a sequence through (its sequence state attached).
+  LayerEditor editor_for(SeqCache& seq, int layer) {
+    LayerEditor e(pool_, seq.layers[layer], seq.pending, layer, config_.geometry.head_dim);
+    e.set_sequence_state(seq.state.get());
+    return e;
+  }
+  // Method::before_attention for the step's layer (before anything reads it); on error the
+  // step is rolled back.
+  Status prepare_layer(SeqCache& seq, const StoreInput& in) {
+    LayerEditor editor = editor_for(seq, in.layer);
+    Status st = method_->before_attention(in, editor);
+    if (st.is_ok()) return st;
+    rollback(seq);
+    return st.with_context("preparing layer " + std::to_string(in.layer));
+  }
   // Whether the plan asks for probe statistics in a step of n_new tokens.
   static bool wants_stats(const LayerPlan& plan, int n_new) {
     return (plan.stats & (kStatKeyMass | kStatProbeMaps)) && (n_new > 1 || plan.stats_in_decode);
@@ -204,15 +219,7 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.v = v;
   in.kinds = kinds;
   in.visual_similarity = visual_similarity;
-  {  // the method may reshape the layer for this step's plan (before anything reads it)
-    LayerEditor editor(pool_, lc, seq.pending, layer, g.head_dim);
-    editor.set_sequence_state(seq.state.get());
-    Status st = method_->before_attention(in, editor);
-    if (!st.is_ok()) {
-      rollback(seq);
-      return st.with_context("preparing layer " + std::to_string(layer));
-    }
-  }
+  VLKV_RETURN_IF_ERROR(prepare_layer(seq, in));
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
   AttentionStats stats;
   if (wants_stats(plan, n_new)) {
@@ -294,14 +301,7 @@ Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
   LayerCache& lc = seq->layers[layer];
   StoreInput in{.layer = layer, .n_cached = lc.n_tokens, .n_new = n_new, .k = k, .v = v, .kinds = kinds};
-  {  // as attend(): the method may reshape the layer for this step's plan first
-    LayerEditor editor(pool_, lc, seq->pending, layer, g.head_dim);
-    editor.set_sequence_state(seq->state.get());
-    if (Status st = method_->before_attention(in, editor); !st.is_ok()) {
-      rollback(*seq);
-      return st.with_context("preparing layer " + std::to_string(layer));
-    }
-  }
+  VLKV_RETURN_IF_ERROR(prepare_layer(*seq, in));
   AttentionStats stats;
   if (stats_needed) {  // the probe rows only: their softmax state, then the mass (and maps)
     ProbeRows rows = begin_stats(plan, lc, layer, n_new, stats);
@@ -340,8 +340,7 @@ Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const f
 
 Status KvCacheImpl::store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in) {
   LayerCache& lc = seq.layers[in.layer];
-  LayerEditor editor(pool_, lc, seq.pending, in.layer, config_.geometry.head_dim);
-  editor.set_sequence_state(seq.state.get());
+  LayerEditor editor = editor_for(seq, in.layer);
   Status st = method_->store(in, editor);
   if (!st.is_ok()) {
     const int64_t at = seq.n_tokens + in.n_new;
