@@ -138,13 +138,6 @@ Result<std::vector<int>> parse_layer_list(const std::string& name, const std::st
   return out;
 }
 
-std::vector<int> lazy_of(const std::vector<int>& base) {
-  std::vector<int> out;
-  for (size_t l = 0; l < base.size(); ++l)
-    if (base[l] >= 0) out.push_back(static_cast<int>(l));
-  return out;
-}
-
 std::string layer_list(const std::vector<int>& layers) {
   if (layers.empty()) return "none";
   std::string out;
@@ -314,11 +307,11 @@ class QcacheMethod final : public Method {
   std::vector<const Codec*> codecs() const override { return inner_->codecs(); }
   bool uses_visual_similarity() const override { return inner_->uses_visual_similarity(); }
   std::string describe_sequence(const LayerState* sequence_state) const override {
-    if (!prefill_) return "lazy layers " + layer_list(lazy_of(base_));
+    if (!prefill_) return "lazy layers " + layer_list(calibration::Grouping{base_}.lazy_layers());
     if (prefill_n_lazy_ == 0) return "no lazy layers (n_lazy=0: pass n_lazy=K or threshold=T)";
     const auto* st = static_cast<const PrefillGroupingState*>(sequence_state);
     if (!st || !st->frozen) return "lazy layers not chosen yet (from the prompt, at the first decoded token)";
-    return "lazy layers " + layer_list(lazy_of(st->base)) + " (chosen from the prompt)";
+    return "lazy layers " + layer_list(calibration::Grouping{st->base}.lazy_layers()) + " (chosen from the prompt)";
   }
   std::string without_visual_tokens() const override {
     std::string note = mode_ == Mode::kVla ? "its lazy layers share only visual tokens' keys; without visual tokens "
