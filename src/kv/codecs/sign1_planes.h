@@ -173,19 +173,23 @@ VLKV_S1_AVX2 inline void plane_sums_avx2(const uint8_t* planes, int n_planes, in
 // ---------------- AVX-512 ----------------
 #define VLKV_S1_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
 
+// The 16 bits of plane j in the slab at pb (planes `stride` bytes apart); the last half
+// slab of a group has only 8.
+inline __mmask16 slab_mask(const uint8_t* pb, int j, int stride, bool full) {
+  const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
+  if (!full) return p[0];
+  uint16_t m;
+  std::memcpy(&m, p, 2);
+  return m;
+}
+
 VLKV_S1_AVX512 inline void plane_scores_avx512(const uint8_t* planes, int n_planes, int group, const float* w,
                                                float* acc) {
   const int stride = group / 8;
   for (int t0 = 0; t0 < group; t0 += 16) {  // 16 tokens per slab (8 in a last half slab)
     const uint8_t* pb = planes + t0 / 8;
     const bool full = group - t0 >= 16;
-    auto mask_of = [&](int j) -> __mmask16 {
-      const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
-      if (!full) return p[0];
-      uint16_t m;
-      std::memcpy(&m, p, 2);
-      return m;
-    };
+    auto mask_of = [&](int j) { return slab_mask(pb, j, stride, full); };
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int j = 0;
     for (; j + 4 <= n_planes; j += 4) {
@@ -215,13 +219,7 @@ VLKV_S1_AVX512 inline void plane_scores_rows_avx512(const uint8_t* planes, int n
       a[r] = _mm512_set1_ps(base[r]);
       b[r] = _mm512_setzero_ps();
     }
-    auto mask_of = [&](int j) -> __mmask16 {
-      const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
-      if (!full) return p[0];
-      uint16_t m;
-      std::memcpy(&m, p, 2);
-      return m;
-    };
+    auto mask_of = [&](int j) { return slab_mask(pb, j, stride, full); };
     int j = 0;
     for (; j + 2 <= n_planes; j += 2) {
       const __mmask16 m0 = mask_of(j), m1 = mask_of(j + 1);
