@@ -601,17 +601,13 @@ double stored_rows_tolerance(const std::string& method, const KvGeometry& g) {
 TEST(AkvqCache, VlmPromptThenDecodeAttendsOverWhatIsStored) {
   ThreadPool pool(2);
   const KvGeometry g{3, 4, 2, kD};
-  KvCacheConfig kc;
-  kc.geometry = g;
-  kc.method = "akvq_vl:window=16,n_pivots=4,tsa_layers=1";
-  kc.page_bytes = 4096;
-  kc.budget_bytes = 64 << 20;
-  auto created = KvCache::create(kc);
-  ASSERT_TRUE(created.is_ok()) << created.status().message();
-  KvCache& cache = **created;
+  const std::string method = "akvq_vl:window=16,n_pivots=4,tsa_layers=1";
+  auto created = kvtest::small_page_cache(method, g);
+  ASSERT_TRUE(created);
+  KvCache& cache = *created;
   const SeqId seq = cache.add_sequence().value();
   const float scale = 0.125f;
-  const double tol = stored_rows_tolerance(kc.method, g);
+  const double tol = stored_rows_tolerance(method, g);
   double worst = 0;
   // The engine's chunks: text, image, text; then decode.
   std::vector<std::pair<TokenKind, int>> steps = {{kT, 12}, {kV, 100}, {kT, 9}};
