@@ -110,22 +110,29 @@ TEST_F(Idefics3Fixture, VisionModelEncodesTheImageAsTheFixture) {
   EXPECT_EQ(e->n_visual_tokens(), 20);
   const std::vector<float> ref_embd = vlm_test::read_f32(fixtures() + kRun + ".image_embd.f32");
   std::vector<float> all;
-  std::vector<std::string> texts;
+  std::vector<std::string> texts;  // "text:..." tokenized, "vocab:a|b" looked up token by token
   for (const MediaPiece& p : e->pieces) {
     if (p.kind == MediaPiece::Kind::kEmbeddings) {
       EXPECT_EQ(p.embd.n_tokens, 4);
       EXPECT_EQ(p.embd.grid_h * p.embd.grid_w, 4);
       all.insert(all.end(), p.embd.data.begin(), p.embd.data.end());
+    } else if (p.kind == MediaPiece::Kind::kText) {
+      texts.push_back("text:" + p.text);
     } else {
-      texts.push_back(p.text);
+      std::string joined = "vocab:";
+      for (size_t i = 0; i < p.vocab_tokens.size(); ++i) joined += (i ? "|" : "") + p.vocab_tokens[i];
+      texts.push_back(joined);
     }
   }
   ASSERT_EQ(all.size(), ref_embd.size());
   EXPECT_LE(max_abs_diff(all.data(), ref_embd.data(), all.size()), 1e-4);
+  // libmtmd: tile headers come from a tokenized template, "\n" and the global image's frame
+  // from lookup_token.
   const std::vector<std::string> expect_texts = {
-      "<fake_token_around_image><row_1_col_1>",         "<fake_token_around_image><row_1_col_2>",
-      "\n<fake_token_around_image><row_2_col_1>",       "<fake_token_around_image><row_2_col_2>",
-      "\n\n<fake_token_around_image><global-img>",      "<fake_token_around_image>"};
+      "text:<fake_token_around_image><row_1_col_1>",  "text:<fake_token_around_image><row_1_col_2>",
+      "vocab:\n",                                     "text:<fake_token_around_image><row_2_col_1>",
+      "text:<fake_token_around_image><row_2_col_2>",  "vocab:\n\n|<fake_token_around_image>|<global-img>",
+      "vocab:<fake_token_around_image>"};
   EXPECT_EQ(texts, expect_texts);
 }
 
