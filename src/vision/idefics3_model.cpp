@@ -59,7 +59,9 @@ void idefics3_pixel_shuffle(const float* x, int64_t n_embd, int64_t w, int64_t h
 std::vector<Idefics3LayoutItem> idefics3_token_layout(int32_t grid_rows, int32_t grid_cols) {
   const std::string fake = "<fake_token_around_image>";
   std::vector<Idefics3LayoutItem> items;
-  auto add = [&](std::vector<std::string> tokens, bool tokenized) { items.push_back({std::move(tokens), tokenized, -1}); };
+  auto add = [&](std::vector<std::string> tokens, bool tokenized) {
+    items.push_back({std::move(tokens), tokenized, -1});
+  };
   auto add_tile = [&](int32_t tile) { items.push_back({{}, false, tile}); };
   int32_t tile = 0;
   for (int32_t r = 0; r < grid_rows; ++r) {

@@ -117,6 +117,8 @@ struct FixturePair {
   bool mrope;
 };
 
+void PrintTo(const FixturePair& p, std::ostream* os) { *os << p.name; }
+
 const FixturePair kPairs[] = {
     {"idefics3", "stories260K-idefics3-text.gguf", "mmproj-tiny-idefics3.gguf", "idefics3/kv-f32_fa-off/vlm_p1",
      "vlm_p1", false},
@@ -232,6 +234,33 @@ TEST(VlmRunGoldenIdefics3, NonSquareImagesGetLibmtmdsTileLayout) {
     EXPECT_EQ(reported_prompt_tokens(r.err), n_positions) << r.err;
     std::remove(image.c_str());
   }
+}
+
+// mtmd_tokenize adds BOS last: at the front of the first text chunk, which for a prompt that
+// starts with the image is the first tile's header (the empty text before the marker adds nothing);
+// 56 positions of the fixture less its 15 text tokens after BOS.
+TEST(VlmRunGoldenIdefics3, PromptStartingWithTheImageGetsBosBeforeTheTileHeader) {
+  std::unique_ptr<Engine> e = load(fixtures() + "/models/stories260K-idefics3-text.gguf",
+                                   fixtures() + "/models/mmproj-tiny-idefics3.gguf", "f32");
+  ASSERT_NE(e, nullptr);
+  const std::string image = fixtures() + "/images/test_image_64.png";
+  const Prompt prompt = e->user_prompt("It showed a", {MediaItem{{load_or_fail(image)}, false}}, false);
+  Result<PreparedPrompt> p = e->prepare_prompt(prompt, /*add_bos=*/true);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  ASSERT_GE(p->chunks.size(), 2u);
+  EXPECT_EQ(our_chunks(*p, false)[0], (ChunkView{"text", 0, 3, {1, 513, 515}}));
+  EXPECT_EQ(our_chunks(*p, false).back(), (ChunkView{"text", 33, 8, {513, 359, 413, 262, 415, 327, 266, 261}}));
+}
+
+// libmtmd refuses an idefics3 projector on a text model without its framing tokens; so do we,
+// with a message naming the missing token (stories260K lacks "\n\n" and <global-img>).
+TEST(VlmRunGoldenIdefics3, TextModelWithoutTheFramingTokensIsAClearError) {
+  const testing_cli::CliResult r = testing_cli::run_cli(
+      {"run", "-m", fixtures() + "/models/stories260K.gguf", "--mmproj", fixtures() + "/models/mmproj-tiny-idefics3.gguf",
+       "--image", fixtures() + "/images/test_image_64.png", "-p", "A picture:", "-n", "4", "--no-template"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("no single token for '\\n\\n'"), std::string::npos) << r.err;
 }
 
 // tinyvlm-shapes (LLaVA-1.5 style, Vicuna template) as its README runs llama.cpp:
