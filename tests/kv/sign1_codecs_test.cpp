@@ -414,6 +414,83 @@ TEST(Ternary, TritOrderIsAPermutation) {
   }
 }
 
+// Every tile kernel this CPU has against the digits of the stored bytes read directly
+// (not through any kernel): decode gives code(t, c) at its tile position exactly; accum
+// matches sum_t p[t] code(t, c) sig[c] within the 15-bit rounding of p; scores match f32
+// dots within f32 rounding.
+TEST(Ternary, TileKernelsMatchTheStoredDigits) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  const bool vbmi = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") && f.avx512bw;
+  const bool avxvnni = avx2 && __builtin_cpu_supports("avxvnni");
+  if (!avx2) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(11);
+  for (auto [d, G] : {std::pair{128, 32}, {64, 32}, {16, 4}, {64, 20}, {128, 256}, {48, 8}}) {
+    const ternt::TritOrder o = ternt::trit_order(d, G);
+    ASSERT_TRUE(o.tiled);
+    const int64_t n = static_cast<int64_t>(G) * d, nbytes = (n + 4) / 5;
+    std::vector<uint8_t> trits(nbytes + 64);  // + slack: kernels read whole vectors
+    for (int64_t i = 0; i < nbytes; ++i) trits[i] = static_cast<uint8_t>(rng() % 243);
+    auto code_ref = [&](int t, int c) {
+      const int64_t i = ternt::trit_index(o, t, c);
+      int v = trits[i / 5];
+      for (int k = 0; k < i % 5; ++k) v /= 3;
+      return v % 3 - 1;
+    };
+    std::vector<float> sig(d), p(G), qs(d);
+    std::uniform_real_distribution<float> u01(0.0f, 1.0f), sym(-1.0f, 1.0f);
+    for (auto& e : sig) e = 0.1f + u01(rng);
+    for (int t = 0; t < G; ++t) p[t] = t % 7 == 3 ? 50.0f * u01(rng) : u01(rng);  // outliers
+    for (auto& e : qs) e = sym(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);
+    double pmax = 0;
+    for (float e : p) pmax = std::max(pmax, static_cast<double>(e));
+    std::vector<double> ref_o(d, 0.25), ref_s(G, 0.0), mag_s(G, 0.0);
+    for (int c = 0; c < d; ++c)
+      for (int t = 0; t < G; ++t) {
+        ref_o[c] += static_cast<double>(p[t]) * code_ref(t, c) * sig[c];
+        ref_s[t] += static_cast<double>(qs[c]) * code_ref(t, c) * 0.5;
+        mag_s[t] += std::abs(qs[c]) * 0.5;
+      }
+    struct Decoder {
+      const char* name;
+      bool ok;
+      void (*fn)(const uint8_t*, const ternt::TritOrder&, int8_t*);
+    };
+    for (const Decoder& dec : {Decoder{"avx2", avx2, ternt::decode_tiles_avx2},
+                               Decoder{"avx512vbmi", vbmi, ternt::decode_tiles_avx512vbmi}}) {
+      if (!dec.ok) continue;
+      std::vector<int8_t> codes(static_cast<size_t>(64) * o.n_qg + 8, 99);
+      dec.fn(trits.data(), o, codes.data());
+      for (int t = 0; t < G; ++t)
+        for (int c = 0; c < d; ++c)
+          ASSERT_EQ(codes[64 * ((c / 16) * (G / 4) + t / 4) + 4 * (c % 16) + t % 4], code_ref(t, c))
+              << dec.name << " d=" << d << " G=" << G << " t=" << t << " c=" << c;
+      std::vector<float> lr(G, -7.0f);
+      ternt::tile_scores_avx2(qs.data(), codes.data(), o, 0.5f, lr.data());
+      for (int t = 0; t < G; ++t) ASSERT_NEAR(lr[t], ref_s[t], 1e-6 * mag_s[t] * d) << "scores d=" << d << " t=" << t;
+      struct Accum {
+        const char* name;
+        bool ok;
+        bool (*fn)(const float*, const int8_t*, const ternt::TritOrder&, const float*, float*);
+      };
+      for (const Accum& acc : {Accum{"avx2", avx2, ternt::accum_tiles_avx2}, Accum{"avxvnni", avxvnni, ternt::accum_tiles_avxvnni},
+                               Accum{"avx512vnni", vbmi, ternt::accum_tiles_avx512vnni}}) {
+        if (!acc.ok) continue;
+        std::vector<float> out(d, 0.25f);
+        ASSERT_TRUE(acc.fn(p.data(), codes.data(), o, sig.data(), out.data()));
+        for (int c = 0; c < d; ++c)  // 15-bit p: |error| <= sig G step / 2 (+ f32 rounding)
+          ASSERT_NEAR(out[c], ref_o[c], sig[c] * G * pmax / 32767.0 / 2 + 1e-5 * (1 + std::abs(ref_o[c])))
+              << acc.name << " d=" << d << " G=" << G << " c=" << c;
+        std::vector<float> bad = p;
+        bad[G / 2] = -1.0f;
+        EXPECT_FALSE(acc.fn(bad.data(), codes.data(), o, sig.data(), out.data())) << acc.name << ": negative p";
+        bad[G / 2] = std::nanf("");
+        EXPECT_FALSE(acc.fn(bad.data(), codes.data(), o, sig.data(), out.data())) << acc.name << ": NaN p";
+      }
+    }
+  }
+}
+
 // ---------------- fused ops ----------------
 
 class FusedOps : public ::testing::TestWithParam<std::string> {};
@@ -425,13 +502,14 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
   kvtest::SimdLevelGuard guard;
   for (int d : {8, 36, 64, 72, 128}) {
     for (bool outliers : {false, true}) {
-      for (int n_q : {1, 4, 7}) {
+      for (int n_q : {1, 3, 4, 6, 7}) {  // GQA ratios 1, 3, 4, 6 (and an odd 7)
         const int tpb = c.tokens_per_block();
         const int n = tpb * 5;
         // Outlier-heavy data keeps mixk's channel map stable across blocks (the cached path).
         const std::vector<float> x = outliers ? outlier_heavy(n, d, n + d) : gaussian(static_cast<size_t>(n) * d, n + d);
         const std::vector<float> q = kvtest::random_vec(static_cast<size_t>(n_q) * d, 3 + d, -2.0f, 2.0f);
-        const std::vector<float> p = kvtest::random_vec(static_cast<size_t>(n_q) * n, 5 + d, 0.0f, 1.0f);
+        // n_q 3: some negative p (attention never passes them; the integer kernels refuse them).
+        const std::vector<float> p = kvtest::random_vec(static_cast<size_t>(n_q) * n, 5 + d, n_q == 3 ? -0.25f : 0.0f, 1.0f);
         kvtest::PagedCodes paged = kvtest::encode_paged(c, x, n, d, /*blocks_per_page=*/2, /*skip_blocks=*/1, /*slack_bytes=*/0);
         std::vector<float> dec(static_cast<size_t>(n) * d);
         for (int b = 0; b < n / tpb; ++b) c.decode(paged.view.block(b), d, &dec[static_cast<size_t>(b) * tpb * d]);
@@ -455,7 +533,7 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
               mag_o[r * d + i] += std::abs(p[r * n + t]) * std::sqrt(kk);
             }
           }
-        // ternary at AVX-512 (VNNI tiles) rounds each block's p to 15 bits, step = max p / 32767:
+        // ternary on tiles (AVX2 and up) rounds each block's p to 15 bits, step = max p / 32767:
         // |error| <= sum over blocks of G * step / 2 * scale_c, scale_c = max |decoded| there.
         std::vector<double> p15_o(ref_o.size(), 0.0);
         if (GetParam().rfind("ternary", 0) == 0)
@@ -472,8 +550,11 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
             }
         std::vector<float> s0, o0;
         for (SimdLevel level : kvtest::simd_levels()) {
-          const bool p15 = level == SimdLevel::kAvx512;  // only the VNNI path rounds p
           set_simd_level_for_testing(level);
+          const bool p15 = c.fused_rounding(d).prob_bits == 15;  // the tile kernels round p
+          if (level == SimdLevel::kScalar) {
+            EXPECT_FALSE(p15) << "the scalar reference rounds nothing";
+          }
           std::vector<float> logits(static_cast<size_t>(n_q) * (n + 3), -1.0f);
           c.scores(q.data(), n_q, paged.view, scale, logits.data(), n + 3);
           std::vector<float> out(static_cast<size_t>(n_q) * d, 0.5f);

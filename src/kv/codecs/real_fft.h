@@ -4,8 +4,8 @@
 // lengths (channel counts here are <= 512, so the table is at most 256 K entries
 // and only non-power-of-two channel splits pay for it). The orthonormal real
 // transform (forward / inverse) of n <= kDenseMaxN instead multiplies by the
-// precomputed float matrix F (column by column, AVX-512 when available, else a
-// scalar loop): the mixk codec transforms each query row once per block whose
+// precomputed float matrix F (column by column: AVX2 or AVX-512 kernels in
+// real_fft_kernels_*.cpp, else a scalar loop): the mixk codec transforms each query row once per block whose
 // channel map changed, and at head_dim 128 that is a 64-point transform per block,
 // where the scalar double FFT cost more than the block's dot products. Results
 // match the FFT to float rounding (~1e-6 relative; tested). Immutable after

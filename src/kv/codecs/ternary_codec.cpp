@@ -6,10 +6,12 @@
 //                             (t, c) in the order of ternary_tiles.h (row-major t*d + c,
 //                             or VNNI tiles when head_dim % 16 == 0 and G % 4 == 0)
 // code = +1 if x > thr*scale, -1 if x < -thr*scale, else 0; decode: code * scale.
-// accumulate at AVX-512 (VNNI + VBMI) on tiles: vpdpbusd of 15-bit probabilities against
-// the codes (ternary_tiles.h). Otherwise the fused ops decode a block's trits once through
-// a 256-entry table (byte -> 5 int8 codes) into rows, then run float SIMD over the int8
-// codes; the scalar reference reads digits directly.
+// On tiles (AVX2 and up) the fused ops decode a block's trits once into int8 codes in tile
+// order (AVX-512 VBMI digit tables, else AVX2 byte compares) and accumulate by integer
+// dots of 15-bit probabilities against them (vpdpbusd at AVX-512 VNNI or AVX-VNNI, else
+// maddubs); scores run f32 dots on the same codes (ternary_tiles.h). Row-ordered blocks
+// decode through a 256-entry table (byte -> 5 int8 codes) and run float SIMD; the scalar
+// reference reads digits directly.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,34 +33,43 @@ constexpr int kPow3[5] = {1, 3, 9, 27, 81};
 
 inline int trit_at(const uint8_t* trits, int64_t i) { return (trits[i / 5] / kPow3[i % 5]) % 3 - 1; }
 
-struct TritTable {
-  alignas(64) int8_t codes[256][8];  // [byte][digit] code in {-1,0,1}; bytes >= 243 never stored -> 0
-  TritTable() {
-    for (int b = 0; b < 256; ++b)
-      for (int i = 0; i < 8; ++i) codes[b][i] = static_cast<int8_t>(b < 243 && i < 5 ? (b / kPow3[i]) % 3 - 1 : 0);
-  }
-};
-const TritTable& trit_table() {
-  static const TritTable t;
-  return t;
-}
-
-// codes[t * d + c] of a block's trits; codes needs G * d + 8 bytes (8-byte table stores).
+// codes[t * d + c] of a row-ordered block's trits; codes needs G * d + 8 bytes (8-byte
+// table stores).
 void unpack_trits(const uint8_t* trits, const ternt::TritOrder& o, int8_t* codes) {
-  const auto& lut = trit_table().codes;
+  const auto& lut = ternt::digit_tables().code5;
   const int64_t n = static_cast<int64_t>(o.G) * o.d, nb = (n + 4) / 5;
-  if (!o.tiled) {
-    for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
-    return;
-  }
-  const int32_t* pos = ternt::trit_positions(o).data();
-  for (int64_t i = 0; i < n; ++i) codes[pos[i]] = lut[trits[i / 5]][i % 5];
+  for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
 }
 
-// Whether accumulate runs the VNNI tile kernel (VBMI decodes the digits).
-bool vnni_tiles() {
-  static const bool ok = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
-  return ok && simd_level() == SimdLevel::kAvx512;
+// o[c] += sig[c] * sum_t p[t] * code(t, c) in f32 over decoded tile codes: the rare
+// inputs the integer kernels refuse (negative, NaN or inf p), which must propagate as in
+// the reference.
+void accum_tiles_float(const float* p, const int8_t* codes, const ternt::TritOrder& o, const float* sig, float* out) {
+  const int nj = o.G / 4;
+  for (int c = 0; c < o.d; ++c) {
+    const int8_t* cu = codes + 64 * static_cast<int64_t>(c / 16) * nj + 4 * (c % 16);
+    float s = 0.0f;
+    for (int t = 0; t < o.G; ++t) s += p[t] * cu[64 * (t / 4) + t % 4];
+    out[c] += sig[c] * s;
+  }
+}
+
+// The tile kernels of the current SIMD level (nullptr: scalar reference).
+struct TileKernels {
+  void (*decode)(const uint8_t* trits, const ternt::TritOrder& o, int8_t* codes);
+  bool (*accum)(const float* p, const int8_t* codes, const ternt::TritOrder& o, const float* sig, float* out);
+};
+const TileKernels* tile_kernels() {
+  static const TileKernels avx512{ternt::decode_tiles_avx512vbmi, ternt::accum_tiles_avx512vnni};
+  static const TileKernels vnni{ternt::decode_tiles_avx2, ternt::accum_tiles_avxvnni};
+  static const TileKernels avx2{ternt::decode_tiles_avx2, ternt::accum_tiles_avx2};
+  static const bool has512 = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+  static const bool has_vnni = __builtin_cpu_supports("avxvnni");
+  switch (simd_level()) {
+    case SimdLevel::kAvx512: return has512 ? &avx512 : has_vnni ? &vnni : &avx2;
+    case SimdLevel::kAvx2: return has_vnni ? &vnni : &avx2;
+    default: return nullptr;
+  }
 }
 
 #define VLKV_T_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -168,9 +179,9 @@ class TernaryCodec final : public Codec {
   // squared error (least squares for their codes). Declared for thr <= 1 only.
   double rms_error_bound() const override { return p_.thr <= 1.0 ? 0.56 : -1.0; }
 
-  // accumulate on VNNI tiles rounds each block's p to 15 bits (ternary_tiles.h).
+  // accumulate on tiles (AVX2 and up) rounds each block's p to 15 bits (ternary_tiles.h).
   FusedRounding fused_rounding(int head_dim) const override {
-    return {0, ternt::trit_order(head_dim, p_.group).tiled && vnni_tiles() ? 15 : 0};
+    return {0, ternt::trit_order(head_dim, p_.group).tiled && tile_kernels() ? 15 : 0};
   }
 
   void encode(const float* x, int64_t x_stride, int head_dim, uint8_t* block) const override {
@@ -220,6 +231,7 @@ class TernaryCodec final : public Codec {
     const int d = seg.head_dim, G = p_.group;
     const SimdLevel level = simd_level();
     const ternt::TritOrder order = ternt::trit_order(d, G);
+    const TileKernels* K = order.tiled ? tile_kernels() : nullptr;
     thread_local std::vector<float> qs, sig;
     thread_local std::vector<int8_t> codes;
     qs.resize(d);
@@ -228,11 +240,16 @@ class TernaryCodec final : public Codec {
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
-      if (level != SimdLevel::kScalar) unpack_trits(trits, order, codes.data());
+      if (K) K->decode(trits, order, codes.data());
+      else if (level != SimdLevel::kScalar) unpack_trits(trits, order, codes.data());
       sign1::load_f16_row(blk, d, sig.data());
       for (int r = 0; r < n_q; ++r) {
         for (int c = 0; c < d; ++c) qs[c] = q[static_cast<int64_t>(r) * d + c] * sig[c];
         float* lr = logits + r * ld + b * G;
+        if (K) {
+          ternt::tile_scores_avx2(qs.data(), codes.data(), order, scale, lr);
+          continue;
+        }
         switch (level) {
           case SimdLevel::kAvx512: code_dots_avx512(qs.data(), codes.data(), G, d, scale, lr); break;
           case SimdLevel::kAvx2: code_dots_avx2(qs.data(), codes.data(), G, d, scale, lr); break;
@@ -251,25 +268,24 @@ class TernaryCodec final : public Codec {
     const int d = seg.head_dim, G = p_.group;
     const SimdLevel level = simd_level();
     const ternt::TritOrder order = ternt::trit_order(d, G);
-    const bool tiles = order.tiled && vnni_tiles();
+    const TileKernels* K = order.tiled ? tile_kernels() : nullptr;
     thread_local std::vector<float> sig;
-    thread_local std::vector<int8_t> codes, tile_codes;
+    thread_local std::vector<int8_t> codes;
     sig.resize(d);
     codes.resize(static_cast<size_t>(G) * d + 8);
-    if (tiles) tile_codes.resize(static_cast<size_t>(G) * d + 8);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
       sign1::load_f16_row(blk, d, sig.data());
-      bool rows_ready = false;
-      if (tiles) ternt::decode_tiles(trits, order, trit_table().codes, tile_codes.data());
+      if (K) K->decode(trits, order, codes.data());
+      else if (level != SimdLevel::kScalar) unpack_trits(trits, order, codes.data());
       for (int r = 0; r < n_q; ++r) {
         const float* pr = p + r * ld + b * G;
         float* o = out + static_cast<int64_t>(r) * d;
-        if (tiles && ternt::accum_tiles(pr, tile_codes.data(), order, sig.data(), o)) continue;
-        if (level != SimdLevel::kScalar && !rows_ready) {
-          unpack_trits(trits, order, codes.data());
-          rows_ready = true;
+        if (K) {
+          if (K->accum(pr, codes.data(), order, sig.data(), o)) continue;
+          accum_tiles_float(pr, codes.data(), order, sig.data(), o);  // negative or non-finite p
+          continue;
         }
         switch (level) {
           case SimdLevel::kAvx512: code_accum_avx512(pr, codes.data(), G, d, sig.data(), o); break;
