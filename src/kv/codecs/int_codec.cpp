@@ -54,7 +54,7 @@
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/int_kernels_avx512.h"
 #include "kv/codecs/int_pack.h"
-#include "kv/codecs/int_tile_kernels_avx512.h"
+#include "kv/codecs/int_kernels.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/codecs/wht.h"
 
@@ -278,8 +278,8 @@ class IntCodec final : public Codec {
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
     const int d = seg.head_dim;
-    if (vnni_tiles(d, /*key_op=*/true)) return scores_tiles(q, n_q, seg, scale, logits, ld);
-    if (!tiled(d) && simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni && d % 16 == 0 &&
+    if (int_tiles(d, /*key_op=*/true)) return scores_tiles(q, n_q, seg, scale, logits, ld);
+    if (!tiled(d) && simd_tier() == SimdTier::kAvx512Vnni && d % 16 == 0 &&
         (p_.bits == 2 || p_.bits == 4) && (p_.G || group(d) % 16 == 0) && seg.block_bytes < (1 << 26)) {
       switch (p_.bits) {
         case 4: return scores_vnni<4>(q, n_q, seg, scale, logits, ld);
@@ -294,7 +294,7 @@ class IntCodec final : public Codec {
     }
   }
   void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
-    if (vnni_tiles(seg.head_dim, /*key_op=*/false)) return accumulate_tiles(p, ld, n_q, seg, out);
+    if (int_tiles(seg.head_dim, /*key_op=*/false)) return accumulate_tiles(p, ld, n_q, seg, out);
     Tile& tile = tile_for(seg.head_dim);
     for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
       const int n = static_cast<int>(std::min<int64_t>(kTile, seg.n_tokens - t0));
@@ -303,11 +303,11 @@ class IntCodec final : public Codec {
     }
   }
 
-  // Tiled layouts on VNNI: 15/8-bit signed queries (key tiles), 14/7-bit probabilities (value tiles).
+  // Tiled layouts with an integer kernel: 15/8-bit signed queries (key tiles), 14/7-bit probabilities (value tiles).
   FusedRounding fused_rounding(int d) const override {
     FusedRounding r;
-    if (vnni_tiles(d, true)) r.query_bits = p_.dot_bits == 16 ? 15 : 8;
-    if (vnni_tiles(d, false)) r.prob_bits = p_.dot_bits == 16 ? 14 : 7;
+    if (int_tiles(d, true)) r.query_bits = p_.dot_bits == 16 ? 15 : 8;
+    if (int_tiles(d, false)) r.prob_bits = p_.dot_bits == 16 ? 14 : 7;
     return r;
   }
 
@@ -381,32 +381,23 @@ class IntCodec final : public Codec {
       }
   }
 
-  // ---- VNNI integer dots on tiles (int_tile_kernels_avx512.h) ----
+  // ---- integer dots on tiles (int_kernels.h: one variant per SIMD tier) ----
   // 8-bit codes would need more than 8-bit queries to stay near their own precision:
-  // they take the dequantizing path.
-  bool vnni_tiles(int d, bool key_op) const {
-    if (!tiled(d) || p_.bits == 8 || key_tiles(d) != key_op || simd_level() != SimdLevel::kAvx512 ||
-        !cpu_features().avx512vnni)
-      return false;
-    return p_.G || group(d) % intt::kTileChannels == 0;
+  // they take the dequantizing path, as does every tier without a kernel (scalar).
+  bool int_tiles(int d, bool key_op) const {
+    if (!tiled(d) || key_tiles(d) != key_op || !(p_.G || group(d) % intt::kTileChannels == 0)) return false;
+    const intk::IntTileKernels& k = intk::int_tile_kernels();
+    return key_op ? k.scores_for(p_.bits, p_.dot_bits) != nullptr : k.accumulate_for(p_.bits, p_.dot_bits) != nullptr;
   }
   void scores_tiles(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
     const int d = seg.head_dim;
-    tilek::KeyTileShape shape{d, p_.G ? 0 : group(d), static_cast<int>(meta_bytes(d))};
-    const bool wide = p_.dot_bits == 16;
-    if (p_.bits == 4) return wide ? tilek::scores<4, true>(q, n_q, seg, shape, scale, logits, ld)
-                                  : tilek::scores<4, false>(q, n_q, seg, shape, scale, logits, ld);
-    return wide ? tilek::scores<2, true>(q, n_q, seg, shape, scale, logits, ld)
-                : tilek::scores<2, false>(q, n_q, seg, shape, scale, logits, ld);
+    const intt::KeyTileShape shape{d, p_.G ? 0 : group(d), static_cast<int>(meta_bytes(d))};
+    intk::int_tile_kernels().scores_for(p_.bits, p_.dot_bits)(q, n_q, seg, shape, scale, logits, ld);
   }
   void accumulate_tiles(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const {
     const int d = seg.head_dim;
-    tilek::ValueTileShape shape{d, group(d), static_cast<int>(meta_bytes(d))};
-    const bool wide = p_.dot_bits == 16;
-    if (p_.bits == 4) return wide ? tilek::accumulate<4, true>(p, ld, n_q, seg, shape, out)
-                                  : tilek::accumulate<4, false>(p, ld, n_q, seg, shape, out);
-    return wide ? tilek::accumulate<2, true>(p, ld, n_q, seg, shape, out)
-                : tilek::accumulate<2, false>(p, ld, n_q, seg, shape, out);
+    const intt::ValueTileShape shape{d, group(d), static_cast<int>(meta_bytes(d))};
+    intk::int_tile_kernels().accumulate_for(p_.bits, p_.dot_bits)(p, ld, n_q, seg, shape, out);
   }
 
   // Scratch of one thread: the dequantized tile and a per-channel block's metadata.
