@@ -16,6 +16,7 @@
 #include "kv/codec_registry.h"
 #include "kv/codecs/real_fft.h"
 #include "kv/codecs/sign1_codecs.h"
+#include "kv/codecs/sign1_kernels.h"
 #include "kv/codecs/sign1_transform.h"
 #include "kv/codecs/ternary_tiles.h"
 #include "kv_test_util.h"
@@ -92,7 +93,8 @@ TEST(RealFft, MatchesNaiveDftAndIsOrthonormal) {
 // n <= kDenseMaxN: forward / inverse multiply by the float matrix (scalar or AVX-512); they
 // must match the double FFT to float rounding: 2e-6 * |x| * sqrt(n) bounds a sum of n
 // float products of terms <= |x| (measured <= 1.5e-6 absolute at n = 128, |x_i| <= 2).
-TEST(RealFft, DenseMatrixPathMatchesTheFft) {
+TEST(RealFft, DenseMatrixPathMatchesTheFftAtEveryTier) {
+  kvtest::SimdLevelGuard guard;
   for (int n : {1, 2, 3, 5, 16, 31, 64, 100, 128}) {
     RealFft f(n);
     const std::vector<float> x = kvtest::random_vec(n, 3 * n, -2.0f, 2.0f);
@@ -102,11 +104,13 @@ TEST(RealFft, DenseMatrixPathMatchesTheFft) {
     std::vector<float> ref(n), back(n);
     f.forward_reference(x.data(), ref.data());
     f.inverse_reference(ref.data(), back.data());
-    for (bool simd : {false, true}) {
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      set_simd_tier_for_testing(tier);  // the dense product's kernel is the tier's
+      const char* simd = simd_tier_name(tier);
       std::vector<float> c(n), y(n), inplace = x;
-      f.forward_dense(x.data(), c.data(), simd);
-      f.inverse_dense(ref.data(), y.data(), simd);
-      f.forward_dense(inplace.data(), inplace.data(), simd);  // x and c may alias
+      f.forward_dense(x.data(), c.data(), true);
+      f.inverse_dense(ref.data(), y.data(), true);
+      f.forward_dense(inplace.data(), inplace.data(), true);  // x and c may alias
       for (int i = 0; i < n; ++i) {
         ASSERT_NEAR(c[i], ref[i], tol) << n << " simd " << simd << " i=" << i;
         ASSERT_NEAR(y[i], back[i], tol) << n << " simd " << simd << " i=" << i;
@@ -419,11 +423,7 @@ TEST(Ternary, TritOrderIsAPermutation) {
 // matches sum_t p[t] code(t, c) sig[c] within the 15-bit rounding of p; scores match f32
 // dots within f32 rounding.
 TEST(Ternary, TileKernelsMatchTheStoredDigits) {
-  const CpuFeatures& f = cpu_features();
-  const bool avx2 = f.avx2 && f.fma && f.f16c;
-  const bool vbmi = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") && f.avx512bw;
-  const bool avxvnni = avx2 && __builtin_cpu_supports("avxvnni");
-  if (!avx2) GTEST_SKIP() << "no AVX2";
+  int n_tested = 0;
   std::mt19937 rng(11);
   for (auto [d, G] : {std::pair{128, 32}, {64, 32}, {16, 4}, {64, 20}, {128, 256}, {48, 8}}) {
     const ternt::TritOrder o = ternt::trit_order(d, G);
@@ -451,43 +451,36 @@ TEST(Ternary, TileKernelsMatchTheStoredDigits) {
         ref_s[t] += static_cast<double>(qs[c]) * code_ref(t, c) * 0.5;
         mag_s[t] += std::abs(qs[c]) * 0.5;
       }
-    struct Decoder {
-      const char* name;
-      bool ok;
-      void (*fn)(const uint8_t*, const ternt::TritOrder&, int8_t*);
-    };
-    for (const Decoder& dec : {Decoder{"avx2", avx2, ternt::decode_tiles_avx2},
-                               Decoder{"avx512vbmi", vbmi, ternt::decode_tiles_avx512vbmi}}) {
-      if (!dec.ok) continue;
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      const sign1::Sign1Kernels& k = sign1::sign1_kernels_at(tier);
+      if (!k.ternary_decode) continue;  // scalar: the codec reads digits (tested through decode())
+      ++n_tested;
+      const char* name = simd_tier_name(tier);
       std::vector<int8_t> codes(static_cast<size_t>(64) * o.n_qg + 8, 99);
-      dec.fn(trits.data(), o, codes.data());
+      k.ternary_decode(trits.data(), o, codes.data());
       for (int t = 0; t < G; ++t)
         for (int c = 0; c < d; ++c)
           ASSERT_EQ(codes[64 * ((c / 16) * (G / 4) + t / 4) + 4 * (c % 16) + t % 4], code_ref(t, c))
-              << dec.name << " d=" << d << " G=" << G << " t=" << t << " c=" << c;
+              << name << " d=" << d << " G=" << G << " t=" << t << " c=" << c;
       std::vector<float> lr(G, -7.0f);
-      ternt::tile_scores_avx2(qs.data(), codes.data(), o, 0.5f, lr.data());
-      for (int t = 0; t < G; ++t) ASSERT_NEAR(lr[t], ref_s[t], 1e-6 * mag_s[t] * d) << "scores d=" << d << " t=" << t;
-      struct Accum {
-        const char* name;
-        bool ok;
-        bool (*fn)(const float*, const int8_t*, const ternt::TritOrder&, const float*, float*);
-      };
-      for (const Accum& acc : {Accum{"avx2", avx2, ternt::accum_tiles_avx2}, Accum{"avxvnni", avxvnni, ternt::accum_tiles_avxvnni},
-                               Accum{"avx512vnni", vbmi, ternt::accum_tiles_avx512vnni}}) {
-        if (!acc.ok) continue;
+      k.ternary_scores(qs.data(), codes.data(), o, 0.5f, lr.data());
+      for (int t = 0; t < G; ++t) ASSERT_NEAR(lr[t], ref_s[t], 1e-5 * mag_s[t]) << "scores d=" << d << " t=" << t;
+      {
         std::vector<float> out(d, 0.25f);
-        ASSERT_TRUE(acc.fn(p.data(), codes.data(), o, sig.data(), out.data()));
+        ASSERT_TRUE(k.ternary_accum(p.data(), codes.data(), o, sig.data(), out.data()));
         for (int c = 0; c < d; ++c)  // 15-bit p: |error| <= sig G step / 2 (+ f32 rounding)
           ASSERT_NEAR(out[c], ref_o[c], sig[c] * G * pmax / 32767.0 / 2 + 1e-5 * (1 + std::abs(ref_o[c])))
-              << acc.name << " d=" << d << " G=" << G << " c=" << c;
+              << name << " d=" << d << " G=" << G << " c=" << c;
         std::vector<float> bad = p;
         bad[G / 2] = -1.0f;
-        EXPECT_FALSE(acc.fn(bad.data(), codes.data(), o, sig.data(), out.data())) << acc.name << ": negative p";
+        EXPECT_FALSE(k.ternary_accum(bad.data(), codes.data(), o, sig.data(), out.data())) << name << ": negative p";
         bad[G / 2] = std::nanf("");
-        EXPECT_FALSE(acc.fn(bad.data(), codes.data(), o, sig.data(), out.data())) << acc.name << ": NaN p";
+        EXPECT_FALSE(k.ternary_accum(bad.data(), codes.data(), o, sig.data(), out.data())) << name << ": NaN p";
       }
     }
+  }
+  if (cpu_features().avx2) {
+    EXPECT_GE(n_tested, 6) << "the AVX2 variants ran";
   }
 }
 
@@ -549,8 +542,9 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
               }
             }
         std::vector<float> s0, o0;
-        for (SimdLevel level : kvtest::simd_levels()) {
-          set_simd_level_for_testing(level);
+        for (SimdTier tier : kvtest::simd_tiers()) {
+          set_simd_tier_for_testing(tier);
+          const SimdLevel level = simd_level();
           const bool p15 = c.fused_rounding(d).prob_bits == 15;  // the tile kernels round p
           if (level == SimdLevel::kScalar) {
             EXPECT_FALSE(p15) << "the scalar reference rounds nothing";
@@ -562,21 +556,21 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
           for (int r = 0; r < n_q; ++r) {
             for (int t = 0; t < n; ++t)
               ASSERT_NEAR(logits[r * (n + 3) + t], ref_s[r * n + t], 2e-6 * mag_s[r * n + t])
-                  << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
+                  << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
             for (int t = n; t < n + 3; ++t) ASSERT_EQ(logits[r * (n + 3) + t], -1.0f);
             for (int i = 0; i < d; ++i)
               ASSERT_NEAR(out[r * d + i], ref_o[r * d + i], 2e-6 * mag_o[r * d + i] + (p15 ? p15_o[r * d + i] : 0.0))
-                  << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
+                  << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
           }
           if (level == SimdLevel::kScalar) {
             s0 = logits;
             o0 = out;
           } else {  // against the scalar path directly: only summation order differs
             for (size_t i = 0; i < s0.size(); ++i)
-              ASSERT_NEAR(logits[i], s0[i], 1e-6 * (std::abs(s0[i]) + mag_s[0])) << simd_level_name(level) << " " << i;
+              ASSERT_NEAR(logits[i], s0[i], 1e-6 * (std::abs(s0[i]) + mag_s[0])) << simd_tier_name(tier) << " " << i;
             for (size_t i = 0; i < o0.size(); ++i)
               ASSERT_NEAR(out[i], o0[i], 1e-6 * (std::abs(o0[i]) + mag_o[i]) + (p15 ? p15_o[i] : 0.0))
-                  << simd_level_name(level) << " " << i;
+                  << simd_tier_name(tier) << " " << i;
           }
         }
       }

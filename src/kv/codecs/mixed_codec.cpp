@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
-#include "kv/codecs/mixk_kernels.h"
+#include "kv/codecs/sign1_kernels.h"
 #include "kv/codecs/sign1_codecs.h"
 #include "kv/codecs/sign1_planes.h"
 
@@ -175,6 +175,7 @@ class MixkCodec final : public Codec {
     const int d = L.d, G = L.G, n_planes = 2 * L.n_out + L.nc;
     const CoefTransform* T = L.n_norm > 0 ? &sign1::coef_transform(p_.fft, L.n_norm) : nullptr;
     thread_local std::vector<float> buf;
+    const sign1::Sign1Kernels& K = sign1::sign1_kernels();
     thread_local std::vector<uint8_t> cur_mask;
     buf.resize(static_cast<size_t>(n_q) * (L.n_out + L.nc + n_planes + 1) + 2 * static_cast<size_t>(d + 16) +
                2 * static_cast<size_t>(L.n_out) + L.nc + 1);
@@ -192,7 +193,7 @@ class MixkCodec final : public Codec {
       if (cur_mask.empty() || std::memcmp(cur_mask.data(), blk, L.mask_bytes) != 0) {
         cur_mask.assign(blk, blk + L.mask_bytes);
         for (int r = 0; r < n_q; ++r) {
-          mixk::split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, qn);
+          K.mixk_split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, qn);
           std::memcpy(qo + static_cast<size_t>(r) * L.n_out, qs, sizeof(float) * L.n_out);
           if (T) T->adjoint(qn, qc + static_cast<size_t>(r) * L.nc);
         }
@@ -200,7 +201,7 @@ class MixkCodec final : public Codec {
       sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
       sign1::load_f16_row(blk + L.sig, L.nc, sig);
       for (int r = 0; r < n_q; ++r)
-        mixk::row_weights(qo + static_cast<size_t>(r) * L.n_out, qc + static_cast<size_t>(r) * L.nc, os, sig, L.n_out,
+        K.mixk_row_weights(qo + static_cast<size_t>(r) * L.n_out, qc + static_cast<size_t>(r) * L.nc, os, sig, L.n_out,
                          L.nc, w + static_cast<size_t>(r) * n_planes, base + r);
       sign1::plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + b * G, ld);
     }

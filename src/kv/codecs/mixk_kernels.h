@@ -1,11 +1,11 @@
 // Kernels of the mixk codec's fused scores (mixed_codec.cpp): per block and query row, the
 // plane weights and base score, and the split of a query by the block's channel map.
-// Scalar reference here, AVX2 and AVX-512 kernels in mixk_kernels_{avx2,avx512}.cpp.
+// Scalar reference here, AVX2 and AVX-512 kernels in mixk_kernels_{avx2,avx512}.cpp,
+// dispatched through sign1_kernels.h.
 #pragma once
 
 #include <cstdint>
 
-#include "base/cpu_features.h"
 
 namespace vlkv::mixk {
 
@@ -49,22 +49,5 @@ void row_weights_avx512(const float* qo, const float* qc, const float* os, const
                         float* w, float* base);
 void split_query_avx2(const float* q, const uint8_t* mask, int d, float* qo, float* qn);
 void split_query_avx512(const float* q, const uint8_t* mask, int d, float* qo, float* qn);
-
-inline void row_weights(const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc,
-                        float* w, float* base) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return row_weights_avx512(qo, qc, os, sig, n_out, nc, w, base);
-    case SimdLevel::kAvx2: return row_weights_avx2(qo, qc, os, sig, n_out, nc, w, base);
-    default: return row_weights_scalar(qo, qc, os, sig, n_out, nc, w, base);
-  }
-}
-
-inline void split_query(const float* q, const uint8_t* mask, int d, float* qo, float* qn) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return split_query_avx512(q, mask, d, qo, qn);
-    case SimdLevel::kAvx2: return split_query_avx2(q, mask, d, qo, qn);
-    default: return split_query_scalar(q, mask, d, qo, qn);
-  }
-}
 
 }  // namespace vlkv::mixk

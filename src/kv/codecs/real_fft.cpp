@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "base/cpu_features.h"
 #include "kv/codecs/real_fft_kernels.h"
+#include "kv/codecs/sign1_kernels.h"
 
 namespace vlkv {
 
@@ -48,22 +49,9 @@ RealFft::RealFft(int n) : n_(n), pow2_(n > 0 && (n & (n - 1)) == 0) {
 
 namespace {
 
-// out[0, n) = sum_r in[r] * m[r * n + 0, n): m [n, n] row-major.
-void axpy_rows_scalar(const float* in, const float* m, int n, float* out) {
-  std::fill(out, out + n, 0.0f);
-  for (int r = 0; r < n; ++r) {
-    const float a = in[r];
-    const float* row = m + static_cast<size_t>(r) * n;
-    for (int i = 0; i < n; ++i) out[i] += a * row[i];
-  }
-}
-
 void axpy_rows(const float* in, const float* m, int n, float* out, bool simd) {
-  switch (simd ? simd_level() : SimdLevel::kScalar) {
-    case SimdLevel::kAvx512: return real_fft_kernels::axpy_rows_avx512(in, m, n, out);
-    case SimdLevel::kAvx2: return real_fft_kernels::axpy_rows_avx2(in, m, n, out);
-    default: return axpy_rows_scalar(in, m, n, out);
-  }
+  if (simd) return sign1::sign1_kernels().fft_axpy_rows(in, m, n, out);
+  real_fft_kernels::axpy_rows_scalar(in, m, n, out);
 }
 
 }  // namespace

@@ -1,8 +1,21 @@
-// The dense real-FFT matrix product's SIMD kernels (real_fft.cpp; one file per ISA):
+// The dense real-FFT matrix product: scalar reference, SIMD kernels one file per ISA
+// (dispatched through sign1_kernels.h):
 //   out[0, n) = sum_r in[r] * m[r * n + 0, n)      m: [n, n] row-major, in, out: [n]
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+
 namespace vlkv::real_fft_kernels {
+
+inline void axpy_rows_scalar(const float* in, const float* m, int n, float* out) {
+  std::fill(out, out + n, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const float a = in[r];
+    const float* row = m + static_cast<size_t>(r) * n;
+    for (int i = 0; i < n; ++i) out[i] += a * row[i];
+  }
+}
 
 void axpy_rows_avx2(const float* in, const float* m, int n, float* out);
 void axpy_rows_avx512(const float* in, const float* m, int n, float* out);

@@ -5,8 +5,8 @@
 //   plane_scores_rows: lg[r, t] = base[r] + sum_j w[r, j] * bit_j(t) (weights per plane and row)
 //   plane_sums:   u[j]    = sum_t p[t] * bit_j(t)       (one weight per token)
 // Scalar reference here; AVX2 (byte -> 8 lanes by table) and AVX-512 (mask registers,
-// test-into-mask) kernels in sign1_planes_{avx2,avx512}.cpp, chosen per call by
-// simd_level(). Internal to codecs/.
+// test-into-mask) kernels in sign1_planes_{avx2,avx512}.cpp, dispatched through
+// sign1_kernels.h. Internal to codecs/.
 #pragma once
 
 #include <immintrin.h>
@@ -16,6 +16,7 @@
 
 #include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "kv/codecs/sign1_kernels.h"
 
 namespace vlkv::sign1 {
 
@@ -120,25 +121,17 @@ void plane_scores_rows_avx512(const uint8_t* planes, int n_planes, int group, co
 void plane_sums_avx2(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 void plane_sums_avx512(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 
-// ---------------- dispatch ----------------
+// ---------------- dispatch (sign1_kernels.h) ----------------
 // lg[r * ld + t] = scale * (base[r] + sum_j w[r * n_planes + j] * bit_j(t)), r < n_rows.
 //   w: [n_rows, n_planes], base: [n_rows], lg: rows of stride ld, G tokens each.
 inline void plane_scores_rows(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
                               int n_rows, float scale, float* lg, int64_t ld) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return plane_scores_rows_avx512(planes, n_planes, group, w, base, n_rows, scale, lg, ld);
-    case SimdLevel::kAvx2: return plane_scores_rows_avx2(planes, n_planes, group, w, base, n_rows, scale, lg, ld);
-    default: return plane_scores_rows_scalar(planes, n_planes, group, w, base, n_rows, scale, lg, ld);
-  }
+  sign1_kernels().plane_scores_rows(planes, n_planes, group, w, base, n_rows, scale, lg, ld);
 }
 
 // u[j] = sum_t p[t] * bit_j(t).  p: [G], u: [n_planes]
 inline void plane_sums(const uint8_t* planes, int n_planes, int group, const float* p, float* u) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return plane_sums_avx512(planes, n_planes, group, p, u);
-    case SimdLevel::kAvx2: return plane_sums_avx2(planes, n_planes, group, p, u);
-    default: return plane_sums_scalar(planes, n_planes, group, p, u);
-  }
+  sign1_kernels().plane_sums(planes, n_planes, group, p, u);
 }
 
 }  // namespace vlkv::sign1

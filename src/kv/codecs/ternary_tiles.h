@@ -93,6 +93,13 @@ bool accum_tiles_avx512vnni(const float* p, const int8_t* codes, const TritOrder
 // scores: lr[t] = scale * sum_c qs[c] * code(t, c) from decoded tile codes (f32 math, the
 //   order of the sums differs from the scalar reference only). qs: [d], lr: [G].
 void tile_scores_avx2(const float* qs, const int8_t* codes, const TritOrder& o, float scale, float* lr);
+// Row-ordered blocks (ternary_rows_{avx2,avx512}.cpp), codes[t * d + c] unpacked by table:
+//   row_scores: lr[t] = scale * dot(qs, codes[t])      qs: [d], codes: [G, d], lr: [G]
+//   row_accum:  out[c] += sig[c] * sum_t p[t] * codes[t, c]
+void row_scores_avx2(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
+void row_scores_avx512(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
+void row_accum_avx2(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
+void row_accum_avx512(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
 
 }  // namespace vlkv::ternt
 

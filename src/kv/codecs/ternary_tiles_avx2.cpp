@@ -2,9 +2,15 @@
 // as llama.cpp's AVX2 q8 dots (maddubs: u8 p x s8 code, pairs summed to s16; s16 sums
 // over the block's quads, |sum| <= 2 * 255 * G/4 <= 32640 for G <= 256, so no
 // saturation; one madd by ones widens to s32 per channel).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/simd_dispatch.h"
 #include "kv/codecs/ternary_tiles.h"
 
-#pragma GCC target("avx2,fma,f16c")
+VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)
 #include "kv/codecs/ternary_tiles_x86.h"
 
 namespace vlkv::ternt {
@@ -66,3 +72,4 @@ void tile_scores_avx2(const float* qs, const int8_t* codes, const TritOrder& o, 
 }
 
 }  // namespace vlkv::ternt
+VLKV_TARGET_END

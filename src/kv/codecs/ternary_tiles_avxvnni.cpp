@@ -1,8 +1,14 @@
 // AVX-VNNI (Alder Lake, Zen 4: 256-bit vpdpbusd) accumulate of the ternary codec's tiled
 // blocks: the AVX2 kernel with each maddubs + add replaced by one vpdpbusd into s32.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/simd_dispatch.h"
 #include "kv/codecs/ternary_tiles.h"
 
-#pragma GCC target("avx2,fma,f16c,avxvnni")
+VLKV_TARGET_BEGIN(VLKV_ISA_AVX2_VNNI)
 #include "kv/codecs/ternary_tiles_x86.h"
 
 namespace vlkv::ternt {
@@ -20,3 +26,4 @@ bool accum_tiles_avxvnni(const float* p, const int8_t* codes, const TritOrder& o
 }
 
 }  // namespace vlkv::ternt
+VLKV_TARGET_END

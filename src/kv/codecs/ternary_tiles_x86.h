@@ -1,19 +1,13 @@
 // The AVX2-width ternary tile kernels as templates over the integer dot (internal to
-// ternary_tiles_avx2.cpp and ternary_tiles_avxvnni.cpp, which set the target with
-// #pragma GCC target before including this file; everything here has internal linkage).
+// ternary_tiles_avx2.cpp and ternary_tiles_avxvnni.cpp, which include this file inside
+// their VLKV_TARGET_BEGIN region; everything here has internal linkage, so each file's
+// copy stays its own — base/simd_dispatch.h says why).
 // Layout: ternary_tiles.h. Decode: the base-3 digits of 32 stored bytes at once by signed
 // byte compares (no division, no table): digit g of b is (b >= 3^g) + (b >= 2 * 3^g) after
 // the higher digits are subtracted. Accumulate: 15-bit probabilities (hi * 128 + lo)
 // against the int8 codes through D::add (u8 p x s8 code, summed in D's accumulator) and
 // D::finish (to s32 per channel): the same rounding and result as the AVX-512 kernel.
 #pragma once
-
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "kv/codecs/ternary_tiles.h"
 
 namespace vlkv::ternt {
 namespace {
