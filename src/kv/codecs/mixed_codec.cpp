@@ -169,41 +169,80 @@ class MixkCodec final : public Codec {
     }
   }
 
+  // Blocks go in chunks of kChunk: first every block whose map differs from the block
+  // before gets a query slot (its rows split by the map, the normal parts transformed 8 at
+  // a time in SIMD lanes: random keys change the map every block, and one transform per
+  // row and block would cost more than the block's plane sums); then every block's plane
+  // weights and scores from its slot.
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
+    constexpr int kChunk = 8;
     const Layout L = layout(seg.head_dim);
     const int d = L.d, G = L.G, n_planes = 2 * L.n_out + L.nc;
     const CoefTransform* T = L.n_norm > 0 ? &sign1::coef_transform(p_.fft, L.n_norm) : nullptr;
-    thread_local std::vector<float> buf;
     const sign1::Sign1Kernels& K = sign1::sign1_kernels();
+    const size_t per_slot = static_cast<size_t>(n_q) * (L.n_out + L.nc);
+    thread_local std::vector<float> buf;
     thread_local std::vector<uint8_t> cur_mask;
-    buf.resize(static_cast<size_t>(n_q) * (L.n_out + L.nc + n_planes + 1) + 2 * static_cast<size_t>(d + 16) +
-               2 * static_cast<size_t>(L.n_out) + L.nc + 1);
-    float* qo = buf.data();                                 // [n_q, n_out] query at outlier channels
-    float* qc = qo + static_cast<size_t>(n_q) * L.n_out;    // [n_q, nc] transformed query, normal part
-    float* w = qc + static_cast<size_t>(n_q) * L.nc;        // [n_q, n_planes] plane weights
+    buf.resize((kChunk + 1) * per_slot + static_cast<size_t>(n_q) * (n_planes + 1) + 2 * static_cast<size_t>(d + 16) +
+               2 * static_cast<size_t>(L.n_out) + L.nc + 8 * static_cast<size_t>(L.n_norm + L.nc) + 1);
+    float* slots = buf.data();  // [kChunk + 1][n_q][n_out + nc] query at outlier channels, transformed normal part;
+                                // slot kChunk: the map carried over from the previous chunk
+    float* w = slots + (kChunk + 1) * per_slot;             // [n_q, n_planes] plane weights
     float* base = w + static_cast<size_t>(n_q) * n_planes;  // [n_q] score of all-zero bits
-    float* qn = base + n_q;                                 // [d + 16] gather scratch
-    float* qs = qn + d + 16;                                // [d + 16] outlier gather scratch
+    float* qn = base + n_q;                                 // [d + 16] normal-channel gather
+    float* qs = qn + d + 16;                                // [d + 16] outlier gather
     float* os = qs + d + 16;                                // [n_out, 2] outlier {scale, min}
     float* sig = os + 2 * L.n_out;                          // [nc]
-    cur_mask.clear();
-    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-      const uint8_t* blk = seg.block(b);
-      if (cur_mask.empty() || std::memcmp(cur_mask.data(), blk, L.mask_bytes) != 0) {
-        cur_mask.assign(blk, blk + L.mask_bytes);
-        for (int r = 0; r < n_q; ++r) {
-          K.mixk_split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, qn);
-          std::memcpy(qo + static_cast<size_t>(r) * L.n_out, qs, sizeof(float) * L.n_out);
-          if (T) T->adjoint(qn, qc + static_cast<size_t>(r) * L.nc);
-        }
+    float* lanes_in = sig + L.nc;                           // [n_norm][8] queued normal parts
+    float* lanes_out = lanes_in + 8 * static_cast<size_t>(L.n_norm);  // [nc][8] their transforms
+    auto qo_of = [&](int slot, int r) { return slots + slot * per_slot + static_cast<size_t>(r) * (L.n_out + L.nc); };
+    int lane_slot[8], lane_row[8], n_lanes = 0;
+    auto run_lanes = [&] {  // transform the queued normal parts into their slots
+      if (n_lanes == 0) return;
+      for (int k = 0; k < L.n_norm; ++k)
+        for (int l = n_lanes; l < 8; ++l) lanes_in[8 * k + l] = 0.0f;
+      T->adjoint_batch8(lanes_in, lanes_out);
+      for (int l = 0; l < n_lanes; ++l) {
+        float* qc = qo_of(lane_slot[l], lane_row[l]) + L.n_out;
+        for (int k = 0; k < L.nc; ++k) qc[k] = lanes_out[8 * k + l];
       }
-      sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
-      sign1::load_f16_row(blk + L.sig, L.nc, sig);
-      for (int r = 0; r < n_q; ++r)
-        K.mixk_row_weights(qo + static_cast<size_t>(r) * L.n_out, qc + static_cast<size_t>(r) * L.nc, os, sig, L.n_out,
-                         L.nc, w + static_cast<size_t>(r) * n_planes, base + r);
-      sign1::plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + b * G, ld);
+      n_lanes = 0;
+    };
+    cur_mask.clear();
+    int slot_of[kChunk];
+    for (int64_t b0 = 0; b0 < seg.n_blocks(); b0 += kChunk) {
+      const int nb = static_cast<int>(std::min<int64_t>(kChunk, seg.n_blocks() - b0));
+      int last = kChunk;
+      for (int i = 0; i < nb; ++i) {
+        const uint8_t* blk = seg.block(b0 + i);
+        if (cur_mask.empty() || std::memcmp(cur_mask.data(), blk, L.mask_bytes) != 0) {
+          cur_mask.assign(blk, blk + L.mask_bytes);
+          last = i;
+          for (int r = 0; r < n_q; ++r) {
+            K.mixk_split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, qn);
+            std::memcpy(qo_of(i, r), qs, sizeof(float) * L.n_out);
+            if (!T) continue;
+            for (int k = 0; k < L.n_norm; ++k) lanes_in[8 * k + n_lanes] = qn[k];
+            lane_slot[n_lanes] = i;
+            lane_row[n_lanes] = r;
+            if (++n_lanes == 8) run_lanes();
+          }
+        }
+        slot_of[i] = last;
+      }
+      run_lanes();
+      for (int i = 0; i < nb; ++i) {
+        const uint8_t* blk = seg.block(b0 + i);
+        sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
+        sign1::load_f16_row(blk + L.sig, L.nc, sig);
+        for (int r = 0; r < n_q; ++r) {
+          const float* qo = qo_of(slot_of[i], r);
+          K.mixk_row_weights(qo, qo + L.n_out, os, sig, L.n_out, L.nc, w + static_cast<size_t>(r) * n_planes, base + r);
+        }
+        K.plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + (b0 + i) * G, ld);
+      }
+      if (last != kChunk) std::memcpy(slots + kChunk * per_slot, slots + last * per_slot, sizeof(float) * per_slot);
     }
   }
 

@@ -31,6 +31,14 @@ RealFft::RealFft(int n) : n_(n), pow2_(n > 0 && (n & (n - 1)) == 0) {
       bitrev_[i] = r;
     }
   }
+  if (pow2_) {
+    twr_.resize(n / 2);
+    twi_.resize(n / 2);
+    for (int m = 0; m < n / 2; ++m) {
+      twr_[m] = static_cast<float>(cos_[m]);
+      twi_[m] = static_cast<float>(-sin_[m]);
+    }
+  }
   if (n <= kDenseMaxN) {  // F from the double FFT of the unit vectors, rounded once to float
     fwd_.resize(static_cast<size_t>(n) * n);
     inv_.resize(fwd_.size());
@@ -78,6 +86,17 @@ void RealFft::forward(const float* x, float* c) const {
 void RealFft::inverse(const float* c, float* x) const {
   if (!inv_.empty()) return inverse_dense(c, x, true);
   inverse_fft(c, x);
+}
+
+void RealFft::forward_batch8(const float* x, float* c) const {
+  const auto kernel = sign1::sign1_kernels().fft_forward_batch8;
+  if (kernel && pow2_ && n_ >= 4 && n_ <= kDenseMaxN) return kernel(x, n_, twr_.data(), twi_.data(), bitrev_.data(), c);
+  float in[kMaxN], out[kMaxN];
+  for (int l = 0; l < 8; ++l) {
+    for (int i = 0; i < n_; ++i) in[i] = x[8 * i + l];
+    forward(in, out);
+    for (int i = 0; i < n_; ++i) c[8 * i + l] = out[i];
+  }
 }
 
 void RealFft::cdft(double* re, double* im, int sign) const {

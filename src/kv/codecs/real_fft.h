@@ -34,6 +34,10 @@ class RealFft {
   void forward(const float* x, float* c) const;
   // x = F^T c (the exact inverse of forward). c, x: [n]; may alias.
   void inverse(const float* c, float* x) const;
+  // forward() of 8 vectors at once, lane l of each row the l-th vector: an f32 FFT when
+  // n is a power of two in [4, 128] and the SIMD tier has the kernel (the dense product
+  // costs n^2 per vector; this ~n log n), else forward() per lane. x, c: [n][8], no alias.
+  void forward_batch8(const float* x, float* c) const;
 
   // Unnormalized full complex spectrum of a real vector (what the released VidKV
   // code keeps: 2n reals). re[k] + i im[k] = X_k for k in [0, n).
@@ -65,6 +69,7 @@ class RealFft {
   // n <= kDenseMaxN: F^T and F row-major. fwd_[j * n + k] = F[k][j], inv_[k * n + j] = F[k][j]:
   // forward c = sum_j x_j fwd_[j, :], inverse x = sum_k c_k inv_[k, :] (axpy form).
   std::vector<float> fwd_, inv_;
+  std::vector<float> twr_, twi_;  // [n/2] cos, -sin(2 pi m / n) (power-of-two n only)
 };
 
 }  // namespace vlkv

@@ -18,6 +18,11 @@ inline void axpy_rows_scalar(const float* in, const float* m, int n, float* out)
 }
 
 void axpy_rows_avx2(const float* in, const float* m, int n, float* out);
+
+// Eight orthonormal real transforms at once (RealFft::forward_batch8), one per lane:
+// a radix-2 complex FFT in f32 over SoA vectors. n a power of two in [4, 128];
+// x, c: [n][8]; twr, twi: [n/2] cos(2 pi m/n), -sin(2 pi m/n); bitrev: [n].
+void fft_forward_batch8_avx2(const float* x, int n, const float* twr, const float* twi, const int* bitrev, float* c);
 void axpy_rows_avx512(const float* in, const float* m, int n, float* out);
 
 }  // namespace vlkv::real_fft_kernels

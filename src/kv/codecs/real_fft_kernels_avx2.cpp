@@ -2,6 +2,8 @@
 // registers per pass (independent FMA chains), the tail of n % 8 outputs masked.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kv/codecs/real_fft_kernels.h"
 
 namespace vlkv::real_fft_kernels {
@@ -28,6 +30,45 @@ __attribute__((target("avx2,fma"))) void axpy_rows_avx2(const float* in, const f
     }
     for (int u = 0; u < nu; ++u) _mm256_maskstore_ps(out + i0 + 8 * u, mask[u], acc[u]);
   }
+}
+
+__attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x, int n, const float* twr,
+                                                                  const float* twi, const int* bitrev, float* c) {
+  alignas(32) float re[128 * 8], im[128 * 8];  // [n][8]
+  // Stage 1 (len 2) on the bit-reversed real input: im = 0, twiddle 1.
+  for (int i = 0; i < n; i += 2) {
+    const __m256 a = _mm256_loadu_ps(x + 8 * bitrev[i]), b = _mm256_loadu_ps(x + 8 * bitrev[i + 1]);
+    _mm256_store_ps(re + 8 * i, _mm256_add_ps(a, b));
+    _mm256_store_ps(re + 8 * (i + 1), _mm256_sub_ps(a, b));
+    _mm256_store_ps(im + 8 * i, _mm256_setzero_ps());
+    _mm256_store_ps(im + 8 * (i + 1), _mm256_setzero_ps());
+  }
+  for (int len = 4; len <= n; len <<= 1) {
+    const int half = len >> 1, step = n / len;
+    for (int k = 0; k < half; ++k) {
+      const __m256 wr = _mm256_set1_ps(twr[k * step]), wi = _mm256_set1_ps(twi[k * step]);
+      for (int i = k; i < n; i += len) {
+        float *ra = re + 8 * i, *ia = im + 8 * i, *rb = ra + 8 * half, *ib = ia + 8 * half;
+        const __m256 xr = _mm256_load_ps(rb), xi = _mm256_load_ps(ib);
+        const __m256 tr = _mm256_fmsub_ps(xr, wr, _mm256_mul_ps(xi, wi));
+        const __m256 ti = _mm256_fmadd_ps(xr, wi, _mm256_mul_ps(xi, wr));
+        const __m256 ar = _mm256_load_ps(ra), ai = _mm256_load_ps(ia);
+        _mm256_store_ps(rb, _mm256_sub_ps(ar, tr));
+        _mm256_store_ps(ib, _mm256_sub_ps(ai, ti));
+        _mm256_store_ps(ra, _mm256_add_ps(ar, tr));
+        _mm256_store_ps(ia, _mm256_add_ps(ai, ti));
+      }
+    }
+  }
+  // Halfcomplex order, orthonormal: c0 = X0/sqrt(n), c[2k-1], c[2k] = sqrt(2/n) (Re, Im) X_k,
+  // c[n-1] = X_{n/2}/sqrt(n).
+  const __m256 sa = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(n))), sb = _mm256_set1_ps(std::sqrt(2.0f / n));
+  _mm256_storeu_ps(c, _mm256_mul_ps(_mm256_load_ps(re), sa));
+  for (int k = 1; 2 * k < n; ++k) {
+    _mm256_storeu_ps(c + 8 * (2 * k - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * k), sb));
+    _mm256_storeu_ps(c + 8 * (2 * k), _mm256_mul_ps(_mm256_load_ps(im + 8 * k), sb));
+  }
+  _mm256_storeu_ps(c + 8 * (n - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * (n / 2)), sa));
 }
 
 }  // namespace vlkv::real_fft_kernels

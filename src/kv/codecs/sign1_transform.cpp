@@ -59,6 +59,20 @@ void CoefTransform::adjoint(const float* q, float* qc) const {
   }
 }
 
+void CoefTransform::adjoint_batch8(const float* q, float* qc) const {
+  if (mode_ == FftMode::kReal) return fft_.forward_batch8(q, qc);
+  if (mode_ == FftMode::kNone) {
+    std::memcpy(qc, q, sizeof(float) * 8 * n_);
+    return;
+  }
+  float in[RealFft::kMaxN], out[2 * RealFft::kMaxN];
+  for (int l = 0; l < 8; ++l) {
+    for (int i = 0; i < n_; ++i) in[i] = q[8 * i + l];
+    adjoint(in, out);
+    for (int k = 0; k < n_coef(); ++k) qc[8 * k + l] = out[k];
+  }
+}
+
 const CoefTransform& coef_transform(FftMode mode, int n) {
   thread_local const CoefTransform* last = nullptr;  // fast path: same transform as the last call
   if (last && last->mode() == mode && last->n() == n) return *last;
