@@ -240,7 +240,10 @@ class MixkCodec final : public Codec {
           const float* qo = qo_of(slot_of[i], r);
           K.mixk_row_weights(qo, qo + L.n_out, os, sig, L.n_out, L.nc, w + static_cast<size_t>(r) * n_planes, base + r);
         }
-        K.plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + (b0 + i) * G, ld);
+        if (K.mixk_plane_scores_rows)
+          K.mixk_plane_scores_rows(blk + L.planes, L.n_out, L.nc, G, w, base, n_q, scale, logits + (b0 + i) * G, ld);
+        else
+          K.plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + (b0 + i) * G, ld);
       }
       if (last != kChunk) std::memcpy(slots + kChunk * per_slot, slots + last * per_slot, sizeof(float) * per_slot);
     }

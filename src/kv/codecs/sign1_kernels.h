@@ -18,6 +18,10 @@ struct Sign1Kernels {
   // (sign1_planes.h).
   void (*plane_scores_rows)(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
                             int n_rows, float scale, float* lg, int64_t ld);
+  // plane_scores_rows over mixk's planes: n_out low, n_out high (w[r, n_out + j] =
+  // 2 w[r, j], as mixk's row weights give), n_sign sign planes; null: plane_scores_rows.
+  void (*mixk_plane_scores_rows)(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
+                                 const float* base, int n_rows, float scale, float* lg, int64_t ld);
   // u[j] = sum_t p[t] * bit_j(t).
   void (*plane_sums)(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
   // mixk per block and query row (mixk_kernels.h).

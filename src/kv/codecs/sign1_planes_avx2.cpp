@@ -24,20 +24,36 @@ const ByteFloatTable& byte_floats() {
 }
 
 // RB query rows x 2 slabs (16 tokens) at once: each plane's weights are broadcast once
-// for both slabs and each table row loaded once for all rows (2 RB FMA chains).
-//   last: the second slab is absent (a group of 8 tokens mod 16).
+// for both slabs and each table row loaded once for all rows (2 RB FMA chains); `two`:
+// the second slab is there (not the last 8 tokens of a group). The planes are mixk's
+// (n_out low, n_out high, n_sign sign planes): the low and high planes of a 2-bit channel
+// are read as one code lo + 2 hi (w_high = 2 w_low exactly), 2 + 2 RB FMAs per channel
+// instead of 4 RB. Plain planes are n_out = 0.
 template <int RB>
-VLKV_S1_AVX2 void rows_16(const uint8_t* pb, int n_planes, int stride, bool two, const float* w, const float* base,
-                          float scale, float* lg, int64_t ld) {
+VLKV_S1_AVX2 void mixk_rows_16(const uint8_t* pb, int n_out, int n_sign, int stride, bool two, const float* w,
+                               const float* base, float scale, float* lg, int64_t ld) {
   const auto& lut = byte_floats().f;
-  __m256 a[RB], b[RB];  // slab 0 / slab 1
+  const int n_planes = 2 * n_out + n_sign;
+  __m256 a[RB], b[RB];
   for (int r = 0; r < RB; ++r) a[r] = b[r] = _mm256_set1_ps(base[r]);
-  for (int j = 0; j < n_planes; ++j) {
-    const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
+  const __m256 two_f = _mm256_set1_ps(2.0f);
+  for (int j = 0; j < n_out; ++j) {
+    const uint8_t* lo = pb + static_cast<int64_t>(j) * stride;
+    const uint8_t* hi = pb + static_cast<int64_t>(n_out + j) * stride;
+    const __m256 c0 = _mm256_fmadd_ps(_mm256_load_ps(lut[hi[0]]), two_f, _mm256_load_ps(lut[lo[0]]));
+    const __m256 c1 = two ? _mm256_fmadd_ps(_mm256_load_ps(lut[hi[1]]), two_f, _mm256_load_ps(lut[lo[1]])) : _mm256_setzero_ps();
+    for (int r = 0; r < RB; ++r) {
+      const __m256 wr = _mm256_broadcast_ss(w + static_cast<int64_t>(r) * n_planes + j);
+      a[r] = _mm256_fmadd_ps(c0, wr, a[r]);
+      b[r] = _mm256_fmadd_ps(c1, wr, b[r]);
+    }
+  }
+  for (int k = 0; k < n_sign; ++k) {
+    const uint8_t* p = pb + static_cast<int64_t>(2 * n_out + k) * stride;
     const __m256 m0 = _mm256_load_ps(lut[p[0]]);
     const __m256 m1 = two ? _mm256_load_ps(lut[p[1]]) : _mm256_setzero_ps();
     for (int r = 0; r < RB; ++r) {
-      const __m256 wr = _mm256_broadcast_ss(w + static_cast<int64_t>(r) * n_planes + j);
+      const __m256 wr = _mm256_broadcast_ss(w + static_cast<int64_t>(r) * n_planes + 2 * n_out + k);
       a[r] = _mm256_fmadd_ps(m0, wr, a[r]);
       b[r] = _mm256_fmadd_ps(m1, wr, b[r]);
     }
@@ -50,20 +66,27 @@ VLKV_S1_AVX2 void rows_16(const uint8_t* pb, int n_planes, int stride, bool two,
 }
 
 template <int RB>
-VLKV_S1_AVX2 void rows_block(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
-                             float scale, float* lg, int64_t ld) {
+VLKV_S1_AVX2 void mixk_rows_block(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
+                                  const float* base, float scale, float* lg, int64_t ld) {
   const int stride = group / 8;
   for (int t0 = 0; t0 < group; t0 += 16)
-    rows_16<RB>(planes + t0 / 8, n_planes, stride, group - t0 >= 16, w, base, scale, lg + t0, ld);
+    mixk_rows_16<RB>(planes + t0 / 8, n_out, n_sign, stride, group - t0 >= 16, w, base, scale, lg + t0, ld);
 }
 
 }  // namespace
 
+VLKV_S1_AVX2 void mixk_plane_scores_rows_avx2(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
+                                              const float* base, int n_rows, float scale, float* lg, int64_t ld) {
+  const int n_planes = 2 * n_out + n_sign;
+  for_row_blocks(n_rows, [&]<int RB>(int r0) {
+    mixk_rows_block<RB>(planes, n_out, n_sign, group, w + static_cast<int64_t>(r0) * n_planes, base + r0, scale,
+                        lg + r0 * ld, ld);
+  });
+}
+
 VLKV_S1_AVX2 void plane_scores_rows_avx2(const uint8_t* planes, int n_planes, int group, const float* w,
                                          const float* base, int n_rows, float scale, float* lg, int64_t ld) {
-  for_row_blocks(n_rows, [&]<int RB>(int r0) {
-    rows_block<RB>(planes, n_planes, group, w + static_cast<int64_t>(r0) * n_planes, base + r0, scale, lg + r0 * ld, ld);
-  });
+  mixk_plane_scores_rows_avx2(planes, 0, n_planes, group, w, base, n_rows, scale, lg, ld);
 }
 
 VLKV_S1_AVX2 void plane_sums_avx2(const uint8_t* planes, int n_planes, int group, const float* p, float* u) {
