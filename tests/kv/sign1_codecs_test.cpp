@@ -120,27 +120,29 @@ TEST(RealFft, DenseMatrixPathMatchesTheFftAtEveryTier) {
   }
 }
 
-// The 8-lane batch (an f32 FFT at AVX2 and up, per-lane forward() at scalar) against the
-// double FFT of each lane; f32 radix-2 error grows ~log2(n) eps |x| per output.
+// The batch of 8 (an f32 FFT in SIMD lanes at AVX2 and up, forward() per vector at
+// scalar) against the double FFT of each vector; f32 radix-2 error grows ~log2(n) eps |x| per output.
 TEST(RealFft, BatchOfEightMatchesTheFftAtEveryTier) {
   kvtest::SimdLevelGuard guard;
   for (int n : {1, 3, 4, 8, 16, 64, 100, 128, 256}) {
     RealFft f(n);
-    const std::vector<float> x = kvtest::random_vec(8 * static_cast<size_t>(n), 7 * n, -2.0f, 2.0f);  // [n][8]
+    const int xs = n + 3, cs = n + 5;  // row strides
+    const std::vector<float> x = kvtest::random_vec(8 * static_cast<size_t>(xs), 7 * n, -2.0f, 2.0f);  // [8][xs]
     for (SimdTier tier : kvtest::simd_tiers()) {
       set_simd_tier_for_testing(tier);
-      std::vector<float> c(8 * static_cast<size_t>(n), -9.0f);
-      f.forward_batch8(x.data(), c.data());
+      std::vector<float> c(8 * static_cast<size_t>(cs), -9.0f);
+      f.forward_batch8(x.data(), xs, c.data(), cs);
       for (int l = 0; l < 8; ++l) {
+        for (int i = n; i < cs; ++i) ASSERT_EQ(c[l * cs + i], -9.0f) << "row " << l << " written past n";
         std::vector<float> in(n), ref(n);
         double norm = 0;
         for (int i = 0; i < n; ++i) {
-          in[i] = x[8 * i + l];
+          in[i] = x[l * xs + i];
           norm += static_cast<double>(in[i]) * in[i];
         }
         f.forward_reference(in.data(), ref.data());
         for (int i = 0; i < n; ++i)
-          ASSERT_NEAR(c[8 * i + l], ref[i], 2e-6 * std::sqrt(norm) * std::sqrt(static_cast<double>(n)))
+          ASSERT_NEAR(c[l * cs + i], ref[i], 2e-6 * std::sqrt(norm) * std::sqrt(static_cast<double>(n)))
               << simd_tier_name(tier) << " n=" << n << " lane " << l << " i=" << i;
       }
     }

@@ -184,29 +184,26 @@ class MixkCodec final : public Codec {
     const size_t per_slot = static_cast<size_t>(n_q) * (L.n_out + L.nc);
     thread_local std::vector<float> buf;
     thread_local std::vector<uint8_t> cur_mask;
-    buf.resize((kChunk + 1) * per_slot + static_cast<size_t>(n_q) * (n_planes + 1) + 2 * static_cast<size_t>(d + 16) +
-               2 * static_cast<size_t>(L.n_out) + L.nc + 8 * static_cast<size_t>(L.n_norm + L.nc) + 1);
+    buf.resize((kChunk + 1) * per_slot + static_cast<size_t>(n_q) * (n_planes + 1) + static_cast<size_t>(d + 16) +
+               2 * static_cast<size_t>(L.n_out) + L.nc + 8 * static_cast<size_t>(d + 16 + L.nc) + 1);
     float* slots = buf.data();  // [kChunk + 1][n_q][n_out + nc] query at outlier channels, transformed normal part;
                                 // slot kChunk: the map carried over from the previous chunk
     float* w = slots + (kChunk + 1) * per_slot;             // [n_q, n_planes] plane weights
     float* base = w + static_cast<size_t>(n_q) * n_planes;  // [n_q] score of all-zero bits
-    float* qn = base + n_q;                                 // [d + 16] normal-channel gather
-    float* qs = qn + d + 16;                                // [d + 16] outlier gather
+    float* qs = base + n_q;                                 // [d + 16] outlier gather
     float* os = qs + d + 16;                                // [n_out, 2] outlier {scale, min}
     float* sig = os + 2 * L.n_out;                          // [nc]
-    float* lanes_in = sig + L.nc;                           // [n_norm][8] queued normal parts
-    float* lanes_out = lanes_in + 8 * static_cast<size_t>(L.n_norm);  // [nc][8] their transforms
+    float* lanes_in = sig + L.nc;                           // [8][d + 16] queued normal parts
+    float* lanes_out = lanes_in + 8 * static_cast<size_t>(d + 16);  // [8][nc] their transforms
     auto qo_of = [&](int slot, int r) { return slots + slot * per_slot + static_cast<size_t>(r) * (L.n_out + L.nc); };
     int lane_slot[8], lane_row[8], n_lanes = 0;
     auto run_lanes = [&] {  // transform the queued normal parts into their slots
       if (n_lanes == 0) return;
-      for (int k = 0; k < L.n_norm; ++k)
-        for (int l = n_lanes; l < 8; ++l) lanes_in[8 * k + l] = 0.0f;
-      T->adjoint_batch8(lanes_in, lanes_out);
-      for (int l = 0; l < n_lanes; ++l) {
-        float* qc = qo_of(lane_slot[l], lane_row[l]) + L.n_out;
-        for (int k = 0; k < L.nc; ++k) qc[k] = lanes_out[8 * k + l];
-      }
+      for (int l = n_lanes; l < 8; ++l) std::fill_n(lanes_in + l * static_cast<size_t>(d + 16), L.n_norm, 0.0f);
+      T->adjoint_batch8(lanes_in, d + 16, lanes_out, L.nc);
+      for (int l = 0; l < n_lanes; ++l)
+        std::memcpy(qo_of(lane_slot[l], lane_row[l]) + L.n_out, lanes_out + static_cast<size_t>(l) * L.nc,
+                    sizeof(float) * L.nc);
       n_lanes = 0;
     };
     cur_mask.clear();
@@ -220,10 +217,10 @@ class MixkCodec final : public Codec {
           cur_mask.assign(blk, blk + L.mask_bytes);
           last = i;
           for (int r = 0; r < n_q; ++r) {
-            K.mixk_split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, qn);
+            // The normal part goes straight to the next transform lane.
+            K.mixk_split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, lanes_in + n_lanes * static_cast<size_t>(d + 16));
             std::memcpy(qo_of(i, r), qs, sizeof(float) * L.n_out);
             if (!T) continue;
-            for (int k = 0; k < L.n_norm; ++k) lanes_in[8 * k + n_lanes] = qn[k];
             lane_slot[n_lanes] = i;
             lane_row[n_lanes] = r;
             if (++n_lanes == 8) run_lanes();

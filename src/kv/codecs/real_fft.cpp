@@ -88,15 +88,11 @@ void RealFft::inverse(const float* c, float* x) const {
   inverse_fft(c, x);
 }
 
-void RealFft::forward_batch8(const float* x, float* c) const {
+void RealFft::forward_batch8(const float* x, int64_t x_stride, float* c, int64_t c_stride) const {
   const auto kernel = sign1::sign1_kernels().fft_forward_batch8;
-  if (kernel && pow2_ && n_ >= 4 && n_ <= kDenseMaxN) return kernel(x, n_, twr_.data(), twi_.data(), bitrev_.data(), c);
-  float in[kMaxN], out[kMaxN];
-  for (int l = 0; l < 8; ++l) {
-    for (int i = 0; i < n_; ++i) in[i] = x[8 * i + l];
-    forward(in, out);
-    for (int i = 0; i < n_; ++i) c[8 * i + l] = out[i];
-  }
+  if (kernel && pow2_ && n_ >= 8 && n_ <= kDenseMaxN)
+    return kernel(x, x_stride, n_, twr_.data(), twi_.data(), bitrev_.data(), c, c_stride);
+  for (int l = 0; l < 8; ++l) forward(x + l * x_stride, c + l * c_stride);
 }
 
 void RealFft::cdft(double* re, double* im, int sign) const {

@@ -12,6 +12,7 @@
 // construction; safe to use from many threads.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace vlkv {
@@ -34,10 +35,11 @@ class RealFft {
   void forward(const float* x, float* c) const;
   // x = F^T c (the exact inverse of forward). c, x: [n]; may alias.
   void inverse(const float* c, float* x) const;
-  // forward() of 8 vectors at once, lane l of each row the l-th vector: an f32 FFT when
-  // n is a power of two in [4, 128] and the SIMD tier has the kernel (the dense product
-  // costs n^2 per vector; this ~n log n), else forward() per lane. x, c: [n][8], no alias.
-  void forward_batch8(const float* x, float* c) const;
+  // forward() of 8 vectors at once (vector l at x + l * x_stride, its transform at
+  // c + l * c_stride; no alias): an f32 FFT in SIMD lanes when n is a power of two in
+  // [8, 128] and the SIMD tier has the kernel (the dense product costs n^2 per vector,
+  // this ~n log n), else forward() per vector.
+  void forward_batch8(const float* x, int64_t x_stride, float* c, int64_t c_stride) const;
 
   // Unnormalized full complex spectrum of a real vector (what the released VidKV
   // code keeps: 2n reals). re[k] + i im[k] = X_k for k in [0, n).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace vlkv::real_fft_kernels {
 
@@ -19,10 +20,12 @@ inline void axpy_rows_scalar(const float* in, const float* m, int n, float* out)
 
 void axpy_rows_avx2(const float* in, const float* m, int n, float* out);
 
-// Eight orthonormal real transforms at once (RealFft::forward_batch8), one per lane:
-// a radix-2 complex FFT in f32 over SoA vectors. n a power of two in [4, 128];
-// x, c: [n][8]; twr, twi: [n/2] cos(2 pi m/n), -sin(2 pi m/n); bitrev: [n].
-void fft_forward_batch8_avx2(const float* x, int n, const float* twr, const float* twi, const int* bitrev, float* c);
+// Eight orthonormal real transforms at once (RealFft::forward_batch8): the vectors
+// transposed into SIMD lanes, a radix-2 complex FFT in f32, transposed back. n a power of
+// two in [8, 128]; x: 8 rows of n at x + l * x_stride, c likewise; twr, twi: [n/2]
+// cos(2 pi m/n), -sin(2 pi m/n); bitrev: [n].
+void fft_forward_batch8_avx2(const float* x, int64_t x_stride, int n, const float* twr, const float* twi,
+                             const int* bitrev, float* c, int64_t c_stride);
 void axpy_rows_avx512(const float* in, const float* m, int n, float* out);
 
 }  // namespace vlkv::real_fft_kernels

@@ -32,9 +32,41 @@ __attribute__((target("avx2,fma"))) void axpy_rows_avx2(const float* in, const f
   }
 }
 
-__attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x, int n, const float* twr,
-                                                                  const float* twi, const int* bitrev, float* c) {
-  alignas(32) float re[128 * 8], im[128 * 8];  // [n][8]
+namespace {
+
+// r[0..8) = the 8 x 8 block's columns (r[i][l] = in[l][i]).
+__attribute__((target("avx2,fma"))) inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+}  // namespace
+
+__attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x, int64_t x_stride, int n,
+                                                                  const float* twr, const float* twi, const int* bitrev,
+                                                                  float* c, int64_t c_stride) {
+  alignas(32) float xs[128 * 8], re[128 * 8], im[128 * 8];  // [n][8]: lane l = vector l
+  for (int i0 = 0; i0 < n; i0 += 8) {
+    __m256 r[8];
+    for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(x + l * x_stride + i0);
+    transpose8(r);
+    for (int m = 0; m < 8; ++m) _mm256_store_ps(xs + 8 * (i0 + m), r[m]);
+  }
+  x = xs;
   // Stage 1 (len 2) on the bit-reversed real input: im = 0, twiddle 1.
   for (int i = 0; i < n; i += 2) {
     const __m256 a = _mm256_loadu_ps(x + 8 * bitrev[i]), b = _mm256_loadu_ps(x + 8 * bitrev[i + 1]);
@@ -63,12 +95,19 @@ __attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x,
   // Halfcomplex order, orthonormal: c0 = X0/sqrt(n), c[2k-1], c[2k] = sqrt(2/n) (Re, Im) X_k,
   // c[n-1] = X_{n/2}/sqrt(n).
   const __m256 sa = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(n))), sb = _mm256_set1_ps(std::sqrt(2.0f / n));
-  _mm256_storeu_ps(c, _mm256_mul_ps(_mm256_load_ps(re), sa));
+  float* cs = xs;  // [n][8] halfcomplex coefficients, then transposed to the rows of c
+  _mm256_store_ps(cs, _mm256_mul_ps(_mm256_load_ps(re), sa));
   for (int k = 1; 2 * k < n; ++k) {
-    _mm256_storeu_ps(c + 8 * (2 * k - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * k), sb));
-    _mm256_storeu_ps(c + 8 * (2 * k), _mm256_mul_ps(_mm256_load_ps(im + 8 * k), sb));
+    _mm256_store_ps(cs + 8 * (2 * k - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * k), sb));
+    _mm256_store_ps(cs + 8 * (2 * k), _mm256_mul_ps(_mm256_load_ps(im + 8 * k), sb));
   }
-  _mm256_storeu_ps(c + 8 * (n - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * (n / 2)), sa));
+  _mm256_store_ps(cs + 8 * (n - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * (n / 2)), sa));
+  for (int i0 = 0; i0 < n; i0 += 8) {
+    __m256 r[8];
+    for (int m = 0; m < 8; ++m) r[m] = _mm256_load_ps(cs + 8 * (i0 + m));
+    transpose8(r);
+    for (int l = 0; l < 8; ++l) _mm256_storeu_ps(c + l * c_stride + i0, r[l]);
+  }
 }
 
 }  // namespace vlkv::real_fft_kernels

@@ -31,7 +31,8 @@ struct Sign1Kernels {
   // out[0, n) = sum_r in[r] * m[r * n + 0, n) (real_fft_kernels.h).
   void (*fft_axpy_rows)(const float* in, const float* m, int n, float* out);
   // Eight real FFTs in SIMD lanes (real_fft_kernels.h); null: RealFft's per-vector path.
-  void (*fft_forward_batch8)(const float* x, int n, const float* twr, const float* twi, const int* bitrev, float* c);
+  void (*fft_forward_batch8)(const float* x, int64_t x_stride, int n, const float* twr, const float* twi,
+                             const int* bitrev, float* c, int64_t c_stride);
   // Ternary tiles (ternary_tiles.h); null at the scalar tier, whose codec reads digits.
   void (*ternary_decode)(const uint8_t* trits, const ternt::TritOrder& o, int8_t* codes);
   bool (*ternary_accum)(const float* p, const int8_t* codes, const ternt::TritOrder& o, const float* sig, float* out);

@@ -59,18 +59,9 @@ void CoefTransform::adjoint(const float* q, float* qc) const {
   }
 }
 
-void CoefTransform::adjoint_batch8(const float* q, float* qc) const {
-  if (mode_ == FftMode::kReal) return fft_.forward_batch8(q, qc);
-  if (mode_ == FftMode::kNone) {
-    std::memcpy(qc, q, sizeof(float) * 8 * n_);
-    return;
-  }
-  float in[RealFft::kMaxN], out[2 * RealFft::kMaxN];
-  for (int l = 0; l < 8; ++l) {
-    for (int i = 0; i < n_; ++i) in[i] = q[8 * i + l];
-    adjoint(in, out);
-    for (int k = 0; k < n_coef(); ++k) qc[8 * k + l] = out[k];
-  }
+void CoefTransform::adjoint_batch8(const float* q, int64_t q_stride, float* qc, int64_t qc_stride) const {
+  if (mode_ == FftMode::kReal) return fft_.forward_batch8(q, q_stride, qc, qc_stride);
+  for (int l = 0; l < 8; ++l) adjoint(q + l * q_stride, qc + l * qc_stride);
 }
 
 const CoefTransform& coef_transform(FftMode mode, int n) {
