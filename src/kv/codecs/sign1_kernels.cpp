@@ -23,7 +23,7 @@ const SimdTable<Sign1Kernels>& table() {
     return k;
   }();
   // AVX-512 without VNNI keeps the AVX2 ternary kernels (its 512-bit ones need VNNI + VBMI).
-  static const Sign1Kernels kAvx512{plane_scores_rows_avx512, nullptr, plane_sums_avx512, mixk::row_weights_avx512,
+  static const Sign1Kernels kAvx512{plane_scores_rows_avx512, mixk_plane_scores_rows_avx512, plane_sums_avx512, mixk::row_weights_avx512,
                                     mixk::split_query_avx512, real_fft_kernels::axpy_rows_avx512,
                                     real_fft_kernels::fft_forward_batch8_avx2,
                                     ternt::decode_tiles_avx2, ternt::accum_tiles_avx2, ternt::tile_scores_avx2,

@@ -121,6 +121,8 @@ void plane_scores_rows_avx512(const uint8_t* planes, int n_planes, int group, co
 // mixk: planes = n_out low, n_out high, n_sign sign planes, w[r, n_out + j] = 2 w[r, j].
 void mixk_plane_scores_rows_avx2(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
                                  const float* base, int n_rows, float scale, float* lg, int64_t ld);
+void mixk_plane_scores_rows_avx512(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
+                                   const float* base, int n_rows, float scale, float* lg, int64_t ld);
 void plane_sums_avx2(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 void plane_sums_avx512(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 

@@ -9,33 +9,47 @@ namespace {
 
 #define VLKV_S1_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
 
-// RB query rows at once: each plane's mask is loaded once for all rows (RB independent
-// add chains per 16-token slab).
+// RB query rows at once: each plane's mask is loaded once for all rows (2 RB independent
+// chains per 16-token slab). The planes are mixk's (n_out low, n_out high, n_sign sign
+// planes): a 2-bit channel's two masks make one code vector lo + 2 hi (two masked ops),
+// then one FMA per row (w_high = 2 w_low exactly): 2 + RB ops instead of 2 RB. Plain
+// planes are n_out = 0.
 template <int RB>
-VLKV_S1_AVX512 void rows_block(const uint8_t* planes, int n_planes, int group, const float* w,
-                                                    const float* base, float scale, float* lg, int64_t ld) {
-  const int stride = group / 8;
+VLKV_S1_AVX512 void rows_block(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
+                               const float* base, float scale, float* lg, int64_t ld) {
+  const int stride = group / 8, n_planes = 2 * n_out + n_sign;
+  const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
   for (int t0 = 0; t0 < group; t0 += 16) {
     const uint8_t* pb = planes + t0 / 8;
     const bool full = group - t0 >= 16;
-    __m512 a[RB], b[RB];  // even / odd planes
+    __m512 a[RB], b[RB];  // two chains per row
     for (int r = 0; r < RB; ++r) {
       a[r] = _mm512_set1_ps(base[r]);
       b[r] = _mm512_setzero_ps();
     }
     auto mask_of = [&](int j) { return slab_mask(pb, j, stride, full); };
-    int j = 0;
-    for (; j + 2 <= n_planes; j += 2) {
-      const __mmask16 m0 = mask_of(j), m1 = mask_of(j + 1);
+    for (int j = 0; j < n_out; ++j) {
+      const __m512 lo = _mm512_maskz_mov_ps(mask_of(j), one);
+      const __m512 code = _mm512_mask_add_ps(lo, mask_of(n_out + j), lo, two);
       for (int r = 0; r < RB; ++r) {
-        a[r] = _mm512_mask_add_ps(a[r], m0, a[r], _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j]));
-        b[r] = _mm512_mask_add_ps(b[r], m1, b[r], _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j + 1]));
+        const __m512 wr = _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j]);
+        if (j % 2 == 0) a[r] = _mm512_fmadd_ps(code, wr, a[r]);
+        else b[r] = _mm512_fmadd_ps(code, wr, b[r]);
       }
     }
-    if (j < n_planes) {
-      const __mmask16 m0 = mask_of(j);
+    const float* ws = w + 2 * n_out;
+    int k = 0;
+    for (; k + 2 <= n_sign; k += 2) {
+      const __mmask16 m0 = mask_of(2 * n_out + k), m1 = mask_of(2 * n_out + k + 1);
+      for (int r = 0; r < RB; ++r) {
+        a[r] = _mm512_mask_add_ps(a[r], m0, a[r], _mm512_set1_ps(ws[static_cast<int64_t>(r) * n_planes + k]));
+        b[r] = _mm512_mask_add_ps(b[r], m1, b[r], _mm512_set1_ps(ws[static_cast<int64_t>(r) * n_planes + k + 1]));
+      }
+    }
+    if (k < n_sign) {
+      const __mmask16 m0 = mask_of(2 * n_out + k);
       for (int r = 0; r < RB; ++r)
-        a[r] = _mm512_mask_add_ps(a[r], m0, a[r], _mm512_set1_ps(w[static_cast<int64_t>(r) * n_planes + j]));
+        a[r] = _mm512_mask_add_ps(a[r], m0, a[r], _mm512_set1_ps(ws[static_cast<int64_t>(r) * n_planes + k]));
     }
     const __mmask16 lanes = full ? __mmask16(0xffff) : __mmask16(0xff);
     for (int r = 0; r < RB; ++r)
@@ -45,11 +59,19 @@ VLKV_S1_AVX512 void rows_block(const uint8_t* planes, int n_planes, int group, c
 
 }  // namespace
 
+VLKV_S1_AVX512 void mixk_plane_scores_rows_avx512(const uint8_t* planes, int n_out, int n_sign, int group,
+                                                  const float* w, const float* base, int n_rows, float scale, float* lg,
+                                                  int64_t ld) {
+  const int n_planes = 2 * n_out + n_sign;
+  for_row_blocks(n_rows, [&]<int RB>(int r0) {
+    rows_block<RB>(planes, n_out, n_sign, group, w + static_cast<int64_t>(r0) * n_planes, base + r0, scale,
+                   lg + r0 * ld, ld);
+  });
+}
+
 VLKV_S1_AVX512 void plane_scores_rows_avx512(const uint8_t* planes, int n_planes, int group, const float* w,
                                              const float* base, int n_rows, float scale, float* lg, int64_t ld) {
-  for_row_blocks(n_rows, [&]<int RB>(int r0) {
-    rows_block<RB>(planes, n_planes, group, w + static_cast<int64_t>(r0) * n_planes, base + r0, scale, lg + r0 * ld, ld);
-  });
+  mixk_plane_scores_rows_avx512(planes, 0, n_planes, group, w, base, n_rows, scale, lg, ld);
 }
 
 VLKV_S1_AVX512 void plane_sums_avx512(const uint8_t* planes, int n_planes, int group, const float* p,
