@@ -184,7 +184,7 @@ void BM_MemcpyReference(benchmark::State& state) {
 void print_summary() {
   if (results().empty()) return;
   std::printf("\nDecode attention, one layer, 8 q heads / 2 kv heads, %d threads, SIMD %s\n",
-              bench_pool().n_threads(), simd_level_name(simd_level()));
+              bench_pool().n_threads(), simd_tier_name(simd_tier()));
   std::printf("bandwidth reference: %.2f GB/s streaming read (%d threads), %.2f GB/s memcpy read (1 thread)\n",
               g_read_gb_s, bench_pool().n_threads(), g_copy_gb_s);
   std::printf("%-4s %7s %-34s %6s %10s %10s %9s %8s %8s\n", "d", "ctx", "method", "bits", "cache MB", "us/step",
@@ -212,6 +212,10 @@ int main(int argc, char** argv) {
   }
   int n_args = static_cast<int>(args.size());
   benchmark::Initialize(&n_args, args.data());
+  // In the JSON output's "context" (and the console header): the tier the kernels ran at
+  // (VLKV_SIMD caps it) and the threads the attention ran on.
+  benchmark::AddCustomContext("simd", simd_tier_name(simd_tier()));
+  benchmark::AddCustomContext("threads", std::to_string(bench_pool().n_threads()));
   benchmark::RegisterBenchmark("MemReadBandwidth", BM_MemReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("MemcpyReference", BM_MemcpyReference)->Unit(benchmark::kMillisecond)->UseRealTime();
   std::vector<int64_t> contexts = {1024, 8192, 32768};
