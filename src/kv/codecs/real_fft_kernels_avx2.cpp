@@ -67,19 +67,27 @@ __attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x,
     for (int m = 0; m < 8; ++m) _mm256_store_ps(xs + 8 * (i0 + m), r[m]);
   }
   x = xs;
-  // Stage 1 (len 2) on the bit-reversed real input: im = 0, twiddle 1.
-  for (int i = 0; i < n; i += 2) {
-    const __m256 a = _mm256_loadu_ps(x + 8 * bitrev[i]), b = _mm256_loadu_ps(x + 8 * bitrev[i + 1]);
-    _mm256_store_ps(re + 8 * i, _mm256_add_ps(a, b));
-    _mm256_store_ps(re + 8 * (i + 1), _mm256_sub_ps(a, b));
-    _mm256_store_ps(im + 8 * i, _mm256_setzero_ps());
-    _mm256_store_ps(im + 8 * (i + 1), _mm256_setzero_ps());
+  // A real transform of n as a complex one of N = n/2: z_m = x_2m + i x_2m+1, Z = DFT_N(z)
+  // (radix 2; its twiddles are every other one of the n-table, its bit reversal
+  // bitrev_N(m) = bitrev[2 m]), then X_k = E_k + W^k O_k with E_k = (Z_k + conj Z_N-k) / 2,
+  // O_k = (Z_k - conj Z_N-k) / 2i, W = e^{-2 pi i / n}: half the butterflies of a length-n
+  // complex FFT on a zero imaginary part.
+  const int N = n / 2;
+  for (int i = 0; i < N; i += 2) {  // stage 1 (len 2, twiddle 1) on the bit-reversed input
+    const float* za = x + 16 * bitrev[2 * i];
+    const float* zb = x + 16 * bitrev[2 * i + 2];
+    const __m256 ar = _mm256_load_ps(za), ai = _mm256_load_ps(za + 8);
+    const __m256 br = _mm256_load_ps(zb), bi = _mm256_load_ps(zb + 8);
+    _mm256_store_ps(re + 8 * i, _mm256_add_ps(ar, br));
+    _mm256_store_ps(im + 8 * i, _mm256_add_ps(ai, bi));
+    _mm256_store_ps(re + 8 * (i + 1), _mm256_sub_ps(ar, br));
+    _mm256_store_ps(im + 8 * (i + 1), _mm256_sub_ps(ai, bi));
   }
-  for (int len = 4; len <= n; len <<= 1) {
-    const int half = len >> 1, step = n / len;
+  for (int len = 4; len <= N; len <<= 1) {
+    const int half = len >> 1, step = n / len;  // N-table index k * N/len = n-table index k * n/len
     for (int k = 0; k < half; ++k) {
       const __m256 wr = _mm256_set1_ps(twr[k * step]), wi = _mm256_set1_ps(twi[k * step]);
-      for (int i = k; i < n; i += len) {
+      for (int i = k; i < N; i += len) {
         float *ra = re + 8 * i, *ia = im + 8 * i, *rb = ra + 8 * half, *ib = ia + 8 * half;
         const __m256 xr = _mm256_load_ps(rb), xi = _mm256_load_ps(ib);
         const __m256 tr = _mm256_fmsub_ps(xr, wr, _mm256_mul_ps(xi, wi));
@@ -93,15 +101,25 @@ __attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x,
     }
   }
   // Halfcomplex order, orthonormal: c0 = X0/sqrt(n), c[2k-1], c[2k] = sqrt(2/n) (Re, Im) X_k,
-  // c[n-1] = X_{n/2}/sqrt(n).
+  // c[n-1] = X_{n/2}/sqrt(n); X_0 = Re Z_0 + Im Z_0, X_N = Re Z_0 - Im Z_0.
   const __m256 sa = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(n))), sb = _mm256_set1_ps(std::sqrt(2.0f / n));
+  const __m256 half = _mm256_set1_ps(0.5f);
   float* cs = xs;  // [n][8] halfcomplex coefficients, then transposed to the rows of c
-  _mm256_store_ps(cs, _mm256_mul_ps(_mm256_load_ps(re), sa));
-  for (int k = 1; 2 * k < n; ++k) {
-    _mm256_store_ps(cs + 8 * (2 * k - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * k), sb));
-    _mm256_store_ps(cs + 8 * (2 * k), _mm256_mul_ps(_mm256_load_ps(im + 8 * k), sb));
+  const __m256 z0r = _mm256_load_ps(re), z0i = _mm256_load_ps(im);
+  _mm256_store_ps(cs, _mm256_mul_ps(_mm256_add_ps(z0r, z0i), sa));
+  _mm256_store_ps(cs + 8 * (n - 1), _mm256_mul_ps(_mm256_sub_ps(z0r, z0i), sa));
+  for (int k = 1; k < N; ++k) {
+    const __m256 ar = _mm256_load_ps(re + 8 * k), ai = _mm256_load_ps(im + 8 * k);
+    const __m256 br = _mm256_load_ps(re + 8 * (N - k)), bi = _mm256_load_ps(im + 8 * (N - k));  // B = conj Z_N-k
+    const __m256 er = _mm256_mul_ps(_mm256_add_ps(ar, br), half), ei = _mm256_mul_ps(_mm256_sub_ps(ai, bi), half);
+    // O = -i (A - B) / 2: O_re = (A - B)_im / 2, O_im = -(A - B)_re / 2, with (A - B)_im = ai + bi.
+    const __m256 orr = _mm256_mul_ps(_mm256_add_ps(ai, bi), half), oi = _mm256_mul_ps(_mm256_sub_ps(br, ar), half);
+    const __m256 wr = _mm256_set1_ps(twr[k]), wi = _mm256_set1_ps(twi[k]);
+    const __m256 xr = _mm256_add_ps(er, _mm256_fmsub_ps(wr, orr, _mm256_mul_ps(wi, oi)));
+    const __m256 xi = _mm256_add_ps(ei, _mm256_fmadd_ps(wr, oi, _mm256_mul_ps(wi, orr)));
+    _mm256_store_ps(cs + 8 * (2 * k - 1), _mm256_mul_ps(xr, sb));
+    _mm256_store_ps(cs + 8 * (2 * k), _mm256_mul_ps(xi, sb));
   }
-  _mm256_store_ps(cs + 8 * (n - 1), _mm256_mul_ps(_mm256_load_ps(re + 8 * (n / 2)), sa));
   for (int i0 = 0; i0 < n; i0 += 8) {
     __m256 r[8];
     for (int m = 0; m < 8; ++m) r[m] = _mm256_load_ps(cs + 8 * (i0 + m));
