@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,7 +51,7 @@ struct Result {
   double cache_mb = 0;
   double bits = 0;
 };
-// (head_dim, ctx, method) -> last measurement
+// (head_dim, ctx, method) -> fastest measurement
 std::map<std::tuple<int, int64_t, std::string>, Result>& results() {
   static std::map<std::tuple<int, int64_t, std::string>, Result> r;
   return r;
@@ -119,7 +120,9 @@ void BM_DecodeAttention(benchmark::State& state, const std::string& method_name,
   r.gb_s = bytes / r.seconds / 1e9;
   r.cache_mb = bytes / 1e6;
   r.bits = (*method)->bits_per_element();
-  results()[{d, ctx, method_name}] = r;
+  // The fastest repetition (--benchmark_repetitions=N): on a shared machine the others are slowed by neighbours.
+  auto [it, fresh] = results().try_emplace({d, ctx, method_name}, r);
+  if (!fresh && r.seconds < it->second.seconds) it->second = r;
   state.counters["cache_GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["cache_MB"] = bytes / 1e6;
   state.counters["bits"] = r.bits;
@@ -162,7 +165,7 @@ void BM_MemReadBandwidth(benchmark::State& state) {
     benchmark::DoNotOptimize(sums.data());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  g_read_gb_s = kBwBytes * static_cast<double>(state.iterations()) / secs / 1e9;
+  g_read_gb_s = std::max(g_read_gb_s, kBwBytes * static_cast<double>(state.iterations()) / secs / 1e9);  // best repetition
   state.counters["read_GB/s"] = benchmark::Counter(double(kBwBytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["threads"] = pool.n_threads();
   std::free(x);

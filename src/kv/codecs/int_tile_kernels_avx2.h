@@ -68,6 +68,16 @@ inline __m256i dot4(__m256i acc, const __m256i* quads, const int8_t* q) {
   }
 }
 
+// AVX2 without VNNI: the s16 pair sums of vpmaddubsw (one 16-code unit: |sum| <= 4 * 2 *
+// (2^B - 1) * 128) are added over kS16Units units before one vpmaddwd widens them, within 2^15.
+template <int B>
+constexpr int kS16Units = B == 4 ? 2 : 8;
+inline __m256i sum4_s16(__m256i s16, const __m256i* quads, const int8_t* q) {
+  for (int j = 0; j < 4; ++j) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(quads[j], _mm256_set1_epi32(load_i32(q + 4 * j))));
+  return s16;
+}
+inline __m256i widen_s16(__m256i acc, __m256i s16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi16(1))); }
+
 // Half h (lanes 8h..8h+7) of one tile -> quads[j]: lane l = 4 codes (elements 4j..4j+3).
 template <int B>
 inline void unpack_quads_half(const uint8_t* tile, int h, __m256i* quads) {
@@ -152,12 +162,31 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
   for (int pc = 0; pc < np; ++pc) {
     __m256i ah[RB], al[RB];
     for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
-    for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
-      __m256i qd[4];
-      unpack_quads_half<B>(codes + u * kTb, h, qd);
-      for (int r = 0; r < RB; ++r) {
-        if constexpr (kWide) ah[r] = dot4<kVnni>(ah[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
-        al[r] = dot4<kVnni>(al[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
+    if constexpr (kVnni) {
+      for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
+        __m256i qd[4];
+        unpack_quads_half<B>(codes + u * kTb, h, qd);
+        for (int r = 0; r < RB; ++r) {
+          if constexpr (kWide) ah[r] = dot4<true>(ah[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
+          al[r] = dot4<true>(al[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
+        }
+      }
+    } else {
+      for (int u0 = pc * upp; u0 < (pc + 1) * upp; u0 += kS16Units<B>) {
+        __m256i sh[RB], sl[RB];
+        for (int r = 0; r < RB; ++r) sh[r] = sl[r] = _mm256_setzero_si256();
+        for (int u = u0; u < std::min(u0 + kS16Units<B>, (pc + 1) * upp); ++u) {
+          __m256i qd[4];
+          unpack_quads_half<B>(codes + u * kTb, h, qd);
+          for (int r = 0; r < RB; ++r) {
+            if constexpr (kWide) sh[r] = sum4_s16(sh[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
+            sl[r] = sum4_s16(sl[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
+          }
+        }
+        for (int r = 0; r < RB; ++r) {
+          if constexpr (kWide) ah[r] = widen_s16(ah[r], sh[r]);
+          al[r] = widen_s16(al[r], sl[r]);
+        }
       }
     }
     const __m256 sv = kPerToken ? load_halves8(sc_h + 2 * (16 * pc + 8 * h)) : _mm256_set1_ps(1.0f);
@@ -392,13 +421,33 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       for (int h = 0; h < 2; ++h) {
         __m256i ah[RB], al[RB];
         for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
-        for (int b = 0; b < kb; ++b) {
-          __m256i qd[4];
-          unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
-          for (int r = 0; r < RB; ++r) {
-            const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
-            if constexpr (kWide) ah[r] = dot4<kVnni>(ah[r], qd, hi + at);
-            al[r] = dot4<kVnni>(al[r], qd, lo + at);
+        if constexpr (kVnni) {
+          for (int b = 0; b < kb; ++b) {
+            __m256i qd[4];
+            unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
+            for (int r = 0; r < RB; ++r) {
+              const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
+              if constexpr (kWide) ah[r] = dot4<true>(ah[r], qd, hi + at);
+              al[r] = dot4<true>(al[r], qd, lo + at);
+            }
+          }
+        } else {  // probability bytes are in [0, 127]: the s16 bound of kS16Units holds
+          for (int b0 = 0; b0 < kb; b0 += kS16Units<B>) {
+            __m256i s_h[RB], s_l[RB];
+            for (int r = 0; r < RB; ++r) s_h[r] = s_l[r] = _mm256_setzero_si256();
+            for (int b = b0; b < std::min(kb, b0 + kS16Units<B>); ++b) {
+              __m256i qd[4];
+              unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
+              for (int r = 0; r < RB; ++r) {
+                const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
+                if constexpr (kWide) s_h[r] = sum4_s16(s_h[r], qd, hi + at);
+                s_l[r] = sum4_s16(s_l[r], qd, lo + at);
+              }
+            }
+            for (int r = 0; r < RB; ++r) {
+              if constexpr (kWide) ah[r] = widen_s16(ah[r], s_h[r]);
+              al[r] = widen_s16(al[r], s_l[r]);
+            }
           }
         }
         for (int r = 0; r < RB; ++r) {
