@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_features.h"
 #include "commands.h"
 #include "kv_flags.h"
 #include "vlkv/engine.h"
@@ -76,10 +78,19 @@ struct Row {
   double kv_held_bytes_per_token = 0;  // pages actually held / tokens, after the decode steps
   double bits_per_elem = 0;
   double roofline_pct = 0;             // (weights + KV bytes read per token) x decode tok/s / read bandwidth
+  bool roofline_meaningful = false;    // the bytes a step reads exceed the last-level cache and pct <= 100
+  int threads = 0;                     // the engine's real thread count
   uint64_t peak_rss = 0;
   int64_t max_seqs = 0;
   uint64_t weight_bytes = 0;
 };
+
+// Size of the largest CPU cache (sysconf; 32 MiB when the OS does not say).
+double last_level_cache_bytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const long best = std::max(l3, l2);
+  return best > 0 ? static_cast<double>(best) : 32.0 * 1048576.0;
+}
 
 // Streaming read bandwidth of n_threads threads over a 512 MiB buffer (best of 5):
 // the roofline's denominator. Measured in the same run as the rows it divides.
@@ -182,6 +193,11 @@ Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& 
   const double kv_read = row.kv_bytes_per_token * (static_cast<double>(ctx) + 0.5 * static_cast<double>(o.n_decode));
   if (o.read_gb_s > 0)
     row.roofline_pct = 100.0 * (static_cast<double>(info.weight_bytes) + kv_read) * row.decode_tok_s / (o.read_gb_s * 1e9);
+  // A step whose bytes fit the last-level cache (a small model) is not bound by DRAM reads:
+  // its "roofline" can read 117-174% and says nothing; flagged rather than printed as a bound.
+  const double step_bytes = static_cast<double>(info.weight_bytes) + kv_read;
+  row.roofline_meaningful = o.read_gb_s > 0 && row.roofline_pct <= 100.0 && step_bytes > 2.0 * last_level_cache_bytes();
+  row.threads = engine.n_threads();
   row.weight_bytes = info.weight_bytes;
   return row;
 }
@@ -244,17 +260,22 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"weight_bytes", row.weight_bytes},
                         {"read_bandwidth_gb_s", o.read_gb_s},
                         {"roofline_pct", row.roofline_pct},
+                        {"roofline_meaningful", row.roofline_meaningful},
+                        {"simd", simd_tier_name(simd_tier())},
                         {"bits_per_elem", row.bits_per_elem},
                         {"peak_rss_bytes", row.peak_rss},
                         {"max_seqs_in_budget", row.max_seqs},
-                        {"threads", o.engine.n_threads},
+                        {"threads", row.threads},
                         {"n_decode", o.n_decode}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %10.0f %10.0f %9.2f %12.1f %9lld %8.0f%%\n", model.c_str(),
+    char roof[32] = "-";
+    if (row.roofline_pct > 0)
+      std::snprintf(roof, sizeof roof, row.roofline_meaningful ? "%.0f%%" : "(%.0f%%)", row.roofline_pct);
+    std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %10.0f %10.0f %9.2f %12.1f %9lld %9s\n", model.c_str(),
                 o.method_width, row.method.c_str(), static_cast<long long>(row.ctx), o.fill == Fill::kRandom ? "random" : "prefill",
                 row.prefill_tok_s, row.decode_tok_s, row.kv_bytes_per_token, row.kv_held_bytes_per_token,
-                row.bits_per_elem, row.peak_rss / 1048576.0, static_cast<long long>(row.max_seqs), row.roofline_pct);
+                row.bits_per_elem, row.peak_rss / 1048576.0, static_cast<long long>(row.max_seqs), roof);
   }
   std::fflush(stdout);
 }
@@ -291,9 +312,13 @@ int bench(const BenchOptions& o_in) {
                   static_cast<long long>(o.engine.n_batch), static_cast<long long>(o.n_decode));
     std::printf("# KV B/tok: method's steady-state bytes per token; held B/tok: pool pages held / tokens (window, "
                 "page tails included); max seqs: sequences of ctx+n tokens in --kv-budget %s\n", o.kv_budget.c_str());
+    std::printf("# simd: %s (VLKV_SIMD caps it)\n", simd_tier_name(simd_tier()));
     if (o.read_gb_s > 0)
       std::printf("# roofline: (weight bytes + KV B/tok x depth) x decode tok/s / %.2f GB/s measured read bandwidth "
-                  "(%d threads)\n", o.read_gb_s, o.engine.n_threads);
+                  "(%d threads); in parentheses where it is not a bound: the bytes of a step fit 2x the %.0f MiB "
+                  "last-level cache, or the figure exceeds 100%%\n",
+                  o.read_gb_s, o.engine.n_threads > 0 ? o.engine.n_threads : static_cast<int>(std::thread::hardware_concurrency()),
+                  last_level_cache_bytes() / 1048576.0);
     std::printf("%-24s %-*s %7s %8s %11s %10s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx", "fill",
                 "prefill t/s",
                 "decode t/s", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");

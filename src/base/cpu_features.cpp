@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace vlkv {
 namespace {
 
@@ -21,32 +25,47 @@ CpuFeatures detect() {
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   f.avx512vpopcntdq = __builtin_cpu_supports("avx512vpopcntdq");
+  // AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports lacks it).
+  // The OS saves YMM state whenever AVX2 is usable, which __builtin_cpu_supports checked.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = (a >> 4) & 1;
 #endif
   return f;
 }
 
-SimdLevel hardware_level() {
+bool supported(SimdTier t) {
   const CpuFeatures& f = cpu_features();
-  if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.avx2 && f.fma && f.f16c)
-    return SimdLevel::kAvx512;
-  if (f.avx2 && f.fma && f.f16c) return SimdLevel::kAvx2;
-  return SimdLevel::kScalar;
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
+  switch (t) {
+    case SimdTier::kScalar: return true;
+    case SimdTier::kAvx2: return avx2;
+    case SimdTier::kAvx2Vnni: return avx2 && f.avx_vnni;
+    case SimdTier::kAvx512: return avx512;
+    case SimdTier::kAvx512Vnni: return avx512 && f.avx512vnni;
+  }
+  return false;
 }
 
-SimdLevel initial_level() {
-  SimdLevel hw = hardware_level();
-  const char* env = std::getenv("VLKV_SIMD");
-  if (!env) return hw;
-  SimdLevel want = hw;
-  if (std::strcmp(env, "scalar") == 0) want = SimdLevel::kScalar;
-  else if (std::strcmp(env, "avx2") == 0) want = SimdLevel::kAvx2;
-  else if (std::strcmp(env, "avx512") == 0) want = SimdLevel::kAvx512;
-  return want < hw ? want : hw;
+SimdTier capped(SimdTier want) {
+  while (!supported(want)) want = simd_tier_fallback(want);
+  return want;
 }
 
-std::atomic<int>& level_slot() {
-  static std::atomic<int> level{static_cast<int>(initial_level())};
-  return level;
+SimdTier initial_tier() {
+  SimdTier want = SimdTier::kAvx512Vnni;
+  if (!supported(want) && supported(SimdTier::kAvx2Vnni) && !supported(SimdTier::kAvx512)) want = SimdTier::kAvx2Vnni;
+  if (const char* env = std::getenv("VLKV_SIMD")) {
+    for (int t = 0; t < kSimdTierCount; ++t)
+      if (std::strcmp(env, simd_tier_name(static_cast<SimdTier>(t))) == 0) want = static_cast<SimdTier>(t);
+    if (std::strcmp(env, "avx_vnni") == 0) want = SimdTier::kAvx2Vnni;
+  }
+  return capped(want);
+}
+
+std::atomic<int>& tier_slot() {
+  static std::atomic<int> tier{static_cast<int>(initial_tier())};
+  return tier;
 }
 
 }  // namespace
@@ -56,11 +75,47 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
-SimdLevel simd_level() { return static_cast<SimdLevel>(level_slot().load(std::memory_order_relaxed)); }
+SimdTier simd_tier() { return static_cast<SimdTier>(tier_slot().load(std::memory_order_relaxed)); }
+
+SimdLevel simd_level() {
+  switch (simd_tier()) {
+    case SimdTier::kScalar: return SimdLevel::kScalar;
+    case SimdTier::kAvx2:
+    case SimdTier::kAvx2Vnni: return SimdLevel::kAvx2;
+    default: return SimdLevel::kAvx512;
+  }
+}
+
+bool simd_vnni() {
+  const SimdTier t = simd_tier();
+  return t == SimdTier::kAvx2Vnni || t == SimdTier::kAvx512Vnni;
+}
+
+bool simd_tier_supported(SimdTier tier) { return supported(tier); }
+
+SimdTier simd_tier_fallback(SimdTier tier) {
+  switch (tier) {
+    case SimdTier::kAvx512Vnni: return SimdTier::kAvx512;
+    case SimdTier::kAvx512:
+    case SimdTier::kAvx2Vnni: return SimdTier::kAvx2;
+    default: return SimdTier::kScalar;
+  }
+}
+
+std::vector<SimdTier> supported_simd_tiers() {
+  std::vector<SimdTier> out;
+  for (int t = 0; t < kSimdTierCount; ++t)
+    if (supported(static_cast<SimdTier>(t))) out.push_back(static_cast<SimdTier>(t));
+  return out;
+}
+
+void set_simd_tier_for_testing(SimdTier tier) { tier_slot() = static_cast<int>(capped(tier)); }
 
 void set_simd_level_for_testing(SimdLevel level) {
-  SimdLevel hw = hardware_level();
-  level_slot() = static_cast<int>(level < hw ? level : hw);
+  SimdTier t = SimdTier::kScalar;
+  if (level == SimdLevel::kAvx2) t = SimdTier::kAvx2Vnni;
+  if (level == SimdLevel::kAvx512) t = SimdTier::kAvx512Vnni;
+  set_simd_tier_for_testing(t);
 }
 
 const char* simd_level_name(SimdLevel level) {
@@ -68,6 +123,17 @@ const char* simd_level_name(SimdLevel level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
     case SimdLevel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+const char* simd_tier_name(SimdTier tier) {
+  switch (tier) {
+    case SimdTier::kScalar: return "scalar";
+    case SimdTier::kAvx2: return "avx2";
+    case SimdTier::kAvx2Vnni: return "avx2vnni";
+    case SimdTier::kAvx512: return "avx512";
+    case SimdTier::kAvx512Vnni: return "avx512vnni";
   }
   return "?";
 }

@@ -1,20 +1,36 @@
-// Which SIMD instruction sets this CPU has, detected once at run time. Kernels
-// compile their AVX2 / AVX-512 variants with target attributes and pick one
-// through simd_level(); nothing assumes the build machine's CPU.
+// Which SIMD instruction sets this CPU has, detected once at run time, and the dispatch
+// tier the kernels run at (base/simd_dispatch.h): nothing assumes the build machine's CPU.
 #pragma once
+
+#include <vector>
 
 namespace vlkv {
 
+// Vector width family: what most kernels branch on.
 enum class SimdLevel {
   kScalar = 0,
   kAvx2 = 1,    // AVX2 + FMA + F16C
   kAvx512 = 2,  // AVX-512 F/BW/DQ/VL (+ AVX2 level)
 };
 
+// Dispatch tier: a width plus its 8-bit dot-product instruction (vpdpbusd), when the CPU
+// has it. Tiers are not a chain: AVX-512 VNNI CPUs (Ice Lake, Zen 4) may lack AVX-VNNI,
+// AVX-VNNI CPUs (Alder Lake) lack AVX-512. A tier a kernel family does not provide falls
+// back along simd_tier_fallback().
+enum class SimdTier {
+  kScalar = 0,
+  kAvx2 = 1,        // AVX2 + FMA + F16C (Haswell, Zen 1-3)
+  kAvx2Vnni = 2,    // + AVX-VNNI: 256-bit vpdpbusd (Alder Lake, Zen 4+), CPUID 7.1 EAX bit 4
+  kAvx512 = 3,      // AVX-512 F/BW/DQ/VL (Skylake-X)
+  kAvx512Vnni = 4,  // + AVX512_VNNI (Cascade Lake, Ice Lake, Zen 4+)
+};
+constexpr int kSimdTierCount = 5;
+
 struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  bool avx_vnni = false;
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512dq = false;
@@ -26,11 +42,29 @@ struct CpuFeatures {
 
 const CpuFeatures& cpu_features();
 
-// The best level both the CPU supports and the user allows. VLKV_SIMD=scalar|avx2|avx512
-// in the environment caps it (for tests of every path on one machine, and for debugging).
+// The tier kernels run at: the best one the CPU has, capped by VLKV_SIMD in the
+// environment (scalar | avx2 | avx2vnni | avx512 | avx512vnni; for tests of every path
+// on one machine, for benchmarks of what a smaller CPU would run, and for debugging).
+// A requested tier the CPU lacks falls back along simd_tier_fallback().
+SimdTier simd_tier();
+// Width of simd_tier().
 SimdLevel simd_level();
-// Tests force a level to compare every path with the scalar reference. Capped at what the CPU has.
+// Whether simd_tier() has vpdpbusd at its width.
+bool simd_vnni();
+
+bool simd_tier_supported(SimdTier tier);
+// Next tier to try when `tier` is missing (CPU or kernel family): avx512vnni -> avx512 ->
+// avx2 -> scalar, avx2vnni -> avx2. kScalar returns itself.
+SimdTier simd_tier_fallback(SimdTier tier);
+// Every tier this CPU supports, scalar first (tests loop over it).
+std::vector<SimdTier> supported_simd_tiers();
+
+// Tests force a tier to compare every path with the scalar reference; a tier the CPU lacks
+// falls back. set_simd_level_for_testing picks the best tier of that width (kAvx512 on a
+// VNNI CPU is kAvx512Vnni), as before tiers existed.
+void set_simd_tier_for_testing(SimdTier tier);
 void set_simd_level_for_testing(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
+const char* simd_tier_name(SimdTier tier);  // the VLKV_SIMD spelling
 
 }  // namespace vlkv

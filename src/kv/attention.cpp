@@ -6,11 +6,11 @@
 #include <numeric>
 #include <vector>
 
-#include <immintrin.h>
-
 #include "base/check.h"
 #include "base/cpu_features.h"
+#include "base/simd_dispatch.h"
 #include "kv/attention_chunks.h"
+#include "kv/softmax_kernels.h"
 
 namespace vlkv {
 namespace attn {
@@ -55,6 +55,8 @@ Chunk f32_rows_chunk(const Codec& f32, const uint8_t* const* kpage, const uint8_
 }
 
 // ---------------- softmax over one chunk of logits (vectorized exp) ----------------
+// One dispatch point (base/simd_dispatch.h): the AVX2 and AVX-512 variants live in
+// softmax_kernels_avx2.cpp / softmax_kernels_avx512.cpp.
 namespace {
 float exp_sub_sum_scalar(float* x, int64_t n, float m) {
   float sum = 0.0f;
@@ -67,129 +69,17 @@ float max_scalar(const float* x, int64_t n) {
   return mx;
 }
 
-#define VLKV_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define VLKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
 
-// Cephes-style expf: n = round(x log2 e), r = x - n ln 2 (two-part), degree-6 polynomial
-// on |r| <= ln2/2, times 2^n. Relative error ~2 ulp; x below -87 flushes to ~0.
-VLKV_AVX2 inline __m256 exp_avx2(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+const SoftmaxKernels& softmax_kernels() {
+  static const SoftmaxKernels kScalar{exp_sub_sum_scalar, max_scalar};
+  static const SimdTable<SoftmaxKernels> table(&kScalar, &kSoftmaxKernelsAvx2, nullptr, &kSoftmaxKernelsAvx512, nullptr);
+  return table.get();
 }
-
-VLKV_AVX2 float exp_sub_sum_avx2(float* x, int64_t n, float m) {
-  const __m256 vm = _mm256_set1_ps(m);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t t = 0;
-  for (; t + 8 <= n; t += 8) {
-    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + t), vm));
-    _mm256_storeu_ps(x + t, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float sum = _mm_cvtss_f32(s);
-  if (t < n) {  // tail through the same polynomial (one padded vector)
-    alignas(32) float tmp[8];
-    for (int i = 0; i < 8; ++i) tmp[i] = t + i < n ? x[t + i] : m;
-    _mm256_store_ps(tmp, exp_avx2(_mm256_sub_ps(_mm256_load_ps(tmp), vm)));
-    for (int64_t i = 0; t + i < n; ++i) sum += (x[t + i] = tmp[i]);
-  }
-  return sum;
-}
-
-VLKV_AVX2 float max_avx2(const float* x, int64_t n) {
-  __m256 mx = _mm256_set1_ps(x[0]);
-  int64_t t = 0;
-  for (; t + 8 <= n; t += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + t));
-  alignas(32) float tmp[8];
-  _mm256_store_ps(tmp, mx);
-  float m = tmp[0];
-  for (int i = 1; i < 8; ++i) m = std::max(m, tmp[i]);
-  for (; t < n; ++t) m = std::max(m, x[t]);
-  return m;
-}
-
-VLKV_AVX512 inline __m512 exp_avx512(__m512 x) {
-  x = _mm512_maskz_max_ps(0xffff, x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_maskz_roundscale_ps(0xffff, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_maskz_scalef_ps(0xffff, y, n);
-}
-
-VLKV_AVX512 float exp_sub_sum_avx512(float* x, int64_t n, float m) {
-  const __m512 vm = _mm512_set1_ps(m);
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t t = 0; t < n; t += 16) {
-    const __mmask16 k = n - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - t)) - 1);
-    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, k, x + t), vm));
-    _mm512_mask_storeu_ps(x + t, k, e);
-    acc = _mm512_mask_add_ps(acc, k, acc, e);
-  }
-  const __m512d a = _mm512_castps_pd(acc);
-  const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, a, 0));
-  const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, a, 1));
-  const __m256 v = _mm256_add_ps(lo, hi);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-VLKV_AVX512 float max_avx512(const float* x, int64_t n) {
-  __m512 mx = _mm512_set1_ps(x[0]);
-  for (int64_t t = 0; t < n; t += 16) {
-    const __mmask16 k = n - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - t)) - 1);
-    mx = _mm512_mask_max_ps(mx, k, mx, _mm512_maskz_loadu_ps(k, x + t));
-  }
-  alignas(64) float tmp[16];
-  _mm512_store_ps(tmp, mx);
-  float m = tmp[0];
-  for (int i = 1; i < 16; ++i) m = std::max(m, tmp[i]);
-  return m;
-}
-
-#undef VLKV_AVX2
-#undef VLKV_AVX512
 
 }  // namespace
 
-float exp_sub_sum(float* x, int64_t n, float m) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return exp_sub_sum_avx512(x, n, m);
-    case SimdLevel::kAvx2: return exp_sub_sum_avx2(x, n, m);
-    default: return exp_sub_sum_scalar(x, n, m);
-  }
-}
-float max_of(const float* x, int64_t n) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return max_avx512(x, n);
-    case SimdLevel::kAvx2: return max_avx2(x, n);
-    default: return max_scalar(x, n);
-  }
-}
+float exp_sub_sum(float* x, int64_t n, float m) { return softmax_kernels().exp_sub_sum(x, n, m); }
+float max_of(const float* x, int64_t n) { return softmax_kernels().max(x, n); }
 
 }  // namespace attn
 

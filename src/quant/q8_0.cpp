@@ -95,7 +95,7 @@ VLKV_TARGET_AVX512_VNNI float dot_q8_avx512(const void* row, const Q8Activations
 
 // Dispatch: the 512-bit kernel where the CPU has AVX-512 VNNI, else the shared loops.
 float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
-  if (simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni) return dot_q8_avx512(row, x, n);
+  if (simd_tier() == SimdTier::kAvx512Vnni) return dot_q8_avx512(row, x, n);
   return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
 }
 

@@ -76,7 +76,7 @@ template <class T, void (*DeqRef)(const void*, float*, int64_t)>
 float dot_q8_dispatch(const void* row, const Q8Activations& x, int64_t n) {
   switch (simd_level()) {
     case SimdLevel::kAvx512:
-      if (cpu_features().avx512vnni) return dot_q8_vnni<T>(row, x, n);
+      if (simd_tier() == SimdTier::kAvx512Vnni) return dot_q8_vnni<T>(row, x, n);
       return dot_q8_avx2<T>(row, x, n);
     case SimdLevel::kAvx2: return dot_q8_avx2<T>(row, x, n);
     case SimdLevel::kScalar: break;

@@ -104,8 +104,9 @@ TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
 // The tiled codes' fused ops are the int codecs' VNNI kernels where the CPU has them
 // (they report their input rounding then, Codec::fused_rounding), the dequantizing path
 // elsewhere.
-TEST(AkvqMethod, TiledCodesTakeTheVnniPathWhereTheCpuHasIt) {
-  const bool vnni = simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni;
+// The integer tile kernels (int_kernels.h) exist at every SIMD tier but scalar.
+TEST(AkvqMethod, TiledCodesTakeTheIntegerPathAtEverySimdTier) {
+  const bool vnni = simd_level() != SimdLevel::kScalar;
   for (int d : {64, 128}) {
     auto m = create_method("akvq_vl", KvGeometry{2, 4, 2, d});
     ASSERT_TRUE(m.is_ok()) << m.status().message();

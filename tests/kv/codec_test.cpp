@@ -106,8 +106,9 @@ TEST_P(EveryCodec, FusedOpsMatchScalarAtEverySimdLevel) {
             mag_o[r * d + i] += std::abs(p[r * n + t] * dec[static_cast<size_t>(t) * d + i]);
           }
         }
-      for (SimdLevel level : kvtest::simd_levels()) {
-        set_simd_level_for_testing(level);
+      for (SimdTier tier : kvtest::simd_tiers()) {
+        set_simd_tier_for_testing(tier);
+        const char* level = simd_tier_name(tier);
         std::vector<float> logits(static_cast<size_t>(n_q) * (n + 3), -1.0f);  // ld = n + 3
         std::vector<float> qt = q;  // rotated codecs: scores() takes the transformed query
         if (c.query_transform()) c.transform_query(qt.data(), n_q, d);
@@ -138,11 +139,11 @@ TEST_P(EveryCodec, FusedOpsMatchScalarAtEverySimdLevel) {
         for (int r = 0; r < n_q; ++r) {
           for (int t = 0; t < n; ++t)
             ASSERT_NEAR(logits[r * (n + 3) + t], ref_s[r * n + t], 1e-5 * mag_s[r * n + t] + tol_s + 1e-30)
-                << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
+                << level << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
           for (int t = n; t < n + 3; ++t) ASSERT_EQ(logits[r * (n + 3) + t], -1.0f);  // ld padding untouched
           for (int i = 0; i < d; ++i)
             ASSERT_NEAR(out[r * d + i], ref_o[r * d + i], 1e-5 * mag_o[r * d + i] + tol_o)
-                << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
+                << level << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
         }
       }
     }

@@ -49,10 +49,14 @@ inline std::vector<SimdLevel> simd_levels() {
   return out;
 }
 
-// Restores the detected SIMD level when a test ends.
+// Every SIMD dispatch tier the CPU supports, kScalar first (avx2 without and with
+// AVX-VNNI, avx512 without and with VNNI): loop over these to reach every kernel variant.
+inline std::vector<SimdTier> simd_tiers() { return supported_simd_tiers(); }
+
+// Restores the SIMD tier a test found when it ends.
 struct SimdLevelGuard {
-  SimdLevel saved = simd_level();
-  ~SimdLevelGuard() { set_simd_level_for_testing(saved); }
+  SimdTier saved = simd_tier();
+  ~SimdLevelGuard() { set_simd_tier_for_testing(saved); }
 };
 
 // One query row attending over keys/values in double precision.

@@ -16,6 +16,7 @@
 #include "kv/codec_registry.h"
 #include "kv/codecs/real_fft.h"
 #include "kv/codecs/sign1_codecs.h"
+#include "kv/codecs/sign1_kernels.h"
 #include "kv/codecs/sign1_transform.h"
 #include "kv/codecs/ternary_tiles.h"
 #include "kv_test_util.h"
@@ -92,7 +93,8 @@ TEST(RealFft, MatchesNaiveDftAndIsOrthonormal) {
 // n <= kDenseMaxN: forward / inverse multiply by the float matrix (scalar or AVX-512); they
 // must match the double FFT to float rounding: 2e-6 * |x| * sqrt(n) bounds a sum of n
 // float products of terms <= |x| (measured <= 1.5e-6 absolute at n = 128, |x_i| <= 2).
-TEST(RealFft, DenseMatrixPathMatchesTheFft) {
+TEST(RealFft, DenseMatrixPathMatchesTheFftAtEveryTier) {
+  kvtest::SimdLevelGuard guard;
   for (int n : {1, 2, 3, 5, 16, 31, 64, 100, 128}) {
     RealFft f(n);
     const std::vector<float> x = kvtest::random_vec(n, 3 * n, -2.0f, 2.0f);
@@ -102,15 +104,46 @@ TEST(RealFft, DenseMatrixPathMatchesTheFft) {
     std::vector<float> ref(n), back(n);
     f.forward_reference(x.data(), ref.data());
     f.inverse_reference(ref.data(), back.data());
-    for (bool simd : {false, true}) {
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      set_simd_tier_for_testing(tier);  // the dense product's kernel is the tier's
+      const char* simd = simd_tier_name(tier);
       std::vector<float> c(n), y(n), inplace = x;
-      f.forward_dense(x.data(), c.data(), simd);
-      f.inverse_dense(ref.data(), y.data(), simd);
-      f.forward_dense(inplace.data(), inplace.data(), simd);  // x and c may alias
+      f.forward_dense(x.data(), c.data(), true);
+      f.inverse_dense(ref.data(), y.data(), true);
+      f.forward_dense(inplace.data(), inplace.data(), true);  // x and c may alias
       for (int i = 0; i < n; ++i) {
         ASSERT_NEAR(c[i], ref[i], tol) << n << " simd " << simd << " i=" << i;
         ASSERT_NEAR(y[i], back[i], tol) << n << " simd " << simd << " i=" << i;
         ASSERT_EQ(inplace[i], c[i]) << n << " simd " << simd;
+      }
+    }
+  }
+}
+
+// The batch of 8 (an f32 FFT in SIMD lanes at AVX2 and up, forward() per vector at
+// scalar) against the double FFT of each vector; f32 radix-2 error grows ~log2(n) eps |x| per output.
+TEST(RealFft, BatchOfEightMatchesTheFftAtEveryTier) {
+  kvtest::SimdLevelGuard guard;
+  for (int n : {1, 3, 4, 8, 16, 64, 100, 128, 256}) {
+    RealFft f(n);
+    const int xs = n + 3, cs = n + 5;  // row strides
+    const std::vector<float> x = kvtest::random_vec(8 * static_cast<size_t>(xs), 7 * n, -2.0f, 2.0f);  // [8][xs]
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      set_simd_tier_for_testing(tier);
+      std::vector<float> c(8 * static_cast<size_t>(cs), -9.0f);
+      f.forward_batch8(x.data(), xs, c.data(), cs);
+      for (int l = 0; l < 8; ++l) {
+        for (int i = n; i < cs; ++i) ASSERT_EQ(c[l * cs + i], -9.0f) << "row " << l << " written past n";
+        std::vector<float> in(n), ref(n);
+        double norm = 0;
+        for (int i = 0; i < n; ++i) {
+          in[i] = x[l * xs + i];
+          norm += static_cast<double>(in[i]) * in[i];
+        }
+        f.forward_reference(in.data(), ref.data());
+        for (int i = 0; i < n; ++i)
+          ASSERT_NEAR(c[l * cs + i], ref[i], 2e-6 * std::sqrt(norm) * std::sqrt(static_cast<double>(n)))
+              << simd_tier_name(tier) << " n=" << n << " lane " << l << " i=" << i;
       }
     }
   }
@@ -414,6 +447,72 @@ TEST(Ternary, TritOrderIsAPermutation) {
   }
 }
 
+// Every tile kernel this CPU has against the digits of the stored bytes read directly
+// (not through any kernel): decode gives code(t, c) at its tile position exactly; accum
+// matches sum_t p[t] code(t, c) sig[c] within the 15-bit rounding of p; scores match f32
+// dots within f32 rounding.
+TEST(Ternary, TileKernelsMatchTheStoredDigits) {
+  int n_tested = 0;
+  std::mt19937 rng(11);
+  for (auto [d, G] : {std::pair{128, 32}, {64, 32}, {16, 4}, {64, 20}, {128, 256}, {48, 8}}) {
+    const ternt::TritOrder o = ternt::trit_order(d, G);
+    ASSERT_TRUE(o.tiled);
+    const int64_t n = static_cast<int64_t>(G) * d, nbytes = (n + 4) / 5;
+    std::vector<uint8_t> trits(nbytes + 64);  // + slack: kernels read whole vectors
+    for (int64_t i = 0; i < nbytes; ++i) trits[i] = static_cast<uint8_t>(rng() % 243);
+    auto code_ref = [&](int t, int c) {
+      const int64_t i = ternt::trit_index(o, t, c);
+      int v = trits[i / 5];
+      for (int k = 0; k < i % 5; ++k) v /= 3;
+      return v % 3 - 1;
+    };
+    std::vector<float> sig(d), p(G), qs(d);
+    std::uniform_real_distribution<float> u01(0.0f, 1.0f), sym(-1.0f, 1.0f);
+    for (auto& e : sig) e = 0.1f + u01(rng);
+    for (int t = 0; t < G; ++t) p[t] = t % 7 == 3 ? 50.0f * u01(rng) : u01(rng);  // outliers
+    for (auto& e : qs) e = sym(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);
+    double pmax = 0;
+    for (float e : p) pmax = std::max(pmax, static_cast<double>(e));
+    std::vector<double> ref_o(d, 0.25), ref_s(G, 0.0), mag_s(G, 0.0);
+    for (int c = 0; c < d; ++c)
+      for (int t = 0; t < G; ++t) {
+        ref_o[c] += static_cast<double>(p[t]) * code_ref(t, c) * sig[c];
+        ref_s[t] += static_cast<double>(qs[c]) * code_ref(t, c) * 0.5;
+        mag_s[t] += std::abs(qs[c]) * 0.5;
+      }
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      const sign1::Sign1Kernels& k = sign1::sign1_kernels_at(tier);
+      if (!k.ternary_decode) continue;  // scalar: the codec reads digits (tested through decode())
+      ++n_tested;
+      const char* name = simd_tier_name(tier);
+      std::vector<int8_t> codes(static_cast<size_t>(64) * o.n_qg + 8, 99);
+      k.ternary_decode(trits.data(), o, codes.data());
+      for (int t = 0; t < G; ++t)
+        for (int c = 0; c < d; ++c)
+          ASSERT_EQ(codes[64 * ((c / 16) * (G / 4) + t / 4) + 4 * (c % 16) + t % 4], code_ref(t, c))
+              << name << " d=" << d << " G=" << G << " t=" << t << " c=" << c;
+      std::vector<float> lr(G, -7.0f);
+      k.ternary_scores(qs.data(), codes.data(), o, 0.5f, lr.data());
+      for (int t = 0; t < G; ++t) ASSERT_NEAR(lr[t], ref_s[t], 1e-5 * mag_s[t]) << "scores d=" << d << " t=" << t;
+      {
+        std::vector<float> out(d, 0.25f);
+        ASSERT_TRUE(k.ternary_accum(p.data(), codes.data(), o, sig.data(), out.data()));
+        for (int c = 0; c < d; ++c)  // 15-bit p: |error| <= sig G step / 2 (+ f32 rounding)
+          ASSERT_NEAR(out[c], ref_o[c], sig[c] * G * pmax / 32767.0 / 2 + 1e-5 * (1 + std::abs(ref_o[c])))
+              << name << " d=" << d << " G=" << G << " c=" << c;
+        std::vector<float> bad = p;
+        bad[G / 2] = -1.0f;
+        EXPECT_FALSE(k.ternary_accum(bad.data(), codes.data(), o, sig.data(), out.data())) << name << ": negative p";
+        bad[G / 2] = std::nanf("");
+        EXPECT_FALSE(k.ternary_accum(bad.data(), codes.data(), o, sig.data(), out.data())) << name << ": NaN p";
+      }
+    }
+  }
+  if (cpu_features().avx2) {
+    EXPECT_GE(n_tested, 6) << "the AVX2 variants ran";
+  }
+}
+
 // ---------------- fused ops ----------------
 
 class FusedOps : public ::testing::TestWithParam<std::string> {};
@@ -425,13 +524,14 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
   kvtest::SimdLevelGuard guard;
   for (int d : {8, 36, 64, 72, 128}) {
     for (bool outliers : {false, true}) {
-      for (int n_q : {1, 4, 7}) {
+      for (int n_q : {1, 3, 4, 6, 7}) {  // GQA ratios 1, 3, 4, 6 (and an odd 7)
         const int tpb = c.tokens_per_block();
         const int n = tpb * 5;
         // Outlier-heavy data keeps mixk's channel map stable across blocks (the cached path).
         const std::vector<float> x = outliers ? outlier_heavy(n, d, n + d) : gaussian(static_cast<size_t>(n) * d, n + d);
         const std::vector<float> q = kvtest::random_vec(static_cast<size_t>(n_q) * d, 3 + d, -2.0f, 2.0f);
-        const std::vector<float> p = kvtest::random_vec(static_cast<size_t>(n_q) * n, 5 + d, 0.0f, 1.0f);
+        // n_q 3: some negative p (attention never passes them; the integer kernels refuse them).
+        const std::vector<float> p = kvtest::random_vec(static_cast<size_t>(n_q) * n, 5 + d, n_q == 3 ? -0.25f : 0.0f, 1.0f);
         kvtest::PagedCodes paged = kvtest::encode_paged(c, x, n, d, /*blocks_per_page=*/2, /*skip_blocks=*/1, /*slack_bytes=*/0);
         std::vector<float> dec(static_cast<size_t>(n) * d);
         for (int b = 0; b < n / tpb; ++b) c.decode(paged.view.block(b), d, &dec[static_cast<size_t>(b) * tpb * d]);
@@ -455,7 +555,7 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
               mag_o[r * d + i] += std::abs(p[r * n + t]) * std::sqrt(kk);
             }
           }
-        // ternary at AVX-512 (VNNI tiles) rounds each block's p to 15 bits, step = max p / 32767:
+        // ternary on tiles (AVX2 and up) rounds each block's p to 15 bits, step = max p / 32767:
         // |error| <= sum over blocks of G * step / 2 * scale_c, scale_c = max |decoded| there.
         std::vector<double> p15_o(ref_o.size(), 0.0);
         if (GetParam().rfind("ternary", 0) == 0)
@@ -471,9 +571,13 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
               }
             }
         std::vector<float> s0, o0;
-        for (SimdLevel level : kvtest::simd_levels()) {
-          const bool p15 = level == SimdLevel::kAvx512;  // only the VNNI path rounds p
-          set_simd_level_for_testing(level);
+        for (SimdTier tier : kvtest::simd_tiers()) {
+          set_simd_tier_for_testing(tier);
+          const SimdLevel level = simd_level();
+          const bool p15 = c.fused_rounding(d).prob_bits == 15;  // the tile kernels round p
+          if (level == SimdLevel::kScalar) {
+            EXPECT_FALSE(p15) << "the scalar reference rounds nothing";
+          }
           std::vector<float> logits(static_cast<size_t>(n_q) * (n + 3), -1.0f);
           c.scores(q.data(), n_q, paged.view, scale, logits.data(), n + 3);
           std::vector<float> out(static_cast<size_t>(n_q) * d, 0.5f);
@@ -481,21 +585,21 @@ TEST_P(FusedOps, MatchScalarAndDecodeAtEverySimdLevel) {
           for (int r = 0; r < n_q; ++r) {
             for (int t = 0; t < n; ++t)
               ASSERT_NEAR(logits[r * (n + 3) + t], ref_s[r * n + t], 2e-6 * mag_s[r * n + t])
-                  << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
+                  << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q << " r=" << r << " t=" << t;
             for (int t = n; t < n + 3; ++t) ASSERT_EQ(logits[r * (n + 3) + t], -1.0f);
             for (int i = 0; i < d; ++i)
               ASSERT_NEAR(out[r * d + i], ref_o[r * d + i], 2e-6 * mag_o[r * d + i] + (p15 ? p15_o[r * d + i] : 0.0))
-                  << simd_level_name(level) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
+                  << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q << " r=" << r << " i=" << i;
           }
           if (level == SimdLevel::kScalar) {
             s0 = logits;
             o0 = out;
           } else {  // against the scalar path directly: only summation order differs
             for (size_t i = 0; i < s0.size(); ++i)
-              ASSERT_NEAR(logits[i], s0[i], 1e-6 * (std::abs(s0[i]) + mag_s[0])) << simd_level_name(level) << " " << i;
+              ASSERT_NEAR(logits[i], s0[i], 1e-6 * (std::abs(s0[i]) + mag_s[0])) << simd_tier_name(tier) << " " << i;
             for (size_t i = 0; i < o0.size(); ++i)
               ASSERT_NEAR(out[i], o0[i], 1e-6 * (std::abs(o0[i]) + mag_o[i]) + (p15 ? p15_o[i] : 0.0))
-                  << simd_level_name(level) << " " << i;
+                  << simd_tier_name(tier) << " " << i;
           }
         }
       }

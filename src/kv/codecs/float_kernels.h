@@ -1,6 +1,7 @@
 // Fused scores/accumulate for codecs that store each token as head_dim plain floats
-// (f32) or IEEE halves (f16): one block = one token row. Scalar reference plus
-// AVX2 and AVX-512 paths, chosen per call by simd_level(). Internal to codecs/.
+// (f32) or IEEE halves (f16): one block = one token row. The scalar reference is here;
+// the AVX2 and AVX-512 variants live in float_kernels_avx2.cpp / float_kernels_avx512.cpp,
+// one dispatch table (base/simd_dispatch.h). Internal to codecs/.
 #pragma once
 
 #include <immintrin.h>
@@ -48,481 +49,48 @@ void accumulate_scalar(const float* p, int64_t ld, int n_q, const SegmentView& s
   }
 }
 
-// ---------------- AVX2 + FMA + F16C ----------------
-#define VLKV_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-template <class Elem>
-VLKV_AVX2 inline __m256 load8(const Elem* x) {
-  if constexpr (std::is_same_v<Elem, float>) return _mm256_loadu_ps(x);
-  else return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
-}
-
-VLKV_AVX2 inline float hsum8(__m256 v) {
+// ---------------- helpers shared with other codecs' SIMD code ----------------
+#define VLKV_FK_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_FK_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+VLKV_FK_AVX2 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 
-template <class Elem>
-VLKV_AVX2 void scores_avx2_generic(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  const int d = s.head_dim, d8 = d & ~7;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {  // 4 key rows per pass: each q load feeds 4 FMAs
-      const Elem* k0 = rows + j * d;
-      const Elem *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + r * d;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < d8; i += 8) {
-          const __m256 qv = _mm256_loadu_ps(qr + i);
-          a0 = _mm256_fmadd_ps(qv, load8(k0 + i), a0);
-          a1 = _mm256_fmadd_ps(qv, load8(k1 + i), a1);
-          a2 = _mm256_fmadd_ps(qv, load8(k2 + i), a2);
-          a3 = _mm256_fmadd_ps(qv, load8(k3 + i), a3);
-        }
-        float s0 = hsum8(a0), s1 = hsum8(a1), s2 = hsum8(a2), s3 = hsum8(a3);
-        for (int i = d8; i < d; ++i) {
-          s0 += qr[i] * to_f32(k0[i]); s1 += qr[i] * to_f32(k1[i]);
-          s2 += qr[i] * to_f32(k2[i]); s3 += qr[i] * to_f32(k3[i]);
-        }
-        float* lr = logits + r * ld + t0 + j;
-        lr[0] = s0 * scale; lr[1] = s1 * scale; lr[2] = s2 * scale; lr[3] = s3 * scale;
-      }
-    }
-    for (; j < n; ++j) {
-      const Elem* k0 = rows + j * d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + r * d;
-        __m256 a0 = _mm256_setzero_ps();
-        for (int i = 0; i < d8; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), load8(k0 + i), a0);
-        float s0 = hsum8(a0);
-        for (int i = d8; i < d; ++i) s0 += qr[i] * to_f32(k0[i]);
-        logits[r * ld + t0 + j] = s0 * scale;
-      }
-    }
-    t0 += n;
-  }
-}
-
-template <class Elem>
-VLKV_AVX2 void accumulate_avx2_generic(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim, d8 = d & ~7;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {  // 4 value rows per pass: one load/store of out per 4 FMAs
-      const Elem* v0 = rows + j * d;
-      const Elem *v1 = v0 + d, *v2 = v1 + d, *v3 = v2 + d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* pr = p + r * ld + t0 + j;
-        const __m256 w0 = _mm256_set1_ps(pr[0]), w1 = _mm256_set1_ps(pr[1]);
-        const __m256 w2 = _mm256_set1_ps(pr[2]), w3 = _mm256_set1_ps(pr[3]);
-        float* o = out + r * d;
-        for (int i = 0; i < d8; i += 8) {
-          __m256 acc = _mm256_loadu_ps(o + i);
-          acc = _mm256_fmadd_ps(w0, load8(v0 + i), acc);
-          acc = _mm256_fmadd_ps(w1, load8(v1 + i), acc);
-          acc = _mm256_fmadd_ps(w2, load8(v2 + i), acc);
-          acc = _mm256_fmadd_ps(w3, load8(v3 + i), acc);
-          _mm256_storeu_ps(o + i, acc);
-        }
-        for (int i = d8; i < d; ++i)
-          o[i] += pr[0] * to_f32(v0[i]) + pr[1] * to_f32(v1[i]) + pr[2] * to_f32(v2[i]) + pr[3] * to_f32(v3[i]);
-      }
-    }
-    for (; j < n; ++j) {
-      const Elem* v0 = rows + j * d;
-      for (int r = 0; r < n_q; ++r) {
-        const float w = p[r * ld + t0 + j];
-        const __m256 w0 = _mm256_set1_ps(w);
-        float* o = out + r * d;
-        for (int i = 0; i < d8; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(w0, load8(v0 + i), _mm256_loadu_ps(o + i)));
-        for (int i = d8; i < d; ++i) o[i] += w * to_f32(v0[i]);
-      }
-    }
-    t0 += n;
-  }
-}
-
-// AVX2 blocked kernels (d % 8 == 0): scores 2 rows x 4 keys (8 ymm accumulators, one
-// hadd tree); accumulate up to 4 rows x 16 channels in registers per 64-token sub-block.
-
-// 8 vectors -> one vector whose element i is the sum of v[i].
-VLKV_AVX2 inline __m256 reduce_8(const __m256* v) {
-  const __m256 h01 = _mm256_hadd_ps(v[0], v[1]), h23 = _mm256_hadd_ps(v[2], v[3]);
-  const __m256 h45 = _mm256_hadd_ps(v[4], v[5]), h67 = _mm256_hadd_ps(v[6], v[7]);
-  const __m256 a = _mm256_hadd_ps(h01, h23), b = _mm256_hadd_ps(h45, h67);
-  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-
-template <class Elem, int RB>  // RB = 1 or 2 rows
-VLKV_AVX2 void scores_rows_avx2(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
-                                int64_t ld) {
-  const __m256 vscale = _mm256_set1_ps(scale);
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const Elem* k0 = rows + j * d;
-    __m256 acc[8];
-    for (int x = 0; x < 8; ++x) acc[x] = _mm256_setzero_ps();
-    for (int i = 0; i < d; i += 8) {
-      const __m256 ka[4] = {load8(k0 + i), load8(k0 + d + i), load8(k0 + 2 * d + i), load8(k0 + 3 * d + i)};
-      for (int b = 0; b < RB; ++b) {
-        const __m256 qv = _mm256_loadu_ps(q + b * d + i);
-        for (int a = 0; a < 4; ++a) acc[4 * b + a] = _mm256_fmadd_ps(qv, ka[a], acc[4 * b + a]);
-      }
-    }
-    const __m256 sums = _mm256_mul_ps(reduce_8(acc), vscale);  // element 4*row + key
-    _mm_storeu_ps(lr + j, _mm256_castps256_ps128(sums));
-    if constexpr (RB == 2) _mm_storeu_ps(lr + ld + j, _mm256_extractf128_ps(sums, 1));
-  }
-  for (; j < n; ++j) {
-    const Elem* k0 = rows + j * d;
-    for (int b = 0; b < RB; ++b) {
-      __m256 a0 = _mm256_setzero_ps();
-      for (int i = 0; i < d; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + b * d + i), load8(k0 + i), a0);
-      lr[b * ld + j] = hsum8(a0) * scale;
-    }
-  }
-}
-
-template <class Elem>
-VLKV_AVX2 void scores_avx2(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  const int d = s.head_dim;
-  if (d % 8 != 0) return scores_avx2_generic<Elem>(q, n_q, s, scale, logits, ld);
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));
-    for (int r0 = 0; r0 < n_q; r0 += 2) {
-      if (n_q - r0 >= 2) scores_rows_avx2<Elem, 2>(q + static_cast<int64_t>(r0) * d, d, rows, n, scale, logits + r0 * ld + t0, ld);
-      else scores_rows_avx2<Elem, 1>(q + static_cast<int64_t>(r0) * d, d, rows, n, scale, logits + r0 * ld + t0, ld);
-    }
-    t0 += n;
-  }
-}
-
-template <class Elem, int RB, int CB>
-VLKV_AVX2 inline void accumulate_block_avx2(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, int c0,
-                                            float* out) {
-  __m256 acc[RB][CB];
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_loadu_ps(out + r * d + c0 + 8 * c);
-  for (int64_t j = 0; j < n; ++j) {
-    const Elem* v = rows + j * d + c0;
-    __m256 vv[CB];
-    for (int c = 0; c < CB; ++c) vv[c] = load8(v + 8 * c);
-    for (int r = 0; r < RB; ++r) {
-      const __m256 w = _mm256_broadcast_ss(p + r * ld + j);
-      for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_fmadd_ps(w, vv[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + r * d + c0 + 8 * c, acc[r][c]);
-}
-
-template <class Elem, int RB>
-VLKV_AVX2 void accumulate_rows_avx2(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, float* out) {
-  int c0 = 0;
-  for (; c0 + 16 <= d; c0 += 16) accumulate_block_avx2<Elem, RB, 2>(p, ld, rows, n, d, c0, out);
-  if (c0 < d) accumulate_block_avx2<Elem, RB, 1>(p, ld, rows, n, d, c0, out);
-}
-
-template <class Elem>
-VLKV_AVX2 void accumulate_avx2(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  if (d % 8 != 0) return accumulate_avx2_generic<Elem>(p, ld, n_q, s, out);
-  constexpr int64_t kSub = 64;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n_run = s.contiguous_blocks(t0);
-    const Elem* run = reinterpret_cast<const Elem*>(s.block(t0));
-    for (int64_t j0 = 0; j0 < n_run; j0 += kSub) {
-      const int64_t n = std::min(kSub, n_run - j0);
-      const Elem* rows = run + j0 * d;
-      for (int r0 = 0; r0 < n_q; r0 += 4) {
-        const float* pr = p + r0 * ld + t0 + j0;
-        float* o = out + static_cast<int64_t>(r0) * d;
-        switch (std::min(4, n_q - r0)) {
-          case 4: accumulate_rows_avx2<Elem, 4>(pr, ld, rows, n, d, o); break;
-          case 3: accumulate_rows_avx2<Elem, 3>(pr, ld, rows, n, d, o); break;
-          case 2: accumulate_rows_avx2<Elem, 2>(pr, ld, rows, n, d, o); break;
-          default: accumulate_rows_avx2<Elem, 1>(pr, ld, rows, n, d, o); break;
-        }
-      }
-    }
-    t0 += n_run;
-  }
-}
-
-// ---------------- AVX-512 F/BW/DQ/VL ----------------
-#define VLKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
-
-template <class Elem>
-VLKV_AVX512 inline __m512 load16(const Elem* x, __mmask16 m) {
-  if constexpr (std::is_same_v<Elem, float>) return _mm512_maskz_loadu_ps(m, x);
-  else return _mm512_maskz_cvtph_ps(m, _mm256_maskz_loadu_epi16(m, x));
-}
-
 // Horizontal sum. (Built from maskz intrinsics: GCC 12's _mm512_reduce_add_ps and
 // _mm512_cvtph_ps trip -Wmaybe-uninitialized inside its own headers.)
-VLKV_AVX512 inline float hsum16(__m512 v) {
+VLKV_FK_AVX512 inline float hsum16(__m512 v) {
   const __m512d x = _mm512_castps_pd(v);
   const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, x, 0));
   const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, x, 1));
   return hsum8(_mm256_add_ps(lo, hi));
 }
-
-template <class Elem>
-VLKV_AVX512 void scores_avx512_generic(const float* q, int n_q, const SegmentView& s, float scale, float* logits,
-                               int64_t ld) {
-  const int d = s.head_dim;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const Elem* k0 = rows + j * d;
-      const Elem *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + r * d;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          const __m512 qv = _mm512_maskz_loadu_ps(m, qr + i);
-          a0 = _mm512_fmadd_ps(qv, load16(k0 + i, m), a0);
-          a1 = _mm512_fmadd_ps(qv, load16(k1 + i, m), a1);
-          a2 = _mm512_fmadd_ps(qv, load16(k2 + i, m), a2);
-          a3 = _mm512_fmadd_ps(qv, load16(k3 + i, m), a3);
-        }
-        float* lr = logits + r * ld + t0 + j;
-        lr[0] = hsum16(a0) * scale; lr[1] = hsum16(a1) * scale;
-        lr[2] = hsum16(a2) * scale; lr[3] = hsum16(a3) * scale;
-      }
-    }
-    for (; j < n; ++j) {
-      const Elem* k0 = rows + j * d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + r * d;
-        __m512 a0 = _mm512_setzero_ps();
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + i), load16(k0 + i, m), a0);
-        }
-        logits[r * ld + t0 + j] = hsum16(a0) * scale;
-      }
-    }
-    t0 += n;
-  }
-}
-
-template <class Elem>
-VLKV_AVX512 void accumulate_avx512_generic(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const Elem* v0 = rows + j * d;
-      const Elem *v1 = v0 + d, *v2 = v1 + d, *v3 = v2 + d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* pr = p + r * ld + t0 + j;
-        const __m512 w0 = _mm512_set1_ps(pr[0]), w1 = _mm512_set1_ps(pr[1]);
-        const __m512 w2 = _mm512_set1_ps(pr[2]), w3 = _mm512_set1_ps(pr[3]);
-        float* o = out + r * d;
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          __m512 acc = _mm512_maskz_loadu_ps(m, o + i);
-          acc = _mm512_fmadd_ps(w0, load16(v0 + i, m), acc);
-          acc = _mm512_fmadd_ps(w1, load16(v1 + i, m), acc);
-          acc = _mm512_fmadd_ps(w2, load16(v2 + i, m), acc);
-          acc = _mm512_fmadd_ps(w3, load16(v3 + i, m), acc);
-          _mm512_mask_storeu_ps(o + i, m, acc);
-        }
-      }
-    }
-    for (; j < n; ++j) {
-      const Elem* v0 = rows + j * d;
-      for (int r = 0; r < n_q; ++r) {
-        const __m512 w0 = _mm512_set1_ps(p[r * ld + t0 + j]);
-        float* o = out + r * d;
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(w0, load16(v0 + i, m), _mm512_maskz_loadu_ps(m, o + i)));
-        }
-      }
-    }
-    t0 += n;
-  }
-}
-
-
-// ---------------- blocked kernels (head_dim a multiple of the vector width) ----------------
-// Decode attention reads a whole GQA group of query rows (typically 4) per pass over
-// the cache, so the kernels below load (and convert) each key/value vector once and
-// feed it to every row of a block of up to 4 rows from registers:
-//  - scores: 4 keys x 4 rows of 16-wide partial dot products (16 zmm accumulators),
-//    reduced to 16 logits by one transpose-add tree (45 ops for 16 dots);
-//  - accumulate: 4 rows x up to 64 channels of output in registers across a sub-block
-//    of 64 tokens (which stays in L1), so out is loaded/stored once per sub-block.
-
-// 16 vectors v[0..15] -> one vector whose element 4*j + i is the sum of v[4*i + j].
-VLKV_AVX512 inline __m512 reduce_4x4(const __m512* v) {
-  __m512 u[8], w[4];
-  for (int k = 0; k < 8; ++k)
-    u[k] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(0xffff, v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_maskz_shuffle_f32x4(0xffff, v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  for (int m = 0; m < 4; ++m)
-    w[m] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(0xffff, u[2 * m], u[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_maskz_shuffle_f32x4(0xffff, u[2 * m], u[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 p = _mm512_add_ps(_mm512_maskz_unpacklo_ps(0xffff, w[0], w[1]), _mm512_maskz_unpackhi_ps(0xffff, w[0], w[1]));
-  const __m512 q = _mm512_add_ps(_mm512_maskz_unpacklo_ps(0xffff, w[2], w[3]), _mm512_maskz_unpackhi_ps(0xffff, w[2], w[3]));
-  const __m512d pd = _mm512_castps_pd(p), qd = _mm512_castps_pd(q);
-  return _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, pd, qd)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, pd, qd)));
-}
-
-// Rows [0, RB) of q against keys k0..k3 (each [d], d % 16 == 0): lr[r * ld + a] = scale * q_r . k_a.
-template <class Elem, int RB>
-VLKV_AVX512 inline void scores_4keys_avx512(const float* q, int d, const Elem* k0, const Elem* k1, const Elem* k2,
-                                            const Elem* k3, __m512 vscale, float* lr, int64_t ld) {
-  __m512 acc[16];
-  for (int x = 0; x < 16; ++x) acc[x] = _mm512_setzero_ps();
-  for (int i = 0; i < d; i += 16) {
-    const __m512 ka[4] = {load16(k0 + i, 0xffff), load16(k1 + i, 0xffff), load16(k2 + i, 0xffff),
-                          load16(k3 + i, 0xffff)};
-    for (int b = 0; b < RB; ++b) {
-      const __m512 qv = _mm512_loadu_ps(q + b * d + i);
-      for (int a = 0; a < 4; ++a) acc[4 * a + b] = _mm512_fmadd_ps(qv, ka[a], acc[4 * a + b]);
-    }
-  }
-  const __m512 sums = _mm512_mul_ps(reduce_4x4(acc), vscale);  // element 4*row + key
-  if constexpr (RB >= 1) _mm_storeu_ps(lr, _mm512_maskz_extractf32x4_ps(0xf, sums, 0));
-  if constexpr (RB >= 2) _mm_storeu_ps(lr + ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 1));
-  if constexpr (RB >= 3) _mm_storeu_ps(lr + 2 * ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 2));
-  if constexpr (RB >= 4) _mm_storeu_ps(lr + 3 * ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 3));
-}
-
-template <class Elem, int RB>
-VLKV_AVX512 void scores_rows_avx512(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
-                                    int64_t ld) {
-  const __m512 vscale = _mm512_set1_ps(scale);
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const Elem* k0 = rows + j * d;
-    scores_4keys_avx512<Elem, RB>(q, d, k0, k0 + d, k0 + 2 * d, k0 + 3 * d, vscale, lr + j, ld);
-  }
-  for (; j < n; ++j) {  // tail keys: one at a time
-    const Elem* k0 = rows + j * d;
-    for (int b = 0; b < RB; ++b) {
-      __m512 a0 = _mm512_setzero_ps();
-      for (int i = 0; i < d; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + b * d + i), load16(k0 + i, 0xffff), a0);
-      lr[b * ld + j] = hsum16(a0) * scale;
-    }
-  }
-}
-
-template <class Elem>
-VLKV_AVX512 void scores_avx512(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  const int d = s.head_dim;
-  if (d % 16 != 0) return scores_avx512_generic<Elem>(q, n_q, s, scale, logits, ld);
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    for (int r0 = 0; r0 < n_q; r0 += 4) {
-      const float* qr = q + static_cast<int64_t>(r0) * d;
-      float* lr = logits + r0 * ld + t0;
-      switch (std::min(4, n_q - r0)) {
-        case 4: scores_rows_avx512<Elem, 4>(qr, d, rows, n, scale, lr, ld); break;
-        case 3: scores_rows_avx512<Elem, 3>(qr, d, rows, n, scale, lr, ld); break;
-        case 2: scores_rows_avx512<Elem, 2>(qr, d, rows, n, scale, lr, ld); break;
-        default: scores_rows_avx512<Elem, 1>(qr, d, rows, n, scale, lr, ld); break;
-      }
-    }
-    t0 += n;
-  }
-}
-
-// out[r, c0 .. c0 + 16*CB) += sum_j p[r * ld + j] * v_j[c0 ..] for rows r < RB, tokens j < n.
-template <class Elem, int RB, int CB>
-VLKV_AVX512 inline void accumulate_block_avx512(const float* p, int64_t ld, const Elem* rows, int64_t n, int d,
-                                                int c0, float* out) {
-  __m512 acc[RB][CB];
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_loadu_ps(out + r * d + c0 + 16 * c);
-  for (int64_t j = 0; j < n; ++j) {
-    const Elem* v = rows + j * d + c0;
-    __m512 vv[CB];
-    for (int c = 0; c < CB; ++c) vv[c] = load16(v + 16 * c, 0xffff);
-    for (int r = 0; r < RB; ++r) {
-      const __m512 w = _mm512_set1_ps(p[r * ld + j]);
-      for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(w, vv[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(out + r * d + c0 + 16 * c, acc[r][c]);
-}
-
-template <class Elem, int RB>
-VLKV_AVX512 void accumulate_rows_avx512(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, float* out) {
-  for (int c0 = 0; c0 < d;) {
-    switch (std::min(4, (d - c0) / 16)) {
-      case 4: accumulate_block_avx512<Elem, RB, 4>(p, ld, rows, n, d, c0, out); c0 += 64; break;
-      case 3: accumulate_block_avx512<Elem, RB, 3>(p, ld, rows, n, d, c0, out); c0 += 48; break;
-      case 2: accumulate_block_avx512<Elem, RB, 2>(p, ld, rows, n, d, c0, out); c0 += 32; break;
-      default: accumulate_block_avx512<Elem, RB, 1>(p, ld, rows, n, d, c0, out); c0 += 16; break;
-    }
-  }
-}
-
-template <class Elem>
-VLKV_AVX512 void accumulate_avx512(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  if (d % 16 != 0) return accumulate_avx512_generic<Elem>(p, ld, n_q, s, out);
-  constexpr int64_t kSub = 64;  // tokens per sub-block: 16 KiB of f16 rows at d = 128, in L1
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n_run = s.contiguous_blocks(t0);
-    const Elem* run = reinterpret_cast<const Elem*>(s.block(t0));  // [n_run, head_dim]
-    for (int64_t j0 = 0; j0 < n_run; j0 += kSub) {
-      const int64_t n = std::min(kSub, n_run - j0);
-      const Elem* rows = run + j0 * d;
-      for (int r0 = 0; r0 < n_q; r0 += 4) {
-        const float* pr = p + r0 * ld + t0 + j0;
-        float* o = out + static_cast<int64_t>(r0) * d;
-        switch (std::min(4, n_q - r0)) {
-          case 4: accumulate_rows_avx512<Elem, 4>(pr, ld, rows, n, d, o); break;
-          case 3: accumulate_rows_avx512<Elem, 3>(pr, ld, rows, n, d, o); break;
-          case 2: accumulate_rows_avx512<Elem, 2>(pr, ld, rows, n, d, o); break;
-          default: accumulate_rows_avx512<Elem, 1>(pr, ld, rows, n, d, o); break;
-        }
-      }
-    }
-    t0 += n_run;
-  }
-}
+#undef VLKV_FK_AVX2
+#undef VLKV_FK_AVX512
 
 // ---------------- dispatch ----------------
+struct FloatKernels {
+  using Scores = void (*)(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld);
+  using Accumulate = void (*)(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out);
+  Scores scores_f32 = nullptr, scores_f16 = nullptr;
+  Accumulate accumulate_f32 = nullptr, accumulate_f16 = nullptr;
+};
+extern const FloatKernels kFloatKernelsAvx2;
+extern const FloatKernels kFloatKernelsAvx512;
+const FloatKernels& float_kernels_table();  // the current tier's variant
+
 template <class Elem>
 void scores(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return scores_avx512<Elem>(q, n_q, s, scale, logits, ld);
-    case SimdLevel::kAvx2: return scores_avx2<Elem>(q, n_q, s, scale, logits, ld);
-    default: return scores_scalar<Elem>(q, n_q, s, scale, logits, ld);
-  }
+  const FloatKernels& k = float_kernels_table();
+  (std::is_same_v<Elem, float> ? k.scores_f32 : k.scores_f16)(q, n_q, s, scale, logits, ld);
 }
 
 template <class Elem>
 void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return accumulate_avx512<Elem>(p, ld, n_q, s, out);
-    case SimdLevel::kAvx2: return accumulate_avx2<Elem>(p, ld, n_q, s, out);
-    default: return accumulate_scalar<Elem>(p, ld, n_q, s, out);
-  }
+  const FloatKernels& k = float_kernels_table();
+  (std::is_same_v<Elem, float> ? k.accumulate_f32 : k.accumulate_f16)(p, ld, n_q, s, out);
 }
-
-#undef VLKV_AVX2
-#undef VLKV_AVX512
 
 }  // namespace vlkv::float_kernels

@@ -54,7 +54,7 @@
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/int_kernels_avx512.h"
 #include "kv/codecs/int_pack.h"
-#include "kv/codecs/int_tile_kernels_avx512.h"
+#include "kv/codecs/int_kernels.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/codecs/wht.h"
 
@@ -278,8 +278,8 @@ class IntCodec final : public Codec {
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
     const int d = seg.head_dim;
-    if (vnni_tiles(d, /*key_op=*/true)) return scores_tiles(q, n_q, seg, scale, logits, ld);
-    if (!tiled(d) && simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni && d % 16 == 0 &&
+    if (int_tiles(d, /*key_op=*/true)) return scores_tiles(q, n_q, seg, scale, logits, ld);
+    if (!tiled(d) && simd_tier() == SimdTier::kAvx512Vnni && d % 16 == 0 &&
         (p_.bits == 2 || p_.bits == 4) && (p_.G || group(d) % 16 == 0) && seg.block_bytes < (1 << 26)) {
       switch (p_.bits) {
         case 4: return scores_vnni<4>(q, n_q, seg, scale, logits, ld);
@@ -294,7 +294,7 @@ class IntCodec final : public Codec {
     }
   }
   void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
-    if (vnni_tiles(seg.head_dim, /*key_op=*/false)) return accumulate_tiles(p, ld, n_q, seg, out);
+    if (int_tiles(seg.head_dim, /*key_op=*/false)) return accumulate_tiles(p, ld, n_q, seg, out);
     Tile& tile = tile_for(seg.head_dim);
     for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
       const int n = static_cast<int>(std::min<int64_t>(kTile, seg.n_tokens - t0));
@@ -303,11 +303,11 @@ class IntCodec final : public Codec {
     }
   }
 
-  // Tiled layouts on VNNI: 15/8-bit signed queries (key tiles), 14/7-bit probabilities (value tiles).
+  // Tiled layouts with an integer kernel: 15/8-bit signed queries (key tiles), 14/7-bit probabilities (value tiles).
   FusedRounding fused_rounding(int d) const override {
     FusedRounding r;
-    if (vnni_tiles(d, true)) r.query_bits = p_.dot_bits == 16 ? 15 : 8;
-    if (vnni_tiles(d, false)) r.prob_bits = p_.dot_bits == 16 ? 14 : 7;
+    if (int_tiles(d, true)) r.query_bits = p_.dot_bits == 16 ? 15 : 8;
+    if (int_tiles(d, false)) r.prob_bits = p_.dot_bits == 16 ? 14 : 7;
     return r;
   }
 
@@ -369,7 +369,8 @@ class IntCodec final : public Codec {
   // Scalar reference decode in the stored (possibly rotated) basis: x [tpb, d].
   void decode_stored_basis(const uint8_t* block, int d, float* x) const {
     const int tpb = tokens_per_block();
-    std::vector<uint8_t> codes(static_cast<size_t>(tpb) * d);
+    thread_local std::vector<uint8_t> codes;  // [tpb, d]: grows once per thread, never per call
+    if (codes.size() < static_cast<size_t>(tpb) * d) codes.resize(static_cast<size_t>(tpb) * d);
     unpack_codes(block + meta_bytes(d), d, codes.data());
     const int g = group(d);
     for (int t = 0; t < tpb; ++t)
@@ -381,32 +382,23 @@ class IntCodec final : public Codec {
       }
   }
 
-  // ---- VNNI integer dots on tiles (int_tile_kernels_avx512.h) ----
+  // ---- integer dots on tiles (int_kernels.h: one variant per SIMD tier) ----
   // 8-bit codes would need more than 8-bit queries to stay near their own precision:
-  // they take the dequantizing path.
-  bool vnni_tiles(int d, bool key_op) const {
-    if (!tiled(d) || p_.bits == 8 || key_tiles(d) != key_op || simd_level() != SimdLevel::kAvx512 ||
-        !cpu_features().avx512vnni)
-      return false;
-    return p_.G || group(d) % intt::kTileChannels == 0;
+  // they take the dequantizing path, as does every tier without a kernel (scalar).
+  bool int_tiles(int d, bool key_op) const {
+    if (!tiled(d) || key_tiles(d) != key_op || !(p_.G || group(d) % intt::kTileChannels == 0)) return false;
+    const intk::IntTileKernels& k = intk::int_tile_kernels();
+    return key_op ? k.scores_for(p_.bits, p_.dot_bits) != nullptr : k.accumulate_for(p_.bits, p_.dot_bits) != nullptr;
   }
   void scores_tiles(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
     const int d = seg.head_dim;
-    tilek::KeyTileShape shape{d, p_.G ? 0 : group(d), static_cast<int>(meta_bytes(d))};
-    const bool wide = p_.dot_bits == 16;
-    if (p_.bits == 4) return wide ? tilek::scores<4, true>(q, n_q, seg, shape, scale, logits, ld)
-                                  : tilek::scores<4, false>(q, n_q, seg, shape, scale, logits, ld);
-    return wide ? tilek::scores<2, true>(q, n_q, seg, shape, scale, logits, ld)
-                : tilek::scores<2, false>(q, n_q, seg, shape, scale, logits, ld);
+    const intt::KeyTileShape shape{d, p_.G ? 0 : group(d), static_cast<int>(meta_bytes(d))};
+    intk::int_tile_kernels().scores_for(p_.bits, p_.dot_bits)(q, n_q, seg, shape, scale, logits, ld);
   }
   void accumulate_tiles(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const {
     const int d = seg.head_dim;
-    tilek::ValueTileShape shape{d, group(d), static_cast<int>(meta_bytes(d))};
-    const bool wide = p_.dot_bits == 16;
-    if (p_.bits == 4) return wide ? tilek::accumulate<4, true>(p, ld, n_q, seg, shape, out)
-                                  : tilek::accumulate<4, false>(p, ld, n_q, seg, shape, out);
-    return wide ? tilek::accumulate<2, true>(p, ld, n_q, seg, shape, out)
-                : tilek::accumulate<2, false>(p, ld, n_q, seg, shape, out);
+    const intt::ValueTileShape shape{d, group(d), static_cast<int>(meta_bytes(d))};
+    intk::int_tile_kernels().accumulate_for(p_.bits, p_.dot_bits)(p, ld, n_q, seg, shape, out);
   }
 
   // Scratch of one thread: the dequantized tile and a per-channel block's metadata.
@@ -579,7 +571,12 @@ class IntCodec final : public Codec {
   // Tokens [t0, t0 + n) of the view -> tile.rows [n, d].
   void dequant(const SegmentView& seg, int64_t t0, int n, Tile& tile) const {
     const int d = seg.head_dim, tpb = tokens_per_block();
-    if (tiled(d)) {  // the whole block through the scalar reference, once per block
+    if (tiled(d) && simd_level() != SimdLevel::kScalar && p_.bits == 8 && n == kTile && t0 % kTile == 0) {
+      // 8-bit tiles (no integer kernel): the 16 tokens of one tile row, SIMD, from the codes in place.
+      const uint8_t* block = seg.block(t0 / tpb);
+      return dequant_tile8_avx2(block, static_cast<int>(t0 % tpb) / kTile, d, tile.rows.data());
+    }
+    if (tiled(d)) {  // scalar tier: the whole block through the scalar reference, once per block
       tile.blk.resize(static_cast<size_t>(tpb) * d);
       for (int j = 0; j < n; ++j) {
         const int64_t t = t0 + j;
@@ -616,6 +613,54 @@ class IntCodec final : public Codec {
       }
     }
   }
+  // Token-tile row tt (16 tokens) of an 8-bit tiled block -> rows [16, d]. Key tiles: token
+  // t's channels 4j..4j+3 of a unit are the dword at 64 j + 4 t; value tiles: channel c's
+  // tokens 4j..4j+3 are the dword at 64 j + 4 c (int_tiles.h), picked by a byte shuffle.
+  VLKV_AVX2 void dequant_tile8_avx2(const uint8_t* block, int tt, int d, float* rows) const {
+    const int units = d / intt::kTileChannels, g = group(d);
+    const uint8_t* codes = block + meta_bytes(d) + static_cast<int64_t>(tt) * units * intt::tile_bytes(8);
+    const bool keys = key_tiles(d);
+    for (int u = 0; u < units; ++u) {
+      const uint8_t* tile = codes + u * intt::tile_bytes(8);
+      for (int t = 0; t < intt::kTileTokens; ++t) {
+        __m128i c;
+        if (keys) {
+          c = _mm_setr_epi32(intt_load_i32(tile + 4 * t), intt_load_i32(tile + 64 + 4 * t), intt_load_i32(tile + 128 + 4 * t),
+                             intt_load_i32(tile + 192 + 4 * t));
+        } else {  // token t: byte t % 4 of every channel's dword in quad vector t / 4
+          const uint8_t* q = tile + 64 * (t / 4);
+          const int k = t % 4;
+          const __m128i pick = _mm_setr_epi8(static_cast<char>(k), static_cast<char>(k + 4), static_cast<char>(k + 8),
+                                             static_cast<char>(k + 12), -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+          int32_t w[4];
+          for (int i = 0; i < 4; ++i)
+            w[i] = _mm_cvtsi128_si32(_mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * i)), pick));
+          c = _mm_setr_epi32(w[0], w[1], w[2], w[3]);
+        }
+        const int tok = tt * intt::kTileTokens + t;  // token inside the block
+        float* out = rows + static_cast<int64_t>(t) * d + 16 * u;
+        for (int h = 0; h < 2; ++h) {
+          const __m256 cf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(c, 8) : c));
+          const int c0 = 16 * u + 8 * h;
+          __m256 sc, mn;
+          if (p_.G) {
+            sc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * c0)));
+            mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * d + 2 * c0)));
+          } else {
+            sc = _mm256_set1_ps(_cvtsh_ss(load_u16(block + scale_offset(tok, c0 / g))));
+            mn = _mm256_set1_ps(_cvtsh_ss(load_u16(block + min_offset(tok, c0 / g, d))));
+          }
+          _mm256_storeu_ps(out + 8 * h, _mm256_fmadd_ps(cf, sc, mn));
+        }
+      }
+    }
+  }
+  static int32_t intt_load_i32(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+
   template <bool kAvx512>
   void deq_simd(const RowMeta& m, int d, float* out) const {
     switch (p_.bits) {

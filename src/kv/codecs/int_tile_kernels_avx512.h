@@ -41,16 +41,8 @@ namespace vlkv::tilek {
 
 #define VLKV_TILE_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-struct KeyTileShape {
-  int d = 0;
-  int g = 0;           // per-token codec: channels per group; 0: per-channel block (G tokens)
-  int meta_bytes = 0;  // bytes before the code tiles in a block
-};
-struct ValueTileShape {
-  int d = 0;
-  int g = 0;
-  int meta_bytes = 0;
-};
+using intt::KeyTileShape;
+using intt::ValueTileShape;
 
 inline int32_t load_i32(const void* p) {
   int32_t v;

@@ -24,6 +24,18 @@ namespace vlkv::intt {
 constexpr int kTileTokens = 16;    // tokens per tile (and per block of a tiled per-token codec)
 constexpr int kTileChannels = 16;  // channels per tile
 
+// Geometry of a tiled block, as the fused kernels (int_kernels.h) read it.
+struct KeyTileShape {
+  int d = 0;
+  int g = 0;           // per-token codec: channels per group; 0: per-channel block (G tokens)
+  int meta_bytes = 0;  // bytes before the code tiles in a block
+};
+struct ValueTileShape {
+  int d = 0;
+  int g = 0;           // channels per group (per-token values)
+  int meta_bytes = 0;
+};
+
 inline bool tileable_bits(int bits) { return bits == 2 || bits == 4 || bits == 8; }
 
 // Whether a method should store a per-token codec in tiles: 2/4-bit codes (8-bit tiles take

@@ -15,8 +15,6 @@
 // where qc = T^T q over the block's normal channels. The map varies per block, so the query
 // transform (scores) and the synthesis (accumulate) are redone only when the map changes
 // from one block to the next (keys' outlier channels are stable in practice).
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/sign1_kernels.h"
 #include "kv/codecs/sign1_codecs.h"
 #include "kv/codecs/sign1_planes.h"
 
@@ -58,88 +57,6 @@ struct ChannelMap {
     norm.resize(nn);
   }
 };
-
-// One query row's plane weights and base score over a block:
-//   q.x^ = base + sum_j w_j bit_j,  base = sum_O q m + sum_N' qc sigma,
-//   w = {q s (low planes), 2 q s (high planes), -2 qc sigma (sign planes)}
-//   qo: [n_out], qc: [nc], os: [n_out, 2] {scale, min}, sig: [nc], w: [2 n_out + nc]
-void mixk_row_weights_scalar(const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc,
-                             float* w, float* base) {
-  float bo = 0.0f, bn = 0.0f;
-  for (int j = 0; j < n_out; ++j) {
-    bo += qo[j] * os[2 * j + 1];
-    w[j] = qo[j] * os[2 * j];
-    w[n_out + j] = 2.0f * w[j];
-  }
-  for (int k = 0; k < nc; ++k) {
-    const float qs = qc[k] * sig[k];
-    bn += qs;
-    w[2 * n_out + k] = -2.0f * qs;
-  }
-  *base = bo + bn;
-}
-
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void mixk_row_weights_avx512(
-    const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc, float* w, float* base) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  __m512 bo = _mm512_setzero_ps(), bn = bo;
-  for (int j = 0; j < n_out; j += 16) {
-    const int left = n_out - j;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-    const __mmask16 m0 = left >= 8 ? __mmask16(0xffff) : __mmask16((1u << (2 * left)) - 1);
-    const __mmask16 m1 = left >= 16 ? __mmask16(0xffff) : left > 8 ? __mmask16((1u << (2 * left - 16)) - 1) : __mmask16(0);
-    const __m512 p0 = _mm512_maskz_loadu_ps(m0, os + 2 * j), p1 = _mm512_maskz_loadu_ps(m1, os + 2 * j + 16);
-    const __m512 s = _mm512_permutex2var_ps(p0, even, p1), mn = _mm512_permutex2var_ps(p0, odd, p1);
-    const __m512 q = _mm512_maskz_loadu_ps(m, qo + j);
-    const __m512 ws = _mm512_mul_ps(q, s);
-    bo = _mm512_fmadd_ps(q, mn, bo);
-    _mm512_mask_storeu_ps(w + j, m, ws);
-    _mm512_mask_storeu_ps(w + n_out + j, m, _mm512_add_ps(ws, ws));
-  }
-  const __m512 m2 = _mm512_set1_ps(-2.0f);
-  for (int k = 0; k < nc; k += 16) {
-    const int left = nc - k;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-    const __m512 qs = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, qc + k), _mm512_maskz_loadu_ps(m, sig + k));
-    bn = _mm512_add_ps(bn, qs);
-    _mm512_mask_storeu_ps(w + 2 * n_out + k, m, _mm512_mul_ps(qs, m2));
-  }
-  alignas(64) float a[16], b[16];  // (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized)
-  _mm512_store_ps(a, bo);
-  _mm512_store_ps(b, bn);
-  float so = 0.0f, sn = 0.0f;
-  for (int i = 0; i < 16; ++i) {
-    so += a[i];
-    sn += b[i];
-  }
-  *base = so + sn;
-}
-
-// qo = q at the block's outlier channels (mask bit 1), qn = q at the others, both in
-// ascending channel order, by register compress (no channel lists, no branches).
-//   q: [d], mask: [ceil(d/8)], qo, qn: [d + 16] (whole vectors are stored)
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void split_query_avx512(
-    const float* q, const uint8_t* mask, int d, float* qo, float* qn) {
-  int no = 0, nn = 0;
-  for (int c = 0; c < d; c += 16) {
-    const int left = d - c;
-    const __mmask16 valid = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-    const unsigned bits = mask[c / 8] | (left > 8 ? static_cast<unsigned>(mask[c / 8 + 1]) << 8 : 0u);
-    const __mmask16 mo = static_cast<__mmask16>(bits & valid), mn = static_cast<__mmask16>(~bits & valid);
-    const __m512 v = _mm512_maskz_loadu_ps(valid, q + c);
-    _mm512_storeu_ps(qo + no, _mm512_maskz_compress_ps(mo, v));
-    _mm512_storeu_ps(qn + nn, _mm512_maskz_compress_ps(mn, v));
-    no += __builtin_popcount(mo);
-    nn += __builtin_popcount(mn);
-  }
-}
-
-void mixk_row_weights(const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc, float* w,
-                      float* base) {
-  if (simd_level() == SimdLevel::kAvx512) return mixk_row_weights_avx512(qo, qc, os, sig, n_out, nc, w, base);
-  mixk_row_weights_scalar(qo, qc, os, sig, n_out, nc, w, base);
-}
 
 class MixkCodec final : public Codec {
  public:
@@ -252,50 +169,80 @@ class MixkCodec final : public Codec {
     }
   }
 
+  // Blocks go in chunks of kChunk: first every block whose map differs from the block
+  // before gets a query slot (its rows split by the map, the normal parts transformed 8 at
+  // a time in SIMD lanes: random keys change the map every block, and one transform per
+  // row and block would cost more than the block's plane sums); then every block's plane
+  // weights and scores from its slot.
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
+    constexpr int kChunk = 8;
     const Layout L = layout(seg.head_dim);
     const int d = L.d, G = L.G, n_planes = 2 * L.n_out + L.nc;
     const CoefTransform* T = L.n_norm > 0 ? &sign1::coef_transform(p_.fft, L.n_norm) : nullptr;
+    const sign1::Sign1Kernels& K = sign1::sign1_kernels();
+    const size_t per_slot = static_cast<size_t>(n_q) * (L.n_out + L.nc);
     thread_local std::vector<float> buf;
-    thread_local ChannelMap map;
     thread_local std::vector<uint8_t> cur_mask;
-    buf.resize(static_cast<size_t>(n_q) * (L.n_out + L.nc + n_planes + 1) + 2 * static_cast<size_t>(d + 16) +
-               2 * static_cast<size_t>(L.n_out) + L.nc + 1);
-    float* qo = buf.data();                                 // [n_q, n_out] query at outlier channels
-    float* qc = qo + static_cast<size_t>(n_q) * L.n_out;    // [n_q, nc] transformed query, normal part
-    float* w = qc + static_cast<size_t>(n_q) * L.nc;        // [n_q, n_planes] plane weights
+    buf.resize((kChunk + 1) * per_slot + static_cast<size_t>(n_q) * (n_planes + 1) + static_cast<size_t>(d + 16) +
+               2 * static_cast<size_t>(L.n_out) + L.nc + 8 * static_cast<size_t>(d + 16 + L.nc) + 1);
+    float* slots = buf.data();  // [kChunk + 1][n_q][n_out + nc] query at outlier channels, transformed normal part;
+                                // slot kChunk: the map carried over from the previous chunk
+    float* w = slots + (kChunk + 1) * per_slot;             // [n_q, n_planes] plane weights
     float* base = w + static_cast<size_t>(n_q) * n_planes;  // [n_q] score of all-zero bits
-    float* qn = base + n_q;                                 // [d + 16] gather scratch
-    float* qs = qn + d + 16;                                // [d + 16] outlier gather scratch
+    float* qs = base + n_q;                                 // [d + 16] outlier gather
     float* os = qs + d + 16;                                // [n_out, 2] outlier {scale, min}
     float* sig = os + 2 * L.n_out;                          // [nc]
-    const bool compress = simd_level() == SimdLevel::kAvx512;
+    float* lanes_in = sig + L.nc;                           // [8][d + 16] queued normal parts
+    float* lanes_out = lanes_in + 8 * static_cast<size_t>(d + 16);  // [8][nc] their transforms
+    auto qo_of = [&](int slot, int r) { return slots + slot * per_slot + static_cast<size_t>(r) * (L.n_out + L.nc); };
+    int lane_slot[8], lane_row[8], n_lanes = 0;
+    auto run_lanes = [&] {  // transform the queued normal parts into their slots
+      if (n_lanes == 0) return;
+      for (int l = n_lanes; l < 8; ++l) std::fill_n(lanes_in + l * static_cast<size_t>(d + 16), L.n_norm, 0.0f);
+      T->adjoint_batch8(lanes_in, d + 16, lanes_out, L.nc);
+      for (int l = 0; l < n_lanes; ++l)
+        std::memcpy(qo_of(lane_slot[l], lane_row[l]) + L.n_out, lanes_out + static_cast<size_t>(l) * L.nc,
+                    sizeof(float) * L.nc);
+      n_lanes = 0;
+    };
     cur_mask.clear();
-    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-      const uint8_t* blk = seg.block(b);
-      if (cur_mask.empty() || std::memcmp(cur_mask.data(), blk, L.mask_bytes) != 0) {
-        cur_mask.assign(blk, blk + L.mask_bytes);
-        for (int r = 0; r < n_q; ++r) {
-          const float* qr = q + static_cast<int64_t>(r) * d;
-          float* qor = qo + static_cast<size_t>(r) * L.n_out;
-          if (compress) {  // AVX-512: compress by the mask bits
-            split_query_avx512(qr, blk, d, qs, qn);
-            std::memcpy(qor, qs, sizeof(float) * L.n_out);
-          } else {
-            if (r == 0) map.read(blk, d);
-            for (int j = 0; j < L.n_out; ++j) qor[j] = qr[map.out[j]];
-            for (int k = 0; k < L.n_norm; ++k) qn[k] = qr[map.norm[k]];
+    int slot_of[kChunk];
+    for (int64_t b0 = 0; b0 < seg.n_blocks(); b0 += kChunk) {
+      const int nb = static_cast<int>(std::min<int64_t>(kChunk, seg.n_blocks() - b0));
+      int last = kChunk;
+      for (int i = 0; i < nb; ++i) {
+        const uint8_t* blk = seg.block(b0 + i);
+        if (cur_mask.empty() || std::memcmp(cur_mask.data(), blk, L.mask_bytes) != 0) {
+          cur_mask.assign(blk, blk + L.mask_bytes);
+          last = i;
+          for (int r = 0; r < n_q; ++r) {
+            // The normal part goes straight to the next transform lane.
+            K.mixk_split_query(q + static_cast<int64_t>(r) * d, blk, d, qs, lanes_in + n_lanes * static_cast<size_t>(d + 16));
+            std::memcpy(qo_of(i, r), qs, sizeof(float) * L.n_out);
+            if (!T) continue;
+            lane_slot[n_lanes] = i;
+            lane_row[n_lanes] = r;
+            if (++n_lanes == 8) run_lanes();
           }
-          if (T) T->adjoint(qn, qc + static_cast<size_t>(r) * L.nc);
         }
+        slot_of[i] = last;
       }
-      sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
-      sign1::load_f16_row(blk + L.sig, L.nc, sig);
-      for (int r = 0; r < n_q; ++r)
-        mixk_row_weights(qo + static_cast<size_t>(r) * L.n_out, qc + static_cast<size_t>(r) * L.nc, os, sig, L.n_out,
-                         L.nc, w + static_cast<size_t>(r) * n_planes, base + r);
-      sign1::plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + b * G, ld);
+      run_lanes();
+      for (int i = 0; i < nb; ++i) {
+        const uint8_t* blk = seg.block(b0 + i);
+        sign1::load_f16_row(blk + L.meta, 2 * L.n_out, os);  // os[2j] scale, os[2j+1] min
+        sign1::load_f16_row(blk + L.sig, L.nc, sig);
+        for (int r = 0; r < n_q; ++r) {
+          const float* qo = qo_of(slot_of[i], r);
+          K.mixk_row_weights(qo, qo + L.n_out, os, sig, L.n_out, L.nc, w + static_cast<size_t>(r) * n_planes, base + r);
+        }
+        if (K.mixk_plane_scores_rows)
+          K.mixk_plane_scores_rows(blk + L.planes, L.n_out, L.nc, G, w, base, n_q, scale, logits + (b0 + i) * G, ld);
+        else
+          K.plane_scores_rows(blk + L.planes, n_planes, G, w, base, n_q, scale, logits + (b0 + i) * G, ld);
+      }
+      if (last != kChunk) std::memcpy(slots + kChunk * per_slot, slots + last * per_slot, sizeof(float) * per_slot);
     }
   }
 

@@ -1,7 +1,5 @@
 #include "kv/codecs/real_fft.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +7,8 @@
 
 #include "base/check.h"
 #include "base/cpu_features.h"
+#include "kv/codecs/real_fft_kernels.h"
+#include "kv/codecs/sign1_kernels.h"
 
 namespace vlkv {
 
@@ -31,6 +31,14 @@ RealFft::RealFft(int n) : n_(n), pow2_(n > 0 && (n & (n - 1)) == 0) {
       bitrev_[i] = r;
     }
   }
+  if (pow2_) {
+    twr_.resize(n / 2);
+    twi_.resize(n / 2);
+    for (int m = 0; m < n / 2; ++m) {
+      twr_[m] = static_cast<float>(cos_[m]);
+      twi_[m] = static_cast<float>(-sin_[m]);
+    }
+  }
   if (n <= kDenseMaxN) {  // F from the double FFT of the unit vectors, rounded once to float
     fwd_.resize(static_cast<size_t>(n) * n);
     inv_.resize(fwd_.size());
@@ -49,45 +57,9 @@ RealFft::RealFft(int n) : n_(n), pow2_(n > 0 && (n & (n - 1)) == 0) {
 
 namespace {
 
-// out[0, n) = sum_r in[r] * m[r * n + 0, n): m [n, n] row-major.
-void axpy_rows_scalar(const float* in, const float* m, int n, float* out) {
-  std::fill(out, out + n, 0.0f);
-  for (int r = 0; r < n; ++r) {
-    const float a = in[r];
-    const float* row = m + static_cast<size_t>(r) * n;
-    for (int i = 0; i < n; ++i) out[i] += a * row[i];
-  }
-}
-
-__attribute__((target("avx512f"))) void axpy_rows_avx512(const float* in, const float* m, int n, float* out) {
-  for (int i0 = 0; i0 < n; i0 += 64) {  // 64 outputs in 4 registers (tail lanes masked)
-    __mmask16 mask[4];
-    __m512 acc0[4], acc1[4];  // even / odd rows: 8 independent FMA chains
-    for (int u = 0; u < 4; ++u) {
-      const int left = n - i0 - 16 * u;
-      mask[u] = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
-      acc0[u] = acc1[u] = _mm512_setzero_ps();
-    }
-    const float* row = m + i0;
-    int r = 0;
-    for (; r + 2 <= n; r += 2, row += 2 * static_cast<size_t>(n)) {
-      const __m512 a0 = _mm512_set1_ps(in[r]), a1 = _mm512_set1_ps(in[r + 1]);
-      for (int u = 0; u < 4; ++u) {
-        acc0[u] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(mask[u], row + 16 * u), acc0[u]);
-        acc1[u] = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(mask[u], row + n + 16 * u), acc1[u]);
-      }
-    }
-    if (r < n) {
-      const __m512 a0 = _mm512_set1_ps(in[r]);
-      for (int u = 0; u < 4; ++u) acc0[u] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(mask[u], row + 16 * u), acc0[u]);
-    }
-    for (int u = 0; u < 4; ++u) _mm512_mask_storeu_ps(out + i0 + 16 * u, mask[u], _mm512_add_ps(acc0[u], acc1[u]));
-  }
-}
-
 void axpy_rows(const float* in, const float* m, int n, float* out, bool simd) {
-  if (simd) return axpy_rows_avx512(in, m, n, out);
-  axpy_rows_scalar(in, m, n, out);
+  if (simd) return sign1::sign1_kernels().fft_axpy_rows(in, m, n, out);
+  real_fft_kernels::axpy_rows_scalar(in, m, n, out);
 }
 
 }  // namespace
@@ -96,14 +68,14 @@ void RealFft::forward_dense(const float* x, float* c, bool simd) const {
   VLKV_CHECK(!fwd_.empty());
   float tmp[kDenseMaxN];  // x and c may alias
   std::memcpy(tmp, x, sizeof(float) * n_);
-  axpy_rows(tmp, fwd_.data(), n_, c, simd && simd_level() == SimdLevel::kAvx512);
+  axpy_rows(tmp, fwd_.data(), n_, c, simd);
 }
 
 void RealFft::inverse_dense(const float* c, float* x, bool simd) const {
   VLKV_CHECK(!inv_.empty());
   float tmp[kDenseMaxN];
   std::memcpy(tmp, c, sizeof(float) * n_);
-  axpy_rows(tmp, inv_.data(), n_, x, simd && simd_level() == SimdLevel::kAvx512);
+  axpy_rows(tmp, inv_.data(), n_, x, simd);
 }
 
 void RealFft::forward(const float* x, float* c) const {
@@ -114,6 +86,13 @@ void RealFft::forward(const float* x, float* c) const {
 void RealFft::inverse(const float* c, float* x) const {
   if (!inv_.empty()) return inverse_dense(c, x, true);
   inverse_fft(c, x);
+}
+
+void RealFft::forward_batch8(const float* x, int64_t x_stride, float* c, int64_t c_stride) const {
+  const auto kernel = sign1::sign1_kernels().fft_forward_batch8;
+  if (kernel && pow2_ && n_ >= 8 && n_ <= kDenseMaxN)
+    return kernel(x, x_stride, n_, twr_.data(), twi_.data(), bitrev_.data(), c, c_stride);
+  for (int l = 0; l < 8; ++l) forward(x + l * x_stride, c + l * c_stride);
 }
 
 void RealFft::cdft(double* re, double* im, int sign) const {

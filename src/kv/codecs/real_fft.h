@@ -4,14 +4,15 @@
 // lengths (channel counts here are <= 512, so the table is at most 256 K entries
 // and only non-power-of-two channel splits pay for it). The orthonormal real
 // transform (forward / inverse) of n <= kDenseMaxN instead multiplies by the
-// precomputed float matrix F (column by column, AVX-512 when available, else a
-// scalar loop): the mixk codec transforms each query row once per block whose
+// precomputed float matrix F (column by column: AVX2 or AVX-512 kernels in
+// real_fft_kernels_*.cpp, else a scalar loop): the mixk codec transforms each query row once per block whose
 // channel map changed, and at head_dim 128 that is a 64-point transform per block,
 // where the scalar double FFT cost more than the block's dot products. Results
 // match the FFT to float rounding (~1e-6 relative; tested). Immutable after
 // construction; safe to use from many threads.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace vlkv {
@@ -34,6 +35,11 @@ class RealFft {
   void forward(const float* x, float* c) const;
   // x = F^T c (the exact inverse of forward). c, x: [n]; may alias.
   void inverse(const float* c, float* x) const;
+  // forward() of 8 vectors at once (vector l at x + l * x_stride, its transform at
+  // c + l * c_stride; no alias): an f32 FFT in SIMD lanes when n is a power of two in
+  // [8, 128] and the SIMD tier has the kernel (the dense product costs n^2 per vector,
+  // this ~n log n), else forward() per vector.
+  void forward_batch8(const float* x, int64_t x_stride, float* c, int64_t c_stride) const;
 
   // Unnormalized full complex spectrum of a real vector (what the released VidKV
   // code keeps: 2n reals). re[k] + i im[k] = X_k for k in [0, n).
@@ -65,6 +71,7 @@ class RealFft {
   // n <= kDenseMaxN: F^T and F row-major. fwd_[j * n + k] = F[k][j], inv_[k * n + j] = F[k][j]:
   // forward c = sum_j x_j fwd_[j, :], inverse x = sum_k c_k inv_[k, :] (axpy form).
   std::vector<float> fwd_, inv_;
+  std::vector<float> twr_, twi_;  // [n/2] cos, -sin(2 pi m / n) (power-of-two n only)
 };
 
 }  // namespace vlkv

@@ -82,28 +82,27 @@ class Sign1cCodec final : public Codec {
     const auto& T = sign1::coef_transform(p_.fft, d);
     const int nc = T.n_coef();
     thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(n_q) * nc + 2 * nc + G);
-    float* qc = buf.data();                          // [n_q, nc] transformed queries
-    float* sig = qc + static_cast<size_t>(n_q) * nc;  // [nc] block scales
-    float* w = sig + nc;                             // [nc] plane weights
-    float* acc = w + nc;                             // [G]
+    buf.resize(2 * static_cast<size_t>(n_q) * nc + nc + n_q);
+    float* qc = buf.data();                              // [n_q, nc] transformed queries
+    float* w = qc + static_cast<size_t>(n_q) * nc;       // [n_q, nc] plane weights
+    float* sig = w + static_cast<size_t>(n_q) * nc;      // [nc] block scales
+    float* base = sig + nc;                              // [n_q] score of all-zero bits
     for (int r = 0; r < n_q; ++r) T.adjoint(q + static_cast<int64_t>(r) * d, qc + static_cast<size_t>(r) * nc);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       sign1::load_f16_row(blk, nc, sig);
       for (int r = 0; r < n_q; ++r) {
         const float* qr = qc + static_cast<size_t>(r) * nc;
-        float base = 0.0f;
+        float* wr = w + static_cast<size_t>(r) * nc;
+        float s = 0.0f;
         for (int k = 0; k < nc; ++k) {
           const float qs = qr[k] * sig[k];
-          base += qs;
-          w[k] = -2.0f * qs;
+          s += qs;
+          wr[k] = -2.0f * qs;
         }
-        std::fill(acc, acc + G, base);
-        sign1::plane_scores(blk + 2 * nc, nc, G, w, acc);
-        float* lr = logits + r * ld + b * G;
-        for (int t = 0; t < G; ++t) lr[t] = acc[t] * scale;
+        base[r] = s;
       }
+      sign1::plane_scores_rows(blk + 2 * nc, nc, G, w, base, n_q, scale, logits + b * G, ld);
     }
   }
 

@@ -59,6 +59,11 @@ void CoefTransform::adjoint(const float* q, float* qc) const {
   }
 }
 
+void CoefTransform::adjoint_batch8(const float* q, int64_t q_stride, float* qc, int64_t qc_stride) const {
+  if (mode_ == FftMode::kReal) return fft_.forward_batch8(q, q_stride, qc, qc_stride);
+  for (int l = 0; l < 8; ++l) adjoint(q + l * q_stride, qc + l * qc_stride);
+}
+
 const CoefTransform& coef_transform(FftMode mode, int n) {
   thread_local const CoefTransform* last = nullptr;  // fast path: same transform as the last call
   if (last && last->mode() == mode && last->n() == n) return *last;

@@ -35,6 +35,9 @@ class CoefTransform {
   void synthesize(const float* c, float* x) const;
   // qc = T^T q.              q: [n], qc: [n_coef]
   void adjoint(const float* q, float* qc) const;
+  // adjoint() of 8 vectors (fft=real: RealFft::forward_batch8): q + l * q_stride [n] ->
+  // qc + l * qc_stride [n_coef], l < 8; no alias.
+  void adjoint_batch8(const float* q, int64_t q_stride, float* qc, int64_t qc_stride) const;
 
  private:
   FftMode mode_;

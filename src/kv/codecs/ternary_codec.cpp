@@ -6,10 +6,12 @@
 //                             (t, c) in the order of ternary_tiles.h (row-major t*d + c,
 //                             or VNNI tiles when head_dim % 16 == 0 and G % 4 == 0)
 // code = +1 if x > thr*scale, -1 if x < -thr*scale, else 0; decode: code * scale.
-// accumulate at AVX-512 (VNNI + VBMI) on tiles: vpdpbusd of 15-bit probabilities against
-// the codes (ternary_tiles.h). Otherwise the fused ops decode a block's trits once through
-// a 256-entry table (byte -> 5 int8 codes) into rows, then run float SIMD over the int8
-// codes; the scalar reference reads digits directly.
+// On tiles (AVX2 and up) the fused ops decode a block's trits once into int8 codes in tile
+// order (AVX-512 VBMI digit tables, else AVX2 byte compares) and accumulate by integer
+// dots of 15-bit probabilities against them (vpdpbusd at AVX-512 VNNI or AVX-VNNI, else
+// maddubs); scores run f32 dots on the same codes (ternary_tiles.h). Row-ordered blocks
+// decode through a 256-entry table (byte -> 5 int8 codes) and run float SIMD; the scalar
+// reference reads digits directly.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,8 +21,8 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
-#include "kv/codecs/float_kernels.h"
 #include "kv/codecs/sign1_codecs.h"
+#include "kv/codecs/sign1_kernels.h"
 #include "kv/codecs/sign1_planes.h"
 #include "kv/codecs/ternary_tiles.h"
 
@@ -31,119 +33,26 @@ constexpr int kPow3[5] = {1, 3, 9, 27, 81};
 
 inline int trit_at(const uint8_t* trits, int64_t i) { return (trits[i / 5] / kPow3[i % 5]) % 3 - 1; }
 
-struct TritTable {
-  alignas(64) int8_t codes[256][8];  // [byte][digit] code in {-1,0,1}; bytes >= 243 never stored -> 0
-  TritTable() {
-    for (int b = 0; b < 256; ++b)
-      for (int i = 0; i < 8; ++i) codes[b][i] = static_cast<int8_t>(b < 243 && i < 5 ? (b / kPow3[i]) % 3 - 1 : 0);
-  }
-};
-const TritTable& trit_table() {
-  static const TritTable t;
-  return t;
-}
-
-// codes[t * d + c] of a block's trits; codes needs G * d + 8 bytes (8-byte table stores).
+// codes[t * d + c] of a row-ordered block's trits; codes needs G * d + 8 bytes (8-byte
+// table stores).
 void unpack_trits(const uint8_t* trits, const ternt::TritOrder& o, int8_t* codes) {
-  const auto& lut = trit_table().codes;
+  const auto& lut = ternt::digit_tables().code5;
   const int64_t n = static_cast<int64_t>(o.G) * o.d, nb = (n + 4) / 5;
-  if (!o.tiled) {
-    for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
-    return;
-  }
-  const int32_t* pos = ternt::trit_positions(o).data();
-  for (int64_t i = 0; i < n; ++i) codes[pos[i]] = lut[trits[i / 5]][i % 5];
+  for (int64_t i = 0; i < nb; ++i) std::memcpy(codes + 5 * i, lut[trits[i]], 8);
 }
 
-// Whether accumulate runs the VNNI tile kernel (VBMI decodes the digits).
-bool vnni_tiles() {
-  static const bool ok = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
-  return ok && simd_level() == SimdLevel::kAvx512;
-}
-
-#define VLKV_T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define VLKV_T_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
-
-// int8 codes -> floats. (maskz forms: GCC 12's unmasked ones trip -Wmaybe-uninitialized.)
-VLKV_T_AVX512 inline __m512 cvt16_(__m128i c) {
-  return _mm512_maskz_cvtepi32_ps(0xffff, _mm512_maskz_cvtepi8_epi32(0xffff, c));
-}
-
-// logits[t] = scale * dot(qs, codes[t])       qs: [d], codes: [G, d]
-VLKV_T_AVX2 void code_dots_avx2(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr) {
-  const int d8 = d & ~7;
-  for (int t = 0; t < G; ++t) {
-    const int8_t* c = codes + static_cast<int64_t>(t) * d;
-    __m256 a = _mm256_setzero_ps();
-    for (int i = 0; i < d8; i += 8) {
-      const __m256 cv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + i))));
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i), cv, a);
-    }
-    float s = float_kernels::hsum8(a);
-    for (int i = d8; i < d; ++i) s += qs[i] * c[i];
-    lr[t] = s * scale;
-  }
-}
-
-VLKV_T_AVX512 void code_dots_avx512(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr) {
-  for (int t = 0; t < G; ++t) {
-    const int8_t* c = codes + static_cast<int64_t>(t) * d;
-    __m512 a = _mm512_setzero_ps();
-    for (int i = 0; i < d; i += 16) {
-      const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-      const __m512 cv = cvt16_(_mm_maskz_loadu_epi8(m, c + i));
-      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qs + i), cv, a);
-    }
-    lr[t] = float_kernels::hsum16(a) * scale;
-  }
-}
-
-// out[c] += sig[c] * sum_t p[t] * codes[t, c]
-VLKV_T_AVX2 void code_accum_avx2(const float* p, const int8_t* codes, int G, int d, const float* sig, float* o) {
-  const int d8 = d & ~7;
-  for (int i = 0; i < d8; i += 8) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    int t = 0;
-    for (; t + 2 <= G; t += 2) {
-      const int8_t* c = codes + static_cast<int64_t>(t) * d + i;
-      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t),
-                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c)))), a0);
-      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 1),
-                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d)))), a1);
-    }
-    if (t < G)
-      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t),
-                           _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                               reinterpret_cast<const __m128i*>(codes + static_cast<int64_t>(t) * d + i)))), a0);
-    _mm256_storeu_ps(o + i, _mm256_fmadd_ps(_mm256_loadu_ps(sig + i), _mm256_add_ps(a0, a1), _mm256_loadu_ps(o + i)));
-  }
-  for (int i = d8; i < d; ++i) {
+// o[c] += sig[c] * sum_t p[t] * code(t, c) in f32 over decoded tile codes: the rare
+// inputs the integer kernels refuse (negative, NaN or inf p), which must propagate as in
+// the reference.
+void accum_tiles_float(const float* p, const int8_t* codes, const ternt::TritOrder& o, const float* sig, float* out) {
+  const int nj = o.G / 4;
+  for (int c = 0; c < o.d; ++c) {
+    const int8_t* cu = codes + 64 * static_cast<int64_t>(c / 16) * nj + 4 * (c % 16);
     float s = 0.0f;
-    for (int t = 0; t < G; ++t) s += p[t] * codes[static_cast<int64_t>(t) * d + i];
-    o[i] += sig[i] * s;
+    for (int t = 0; t < o.G; ++t) s += p[t] * cu[64 * (t / 4) + t % 4];
+    out[c] += sig[c] * s;
   }
 }
-
-VLKV_T_AVX512 void code_accum_avx512(const float* p, const int8_t* codes, int G, int d, const float* sig, float* o) {
-  for (int i = 0; i < d; i += 16) {
-    const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    int t = 0;
-    for (; t + 2 <= G; t += 2) {
-      const int8_t* c = codes + static_cast<int64_t>(t) * d + i;
-      a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), cvt16_(_mm_maskz_loadu_epi8(m, c)), a0);
-      a1 = _mm512_fmadd_ps(_mm512_set1_ps(p[t + 1]), cvt16_(_mm_maskz_loadu_epi8(m, c + d)), a1);
-    }
-    if (t < G)
-      a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[t]),
-                           cvt16_(_mm_maskz_loadu_epi8(m, codes + static_cast<int64_t>(t) * d + i)), a0);
-    const __m512 acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, sig + i), _mm512_add_ps(a0, a1), _mm512_maskz_loadu_ps(m, o + i));
-    _mm512_mask_storeu_ps(o + i, m, acc);
-  }
-}
-
-#undef VLKV_T_AVX2
-#undef VLKV_T_AVX512
 
 class TernaryCodec final : public Codec {
  public:
@@ -168,9 +77,9 @@ class TernaryCodec final : public Codec {
   // squared error (least squares for their codes). Declared for thr <= 1 only.
   double rms_error_bound() const override { return p_.thr <= 1.0 ? 0.56 : -1.0; }
 
-  // accumulate on VNNI tiles rounds each block's p to 15 bits (ternary_tiles.h).
+  // accumulate on tiles (AVX2 and up) rounds each block's p to 15 bits (ternary_tiles.h).
   FusedRounding fused_rounding(int head_dim) const override {
-    return {0, ternt::trit_order(head_dim, p_.group).tiled && vnni_tiles() ? 15 : 0};
+    return {0, ternt::trit_order(head_dim, p_.group).tiled && sign1::sign1_kernels().ternary_accum ? 15 : 0};
   }
 
   void encode(const float* x, int64_t x_stride, int head_dim, uint8_t* block) const override {
@@ -218,8 +127,9 @@ class TernaryCodec final : public Codec {
   void scores(const float* q, int n_q, const SegmentView& seg, float scale, float* logits,
               int64_t ld) const override {
     const int d = seg.head_dim, G = p_.group;
-    const SimdLevel level = simd_level();
     const ternt::TritOrder order = ternt::trit_order(d, G);
+    const sign1::Sign1Kernels& K = sign1::sign1_kernels();
+    const bool tiles = order.tiled && K.ternary_decode, rows = !order.tiled && K.ternary_row_scores;
     thread_local std::vector<float> qs, sig;
     thread_local std::vector<int8_t> codes;
     qs.resize(d);
@@ -228,20 +138,22 @@ class TernaryCodec final : public Codec {
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
-      if (level != SimdLevel::kScalar) unpack_trits(trits, order, codes.data());
+      if (tiles) K.ternary_decode(trits, order, codes.data());
+      if (rows) unpack_trits(trits, order, codes.data());
       sign1::load_f16_row(blk, d, sig.data());
       for (int r = 0; r < n_q; ++r) {
         for (int c = 0; c < d; ++c) qs[c] = q[static_cast<int64_t>(r) * d + c] * sig[c];
         float* lr = logits + r * ld + b * G;
-        switch (level) {
-          case SimdLevel::kAvx512: code_dots_avx512(qs.data(), codes.data(), G, d, scale, lr); break;
-          case SimdLevel::kAvx2: code_dots_avx2(qs.data(), codes.data(), G, d, scale, lr); break;
-          default:
-            for (int t = 0; t < G; ++t) {
-              float s = 0.0f;
-              for (int c = 0; c < d; ++c) s += qs[c] * static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c)));
-              lr[t] = s * scale;
-            }
+        if (tiles) {
+          K.ternary_scores(qs.data(), codes.data(), order, scale, lr);
+        } else if (rows) {
+          K.ternary_row_scores(qs.data(), codes.data(), G, d, scale, lr);
+        } else {  // scalar reference: the digits in place
+          for (int t = 0; t < G; ++t) {
+            float s = 0.0f;
+            for (int c = 0; c < d; ++c) s += qs[c] * static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c)));
+            lr[t] = s * scale;
+          }
         }
       }
     }
@@ -249,37 +161,33 @@ class TernaryCodec final : public Codec {
 
   void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, float* out) const override {
     const int d = seg.head_dim, G = p_.group;
-    const SimdLevel level = simd_level();
     const ternt::TritOrder order = ternt::trit_order(d, G);
-    const bool tiles = order.tiled && vnni_tiles();
+    const sign1::Sign1Kernels& K = sign1::sign1_kernels();
+    const bool tiles = order.tiled && K.ternary_decode, rows = !order.tiled && K.ternary_row_scores;
     thread_local std::vector<float> sig;
-    thread_local std::vector<int8_t> codes, tile_codes;
+    thread_local std::vector<int8_t> codes;
     sig.resize(d);
     codes.resize(static_cast<size_t>(G) * d + 8);
-    if (tiles) tile_codes.resize(static_cast<size_t>(G) * d + 8);
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       const uint8_t* trits = blk + 2 * d;
       sign1::load_f16_row(blk, d, sig.data());
-      bool rows_ready = false;
-      if (tiles) ternt::decode_tiles(trits, order, trit_table().codes, tile_codes.data());
+      if (tiles) K.ternary_decode(trits, order, codes.data());
+      if (rows) unpack_trits(trits, order, codes.data());
       for (int r = 0; r < n_q; ++r) {
         const float* pr = p + r * ld + b * G;
         float* o = out + static_cast<int64_t>(r) * d;
-        if (tiles && ternt::accum_tiles(pr, tile_codes.data(), order, sig.data(), o)) continue;
-        if (level != SimdLevel::kScalar && !rows_ready) {
-          unpack_trits(trits, order, codes.data());
-          rows_ready = true;
-        }
-        switch (level) {
-          case SimdLevel::kAvx512: code_accum_avx512(pr, codes.data(), G, d, sig.data(), o); break;
-          case SimdLevel::kAvx2: code_accum_avx2(pr, codes.data(), G, d, sig.data(), o); break;
-          default:
-            for (int c = 0; c < d; ++c) {
-              float s = 0.0f;
-              for (int t = 0; t < G; ++t) s += pr[t] * static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c)));
-              o[c] += sig[c] * s;
-            }
+        if (tiles) {
+          if (!K.ternary_accum(pr, codes.data(), order, sig.data(), o))
+            accum_tiles_float(pr, codes.data(), order, sig.data(), o);  // negative or non-finite p
+        } else if (rows) {
+          K.ternary_row_accum(pr, codes.data(), G, d, sig.data(), o);
+        } else {  // scalar reference: the digits in place
+          for (int c = 0; c < d; ++c) {
+            float s = 0.0f;
+            for (int t = 0; t < G; ++t) s += pr[t] * static_cast<float>(trit_at(trits, ternt::trit_index(order, t, c)));
+            o[c] += sig[c] * s;
+          }
         }
       }
     }

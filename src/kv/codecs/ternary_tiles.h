@@ -1,4 +1,4 @@
-// Trit order of the ternary codec's blocks and its AVX-512 VNNI accumulate (internal to
+// Trit order of the ternary codec's blocks and its SIMD kernels' interface (internal to
 // ternary_codec.cpp). Same bytes as a row-major stream (5 trits per byte, ceil(G*d/5)
 // bytes); only the order of the trits differs, chosen so that decoding 64 bytes yields
 // vpdpbusd operands directly:
@@ -9,21 +9,13 @@
 //         chunks of 5 sharing 64 bytes: group 5 ch + g is digit g of byte 64 ch + e
 //         (trit i = 320 ch + 5 e + g). The last n_qg % 5 groups follow densely
 //         (trit i = 320 n_full + 64 r + e).
-// accumulate() then decodes a block's trits once (two vpermi2b + a blend per digit and 64
-// bytes) and runs vpdpbusd of the rounded probabilities against the codes in place.
+// The fused ops decode a block's trits once into these int8 codes (AVX-512 VBMI: vpermi2b
+// digit tables; AVX2: byte compares) and run integer dots of the rounded probabilities
+// (vpdpbusd, or maddubs) and f32 query dots against them in place.
 #pragma once
-
-#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
-
-// GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
-// -W(maybe-)uninitialized once inlined; the values are fully defined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace vlkv::ternt {
 
@@ -53,28 +45,15 @@ inline int64_t trit_index(const TritOrder& o, int t, int c) {
   return static_cast<int64_t>(o.n_full) * 320 + static_cast<int64_t>(qg - 5 * o.n_full) * 64 + e;
 }
 
-// pos[i] = t * d + c of trit i (tiles only; one table per shape and thread).
-inline const std::vector<int32_t>& trit_positions(const TritOrder& o) {
-  thread_local int cached_d = -1, cached_g = -1;
-  thread_local std::vector<int32_t> pos;
-  if (cached_d != o.d || cached_g != o.G) {
-    pos.assign(static_cast<size_t>(o.G) * o.d, 0);
-    for (int t = 0; t < o.G; ++t)
-      for (int c = 0; c < o.d; ++c) pos[trit_index(o, t, c)] = t * o.d + c;
-    cached_d = o.d;
-    cached_g = o.G;
-  }
-  return pos;
-}
-
-#define VLKV_TT_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")))
-
 // digit[g][b] = base-3 digit g of byte b minus 1 (the code); bytes >= 243 are never stored.
 struct DigitTables {
   alignas(64) int8_t digit[5][256];
+  alignas(64) int8_t code5[256][8];  // [byte][g] = digit[g][byte], g < 5; 0 beyond
   DigitTables() {
     for (int g = 0, p = 1; g < 5; ++g, p *= 3)
       for (int b = 0; b < 256; ++b) digit[g][b] = static_cast<int8_t>(b < 243 ? (b / p) % 3 - 1 : 0);
+    for (int b = 0; b < 256; ++b)
+      for (int g = 0; g < 8; ++g) code5[b][g] = g < 5 ? digit[g][b] : 0;
   }
 };
 inline const DigitTables& digit_tables() {
@@ -82,21 +61,10 @@ inline const DigitTables& digit_tables() {
   return t;
 }
 
-// codes[qg][64] (int8 {-1, 0, 1}, element e = 4 l + k) of a tiled block's trits.
-// codes needs 64 * n_qg + 8 bytes; code5: [256][8] byte -> its 5 codes (tail).
-VLKV_TT_VNNI inline void decode_tiles(const uint8_t* trits, const TritOrder& o, const int8_t (*code5)[8],
-                                      int8_t* codes) {
-  const auto& T = digit_tables().digit;
-  for (int ch = 0; ch < o.n_full; ++ch) {
-    const __m512i b = _mm512_loadu_si512(trits + 64 * ch);
-    const __mmask64 high = _mm512_movepi8_mask(b);  // bytes >= 128 read the upper half table
-    for (int g = 0; g < 5; ++g) {
-      const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(T[g]), b, _mm512_load_si512(T[g] + 64));
-      const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(T[g] + 128), b, _mm512_load_si512(T[g] + 192));
-      _mm512_storeu_si512(codes + 64 * (5 * ch + g), _mm512_mask_blend_epi8(high, lo, hi));
-    }
-  }
-  // Tail: dense trits from a byte boundary (320 trits per chunk = 64 whole bytes).
+// The tail of a tiled block (the last n_qg % 5 quad groups, dense trits from a byte
+// boundary: 320 trits per chunk = 64 whole bytes) into codes, one 8-byte table row per byte.
+inline void decode_tail(const uint8_t* trits, const TritOrder& o, int8_t* codes) {
+  const auto& code5 = digit_tables().code5;
   const int64_t n_tail = static_cast<int64_t>(o.n_qg - 5 * o.n_full) * 64;
   const uint8_t* tb = trits + 64 * o.n_full;
   int8_t* dst = codes + 320 * o.n_full;
@@ -109,74 +77,29 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
-// Channels 16 u0 .. 16 (u0 + U) of accum_tiles: 2U independent vpdpbusd chains (one chain
-// per unit would wait on the instruction's latency).
-template <int U>
-VLKV_TT_VNNI inline void accum_units(const int8_t* codes, int nj, int u0, const uint8_t* hb, const uint8_t* lb,
-                                     __m512 step, const float* sig, float* out) {
-  __m512i ah[U], al[U];
-  for (int i = 0; i < U; ++i) ah[i] = al[i] = _mm512_setzero_si512();
-  for (int j = 0; j < nj; ++j) {
-    const __m512i bh = _mm512_set1_epi32(load_i32(hb + 4 * j)), bl = _mm512_set1_epi32(load_i32(lb + 4 * j));
-    for (int i = 0; i < U; ++i) {
-      const __m512i v = _mm512_loadu_si512(codes + 64 * (static_cast<int64_t>(u0 + i) * nj + j));
-      ah[i] = _mm512_dpbusd_epi32(ah[i], bh, v);
-      al[i] = _mm512_dpbusd_epi32(al[i], bl, v);
-    }
-  }
-  for (int i = 0; i < U; ++i) {
-    const int c = 16 * (u0 + i);
-    const __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah[i]), _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(al[i]));
-    const __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sig + c), step);
-    _mm512_storeu_ps(out + c, _mm512_fmadd_ps(dot, w, _mm512_loadu_ps(out + c)));
-  }
-}
-
-// o[c] += sig[c] * sum_t p[t] * code(t, c) over one tiled block; false (nothing done)
-// when some p[t] < 0 (attention passes softmax weights, never negative). p: [G].
-// p is rounded to 15 bits (step = max p / 32767, as hi * 128 + lo: two vpdpbusd):
+// ---- the ISA kernels (one file each: ternary_tiles_{avx2,avxvnni,avx512}.cpp) ----
+// decode: codes[qg][64] (int8 {-1, 0, 1}, element e = 4 l + k) of a tiled block's trits;
+//   codes needs 64 * n_qg + 8 bytes.
+// accum: o[c] += sig[c] * sum_t p[t] * code(t, c) over one tiled block, p rounded to 15 bits
+//   per block (step = max p / 32767, as hi * 128 + lo):
 //   |error of o[c]| <= sig[c] * G * step / 2 (+ f32 rounding).
-VLKV_TT_VNNI inline bool accum_tiles(const float* p, const int8_t* codes, const TritOrder& o, const float* sig,
-                                     float* out) {
-  const int G = o.G, nj = G / 4;
-  __m512 mx = _mm512_setzero_ps(), mn = mx;
-  for (int t = 0; t < G; t += 16) {
-    const __mmask16 m = G - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (G - t)) - 1);
-    const __m512 x = _mm512_maskz_loadu_ps(m, p + t);
-    mx = _mm512_max_ps(mx, x);
-    mn = _mm512_min_ps(mn, x);
-  }
-  // Horizontal max / min by lane shuffles.
-  mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4e));
-  mn = _mm512_min_ps(mn, _mm512_shuffle_f32x4(mn, mn, 0x4e));
-  mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xb1));
-  mn = _mm512_min_ps(mn, _mm512_shuffle_f32x4(mn, mn, 0xb1));
-  mx = _mm512_max_ps(mx, _mm512_permute_ps(mx, 0x4e));
-  mn = _mm512_min_ps(mn, _mm512_permute_ps(mn, 0x4e));
-  mx = _mm512_max_ps(mx, _mm512_permute_ps(mx, 0xb1));
-  mn = _mm512_min_ps(mn, _mm512_permute_ps(mn, 0xb1));
-  const float pmax = _mm512_cvtss_f32(mx);
-  if (_mm512_cvtss_f32(mn) < 0.0f) return false;
-  if (pmax == 0.0f) return true;     // every p is 0
-  if (!(pmax > 0.0f)) return false;  // NaN: the float path propagates it
-  alignas(64) uint8_t hb[256], lb[256];  // [G] high and low 7+8 bits of the rounded p
-  const __m512 inv = _mm512_set1_ps(32767.0f / pmax);
-  for (int t = 0; t < G; t += 16) {
-    const __mmask16 m = G - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (G - t)) - 1);
-    const __m512i pi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + t), inv));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(hb + t), _mm512_cvtepi32_epi8(_mm512_srli_epi32(pi, 7)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(lb + t), _mm512_cvtepi32_epi8(_mm512_and_si512(pi, _mm512_set1_epi32(127))));
-  }
-  const __m512 step = _mm512_set1_ps(pmax / 32767.0f);
-  const int nu = o.d / 16;
-  int u = 0;
-  for (; u + 4 <= nu; u += 4) accum_units<4>(codes, nj, u, hb, lb, step, sig, out);
-  for (; u < nu; ++u) accum_units<1>(codes, nj, u, hb, lb, step, sig, out);
-  return true;
-}
-
-#undef VLKV_TT_VNNI
+//   false (nothing done) when some p[t] < 0, NaN or inf (attention passes softmax weights);
+//   the caller then runs the float path. p: [G], sig, out: [d].
+void decode_tiles_avx2(const uint8_t* trits, const TritOrder& o, int8_t* codes);
+void decode_tiles_avx512vbmi(const uint8_t* trits, const TritOrder& o, int8_t* codes);
+bool accum_tiles_avx2(const float* p, const int8_t* codes, const TritOrder& o, const float* sig, float* out);
+bool accum_tiles_avxvnni(const float* p, const int8_t* codes, const TritOrder& o, const float* sig, float* out);
+bool accum_tiles_avx512vnni(const float* p, const int8_t* codes, const TritOrder& o, const float* sig, float* out);
+// scores: lr[t] = scale * sum_c qs[c] * code(t, c) from decoded tile codes (f32 math, the
+//   order of the sums differs from the scalar reference only). qs: [d], lr: [G].
+void tile_scores_avx2(const float* qs, const int8_t* codes, const TritOrder& o, float scale, float* lr);
+// Row-ordered blocks (ternary_rows_{avx2,avx512}.cpp), codes[t * d + c] unpacked by table:
+//   row_scores: lr[t] = scale * dot(qs, codes[t])      qs: [d], codes: [G, d], lr: [G]
+//   row_accum:  out[c] += sig[c] * sum_t p[t] * codes[t, c]
+void row_scores_avx2(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
+void row_scores_avx512(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
+void row_accum_avx2(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
+void row_accum_avx512(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
 
 }  // namespace vlkv::ternt
 
-#pragma GCC diagnostic pop

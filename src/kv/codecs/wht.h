@@ -10,7 +10,7 @@ namespace vlkv {
 
 inline bool is_power_of_two(int d) { return d > 0 && (d & (d - 1)) == 0; }
 
-// x: [d], in place; d a power of two. O(d log d) adds, one scale.
+// The scalar reference. x: [d], in place; d a power of two. O(d log d) adds, one scale.
 inline void wht(float* x, int d) {
   for (int h = 1; h < d; h *= 2)
     for (int i = 0; i < d; i += 2 * h)
@@ -23,9 +23,8 @@ inline void wht(float* x, int d) {
   for (int i = 0; i < d; ++i) x[i] *= s;
 }
 
-// x: [n, d] rows, each transformed in place.
-inline void wht_rows(float* x, int64_t n, int d) {
-  for (int64_t r = 0; r < n; ++r) wht(x + r * d, d);
-}
+// x: [n, d] rows, each transformed in place; dispatched on the SIMD tier (wht.cpp; the
+// AVX2 variant, wht_avx2.cpp, does the same butterflies in the same order: bit-identical).
+void wht_rows(float* x, int64_t n, int d);
 
 }  // namespace vlkv

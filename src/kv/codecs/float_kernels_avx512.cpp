@@ -1,0 +1,263 @@
+// AVX-512 F/BW/DQ/VL variant of the f32 / f16 fused kernels (float_kernels.h).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "base/simd_dispatch.h"
+#include "kv/codec.h"
+#include "kv/codecs/float_kernels.h"
+
+// GCC 12's AVX-512 headers seed intrinsics with _mm512_undefined_*(), which trips
+// -Wmaybe-uninitialized once inlined; the values are fully defined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+VLKV_TARGET_BEGIN(VLKV_ISA_AVX512)
+namespace vlkv::float_kernels {
+namespace {
+
+// ---------------- AVX-512 F/BW/DQ/VL ----------------
+
+template <class Elem>
+inline __m512 load16(const Elem* x, __mmask16 m) {
+  if constexpr (std::is_same_v<Elem, float>) return _mm512_maskz_loadu_ps(m, x);
+  else return _mm512_maskz_cvtph_ps(m, _mm256_maskz_loadu_epi16(m, x));
+}
+
+
+template <class Elem>
+void scores_avx512_generic(const float* q, int n_q, const SegmentView& s, float scale, float* logits,
+                               int64_t ld) {
+  const int d = s.head_dim;
+  for (int64_t t0 = 0; t0 < s.n_tokens;) {
+    const int64_t n = s.contiguous_blocks(t0);
+    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const Elem* k0 = rows + j * d;
+      const Elem *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
+      for (int r = 0; r < n_q; ++r) {
+        const float* qr = q + r * d;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < d; i += 16) {
+          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
+          const __m512 qv = _mm512_maskz_loadu_ps(m, qr + i);
+          a0 = _mm512_fmadd_ps(qv, load16(k0 + i, m), a0);
+          a1 = _mm512_fmadd_ps(qv, load16(k1 + i, m), a1);
+          a2 = _mm512_fmadd_ps(qv, load16(k2 + i, m), a2);
+          a3 = _mm512_fmadd_ps(qv, load16(k3 + i, m), a3);
+        }
+        float* lr = logits + r * ld + t0 + j;
+        lr[0] = hsum16(a0) * scale; lr[1] = hsum16(a1) * scale;
+        lr[2] = hsum16(a2) * scale; lr[3] = hsum16(a3) * scale;
+      }
+    }
+    for (; j < n; ++j) {
+      const Elem* k0 = rows + j * d;
+      for (int r = 0; r < n_q; ++r) {
+        const float* qr = q + r * d;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int i = 0; i < d; i += 16) {
+          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
+          a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + i), load16(k0 + i, m), a0);
+        }
+        logits[r * ld + t0 + j] = hsum16(a0) * scale;
+      }
+    }
+    t0 += n;
+  }
+}
+
+template <class Elem>
+void accumulate_avx512_generic(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
+  const int d = s.head_dim;
+  for (int64_t t0 = 0; t0 < s.n_tokens;) {
+    const int64_t n = s.contiguous_blocks(t0);
+    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const Elem* v0 = rows + j * d;
+      const Elem *v1 = v0 + d, *v2 = v1 + d, *v3 = v2 + d;
+      for (int r = 0; r < n_q; ++r) {
+        const float* pr = p + r * ld + t0 + j;
+        const __m512 w0 = _mm512_set1_ps(pr[0]), w1 = _mm512_set1_ps(pr[1]);
+        const __m512 w2 = _mm512_set1_ps(pr[2]), w3 = _mm512_set1_ps(pr[3]);
+        float* o = out + r * d;
+        for (int i = 0; i < d; i += 16) {
+          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
+          __m512 acc = _mm512_maskz_loadu_ps(m, o + i);
+          acc = _mm512_fmadd_ps(w0, load16(v0 + i, m), acc);
+          acc = _mm512_fmadd_ps(w1, load16(v1 + i, m), acc);
+          acc = _mm512_fmadd_ps(w2, load16(v2 + i, m), acc);
+          acc = _mm512_fmadd_ps(w3, load16(v3 + i, m), acc);
+          _mm512_mask_storeu_ps(o + i, m, acc);
+        }
+      }
+    }
+    for (; j < n; ++j) {
+      const Elem* v0 = rows + j * d;
+      for (int r = 0; r < n_q; ++r) {
+        const __m512 w0 = _mm512_set1_ps(p[r * ld + t0 + j]);
+        float* o = out + r * d;
+        for (int i = 0; i < d; i += 16) {
+          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
+          _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(w0, load16(v0 + i, m), _mm512_maskz_loadu_ps(m, o + i)));
+        }
+      }
+    }
+    t0 += n;
+  }
+}
+
+
+// ---------------- blocked kernels (head_dim a multiple of the vector width) ----------------
+// Decode attention reads a whole GQA group of query rows (typically 4) per pass over
+// the cache, so the kernels below load (and convert) each key/value vector once and
+// feed it to every row of a block of up to 4 rows from registers:
+//  - scores: 4 keys x 4 rows of 16-wide partial dot products (16 zmm accumulators),
+//    reduced to 16 logits by one transpose-add tree (45 ops for 16 dots);
+//  - accumulate: 4 rows x up to 64 channels of output in registers across a sub-block
+//    of 64 tokens (which stays in L1), so out is loaded/stored once per sub-block.
+
+// 16 vectors v[0..15] -> one vector whose element 4*j + i is the sum of v[4*i + j].
+inline __m512 reduce_4x4(const __m512* v) {
+  __m512 u[8], w[4];
+  for (int k = 0; k < 8; ++k)
+    u[k] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(0xffff, v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_maskz_shuffle_f32x4(0xffff, v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int m = 0; m < 4; ++m)
+    w[m] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(0xffff, u[2 * m], u[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_maskz_shuffle_f32x4(0xffff, u[2 * m], u[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 p = _mm512_add_ps(_mm512_maskz_unpacklo_ps(0xffff, w[0], w[1]), _mm512_maskz_unpackhi_ps(0xffff, w[0], w[1]));
+  const __m512 q = _mm512_add_ps(_mm512_maskz_unpacklo_ps(0xffff, w[2], w[3]), _mm512_maskz_unpackhi_ps(0xffff, w[2], w[3]));
+  const __m512d pd = _mm512_castps_pd(p), qd = _mm512_castps_pd(q);
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, pd, qd)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, pd, qd)));
+}
+
+// Rows [0, RB) of q against keys k0..k3 (each [d], d % 16 == 0): lr[r * ld + a] = scale * q_r . k_a.
+template <class Elem, int RB>
+inline void scores_4keys_avx512(const float* q, int d, const Elem* k0, const Elem* k1, const Elem* k2,
+                                            const Elem* k3, __m512 vscale, float* lr, int64_t ld) {
+  __m512 acc[16];
+  for (int x = 0; x < 16; ++x) acc[x] = _mm512_setzero_ps();
+  for (int i = 0; i < d; i += 16) {
+    const __m512 ka[4] = {load16(k0 + i, 0xffff), load16(k1 + i, 0xffff), load16(k2 + i, 0xffff),
+                          load16(k3 + i, 0xffff)};
+    for (int b = 0; b < RB; ++b) {
+      const __m512 qv = _mm512_loadu_ps(q + b * d + i);
+      for (int a = 0; a < 4; ++a) acc[4 * a + b] = _mm512_fmadd_ps(qv, ka[a], acc[4 * a + b]);
+    }
+  }
+  const __m512 sums = _mm512_mul_ps(reduce_4x4(acc), vscale);  // element 4*row + key
+  if constexpr (RB >= 1) _mm_storeu_ps(lr, _mm512_maskz_extractf32x4_ps(0xf, sums, 0));
+  if constexpr (RB >= 2) _mm_storeu_ps(lr + ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 1));
+  if constexpr (RB >= 3) _mm_storeu_ps(lr + 2 * ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 2));
+  if constexpr (RB >= 4) _mm_storeu_ps(lr + 3 * ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 3));
+}
+
+template <class Elem, int RB>
+void scores_rows_avx512(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
+                                    int64_t ld) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const Elem* k0 = rows + j * d;
+    scores_4keys_avx512<Elem, RB>(q, d, k0, k0 + d, k0 + 2 * d, k0 + 3 * d, vscale, lr + j, ld);
+  }
+  for (; j < n; ++j) {  // tail keys: one at a time
+    const Elem* k0 = rows + j * d;
+    for (int b = 0; b < RB; ++b) {
+      __m512 a0 = _mm512_setzero_ps();
+      for (int i = 0; i < d; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + b * d + i), load16(k0 + i, 0xffff), a0);
+      lr[b * ld + j] = hsum16(a0) * scale;
+    }
+  }
+}
+
+template <class Elem>
+void scores_avx512(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
+  const int d = s.head_dim;
+  if (d % 16 != 0) return scores_avx512_generic<Elem>(q, n_q, s, scale, logits, ld);
+  for (int64_t t0 = 0; t0 < s.n_tokens;) {
+    const int64_t n = s.contiguous_blocks(t0);
+    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
+    for (int r0 = 0; r0 < n_q; r0 += 4) {
+      const float* qr = q + static_cast<int64_t>(r0) * d;
+      float* lr = logits + r0 * ld + t0;
+      switch (std::min(4, n_q - r0)) {
+        case 4: scores_rows_avx512<Elem, 4>(qr, d, rows, n, scale, lr, ld); break;
+        case 3: scores_rows_avx512<Elem, 3>(qr, d, rows, n, scale, lr, ld); break;
+        case 2: scores_rows_avx512<Elem, 2>(qr, d, rows, n, scale, lr, ld); break;
+        default: scores_rows_avx512<Elem, 1>(qr, d, rows, n, scale, lr, ld); break;
+      }
+    }
+    t0 += n;
+  }
+}
+
+// out[r, c0 .. c0 + 16*CB) += sum_j p[r * ld + j] * v_j[c0 ..] for rows r < RB, tokens j < n.
+template <class Elem, int RB, int CB>
+inline void accumulate_block_avx512(const float* p, int64_t ld, const Elem* rows, int64_t n, int d,
+                                                int c0, float* out) {
+  __m512 acc[RB][CB];
+  for (int r = 0; r < RB; ++r)
+    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_loadu_ps(out + r * d + c0 + 16 * c);
+  for (int64_t j = 0; j < n; ++j) {
+    const Elem* v = rows + j * d + c0;
+    __m512 vv[CB];
+    for (int c = 0; c < CB; ++c) vv[c] = load16(v + 16 * c, 0xffff);
+    for (int r = 0; r < RB; ++r) {
+      const __m512 w = _mm512_set1_ps(p[r * ld + j]);
+      for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(w, vv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(out + r * d + c0 + 16 * c, acc[r][c]);
+}
+
+template <class Elem, int RB>
+void accumulate_rows_avx512(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, float* out) {
+  for (int c0 = 0; c0 < d;) {
+    switch (std::min(4, (d - c0) / 16)) {
+      case 4: accumulate_block_avx512<Elem, RB, 4>(p, ld, rows, n, d, c0, out); c0 += 64; break;
+      case 3: accumulate_block_avx512<Elem, RB, 3>(p, ld, rows, n, d, c0, out); c0 += 48; break;
+      case 2: accumulate_block_avx512<Elem, RB, 2>(p, ld, rows, n, d, c0, out); c0 += 32; break;
+      default: accumulate_block_avx512<Elem, RB, 1>(p, ld, rows, n, d, c0, out); c0 += 16; break;
+    }
+  }
+}
+
+template <class Elem>
+void accumulate_avx512(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
+  const int d = s.head_dim;
+  if (d % 16 != 0) return accumulate_avx512_generic<Elem>(p, ld, n_q, s, out);
+  constexpr int64_t kSub = 64;  // tokens per sub-block: 16 KiB of f16 rows at d = 128, in L1
+  for (int64_t t0 = 0; t0 < s.n_tokens;) {
+    const int64_t n_run = s.contiguous_blocks(t0);
+    const Elem* run = reinterpret_cast<const Elem*>(s.block(t0));  // [n_run, head_dim]
+    for (int64_t j0 = 0; j0 < n_run; j0 += kSub) {
+      const int64_t n = std::min(kSub, n_run - j0);
+      const Elem* rows = run + j0 * d;
+      for (int r0 = 0; r0 < n_q; r0 += 4) {
+        const float* pr = p + r0 * ld + t0 + j0;
+        float* o = out + static_cast<int64_t>(r0) * d;
+        switch (std::min(4, n_q - r0)) {
+          case 4: accumulate_rows_avx512<Elem, 4>(pr, ld, rows, n, d, o); break;
+          case 3: accumulate_rows_avx512<Elem, 3>(pr, ld, rows, n, d, o); break;
+          case 2: accumulate_rows_avx512<Elem, 2>(pr, ld, rows, n, d, o); break;
+          default: accumulate_rows_avx512<Elem, 1>(pr, ld, rows, n, d, o); break;
+        }
+      }
+    }
+    t0 += n_run;
+  }
+}
+
+}  // namespace
+
+const FloatKernels kFloatKernelsAvx512{scores_avx512<float>, scores_avx512<uint16_t>,
+                            accumulate_avx512<float>, accumulate_avx512<uint16_t>};
+
+}  // namespace vlkv::float_kernels
+VLKV_TARGET_END

@@ -1,0 +1,494 @@
+// AVX2 (+FMA, F16C) and AVX-VNNI fused ops of the integer codecs on tiled code layouts
+// (int_tiles.h): the algorithm and the rounding of int_tile_kernels_avx512.h (same bounds,
+// same per-lane float operations, so results match the AVX-512 VNNI path), on 8 lanes, a
+// tile read as two 32-byte halves (lanes 0-7, 8-15). The 8-bit dots:
+//   kVnni:  vpdpbusd (AVX-VNNI, 256-bit), one per quad, as AVX-512;
+//   AVX2:   the llama.cpp sequence: vpmaddubsw (u8 codes x s8 query -> s16 pairs) for the four
+//           quads of a 16-code unit summed in s16, then one vpmaddwd by 1 into the s32 lanes.
+//           No saturation: codes < 16, |query byte| <= 128, so |sum| <= 4 * 2 * 15 * 128 < 2^15.
+//
+// Included only inside a VLKV_TARGET_BEGIN region (int_kernels_avx2.cpp, int_kernels_avx2vnni.cpp):
+// everything here is in an unnamed namespace so each file's copy keeps its own target.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kv/codec.h"
+#include "kv/codecs/int_kernels.h"
+#include "kv/codecs/int_tiles.h"
+
+namespace vlkv::intk {
+namespace {
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+inline __m256 load_halves8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// 16 int32 (a: elements 0-7, b: 8-15) -> 16 bytes, saturated to s8 (as vpmovsdb).
+inline __m128i pack_s8(__m256i a, __m256i b) {
+  const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+  return _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+
+// acc (s32 lanes) += sum over j < 4 of the byte dot of quads[j] (u8) with q[j] (s8 quads).
+template <bool kVnni>
+inline __m256i dot4(__m256i acc, const __m256i* quads, const int8_t* q) {
+  if constexpr (kVnni) {
+    for (int j = 0; j < 4; ++j) acc = _mm256_dpbusd_avx_epi32(acc, quads[j], _mm256_set1_epi32(load_i32(q + 4 * j)));
+    return acc;
+  } else {
+    __m256i s = _mm256_maddubs_epi16(quads[0], _mm256_set1_epi32(load_i32(q)));
+    for (int j = 1; j < 4; ++j)
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(quads[j], _mm256_set1_epi32(load_i32(q + 4 * j))));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+  }
+}
+
+// AVX2 without VNNI: the s16 pair sums of vpmaddubsw (one 16-code unit: |sum| <= 4 * 2 *
+// (2^B - 1) * 128) are added over kS16Units units before one vpmaddwd widens them, within 2^15.
+template <int B>
+constexpr int kS16Units = B == 4 ? 2 : 8;
+inline __m256i sum4_s16(__m256i s16, const __m256i* quads, const int8_t* q) {
+  for (int j = 0; j < 4; ++j) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(quads[j], _mm256_set1_epi32(load_i32(q + 4 * j))));
+  return s16;
+}
+inline __m256i widen_s16(__m256i acc, __m256i s16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi16(1))); }
+
+// Half h (lanes 8h..8h+7) of one tile -> quads[j]: lane l = 4 codes (elements 4j..4j+3).
+template <int B>
+inline void unpack_quads_half(const uint8_t* tile, int h, __m256i* quads) {
+  if constexpr (B == 2) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 * h));
+    const __m256i k3 = _mm256_set1_epi8(3);
+    quads[0] = _mm256_and_si256(w, k3);
+    quads[1] = _mm256_and_si256(_mm256_srli_epi16(w, 2), k3);
+    quads[2] = _mm256_and_si256(_mm256_srli_epi16(w, 4), k3);
+    quads[3] = _mm256_and_si256(_mm256_srli_epi16(w, 6), k3);
+  } else {
+    static_assert(B == 4, "2- and 4-bit tiles only");
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 * h));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 + 32 * h));
+    const __m256i kf = _mm256_set1_epi8(15);
+    quads[0] = _mm256_and_si256(w0, kf);
+    quads[1] = _mm256_and_si256(_mm256_srli_epi16(w0, 4), kf);
+    quads[2] = _mm256_and_si256(w1, kf);
+    quads[3] = _mm256_and_si256(_mm256_srli_epi16(w1, 4), kf);
+  }
+}
+
+// int32 sums -> float dot: kWide 128 hi + lo (each exact in f32, one rounding), else lo.
+template <bool kWide>
+inline __m256 combine(__m256i ah, __m256i al) {
+  return kWide ? _mm256_fmadd_ps(_mm256_cvtepi32_ps(ah), _mm256_set1_ps(128.0f), _mm256_cvtepi32_ps(al))
+               : _mm256_cvtepi32_ps(al);
+}
+
+// As tilek::round_q: qi = round(q (* mul) * inv); kWide hi = qi >> 7, lo = qi & 127, else lo = qi (s8).
+//   q, mul, inv: [n], n % 16 == 0
+template <bool kWide>
+inline void round_q(const float* q, const float* mul, const float* inv, int n, int8_t* hi, int8_t* lo) {
+  const __m256i k127 = _mm256_set1_epi32(127);
+  for (int c = 0; c < n; c += 16) {
+    __m256i qi[2];
+    for (int e = 0; e < 2; ++e) {
+      __m256 v = _mm256_mul_ps(_mm256_loadu_ps(q + c + 8 * e), _mm256_loadu_ps(inv + c + 8 * e));
+      if (mul) v = _mm256_mul_ps(v, _mm256_loadu_ps(mul + c + 8 * e));
+      qi[e] = _mm256_cvtps_epi32(v);  // round to nearest even, as the AVX-512 path
+    }
+    if constexpr (kWide) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c),
+                       pack_s8(_mm256_and_si256(qi[0], k127), _mm256_and_si256(qi[1], k127)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + c),
+                       pack_s8(_mm256_srai_epi32(qi[0], 7), _mm256_srai_epi32(qi[1], 7)));
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + c), pack_s8(qi[0], qi[1]));
+    }
+  }
+}
+
+// max over channels [c0, c0 + n) of |v (* mul)|; n % 8 == 0.
+inline float piece_max(const float* v, const float* mul, int c0, int n) {
+  __m256 mx = _mm256_setzero_ps();
+  for (int c = c0; c < c0 + n; c += 8) {
+    __m256 x = _mm256_loadu_ps(v + c);
+    if (mul) x = _mm256_mul_ps(x, _mm256_loadu_ps(mul + c));
+    mx = _mm256_max_ps(mx, abs8(x));
+  }
+  return hmax8(mx);
+}
+
+constexpr float query_levels(bool wide) { return wide ? 16383.0f : 127.0f; }
+
+// ---------------- scores ----------------
+
+struct QRows {
+  const int8_t* hi;   // [RB, d]
+  const int8_t* lo;
+  const float* step;  // [RB, d / P]
+};
+
+// As tilek::key_tile_rows, for the 8 tokens of half h of each tile.
+template <int B, int RB, bool kPerToken, bool kWide, bool kVnni>
+void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
+                   const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
+  constexpr int64_t kTb = 32 * B;
+  const int np = d / P, upp = P / 16;
+  __m256 accf[RB];
+  for (int r = 0; r < RB; ++r) accf[r] = kPerToken ? _mm256_setzero_ps() : _mm256_set1_ps(c0[r]);
+  for (int pc = 0; pc < np; ++pc) {
+    __m256i ah[RB], al[RB];
+    for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
+    if constexpr (kVnni) {
+      for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
+        __m256i qd[4];
+        unpack_quads_half<B>(codes + u * kTb, h, qd);
+        for (int r = 0; r < RB; ++r) {
+          if constexpr (kWide) ah[r] = dot4<true>(ah[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
+          al[r] = dot4<true>(al[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
+        }
+      }
+    } else {
+      for (int u0 = pc * upp; u0 < (pc + 1) * upp; u0 += kS16Units<B>) {
+        __m256i sh[RB], sl[RB];
+        for (int r = 0; r < RB; ++r) sh[r] = sl[r] = _mm256_setzero_si256();
+        for (int u = u0; u < std::min(u0 + kS16Units<B>, (pc + 1) * upp); ++u) {
+          __m256i qd[4];
+          unpack_quads_half<B>(codes + u * kTb, h, qd);
+          for (int r = 0; r < RB; ++r) {
+            if constexpr (kWide) sh[r] = sum4_s16(sh[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
+            sl[r] = sum4_s16(sl[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
+          }
+        }
+        for (int r = 0; r < RB; ++r) {
+          if constexpr (kWide) ah[r] = widen_s16(ah[r], sh[r]);
+          al[r] = widen_s16(al[r], sl[r]);
+        }
+      }
+    }
+    const __m256 sv = kPerToken ? load_halves8(sc_h + 2 * (16 * pc + 8 * h)) : _mm256_set1_ps(1.0f);
+    for (int r = 0; r < RB; ++r) {
+      accf[r] = _mm256_fmadd_ps(combine<kWide>(ah[r], al[r]), _mm256_mul_ps(sv, _mm256_set1_ps(q.step[r * np + pc])),
+                                accf[r]);
+      if constexpr (kPerToken)
+        accf[r] = _mm256_fmadd_ps(load_halves8(mn_h + 2 * (16 * pc + 8 * h)), _mm256_set1_ps(qsum[r * np + pc]), accf[r]);
+    }
+  }
+  for (int r = 0; r < RB; ++r) _mm256_storeu_ps(lg + r * ld + 8 * h, _mm256_mul_ps(accf[r], _mm256_set1_ps(scale)));
+}
+
+template <int B, bool kPerToken, bool kWide, bool kVnni>
+void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
+              const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
+  for (int h = 0; h < 2; ++h) {
+    switch (rb) {
+      case 4: key_tile_half<B, 4, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld); break;
+      case 3: key_tile_half<B, 3, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld); break;
+      case 2: key_tile_half<B, 2, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld); break;
+      default: key_tile_half<B, 1, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
+    }
+  }
+}
+
+struct ScoreScratch {
+  std::vector<int8_t> hi, lo;
+  std::vector<float> step, inv, qsum, c0, sc, mn, qmax;
+};
+
+inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
+  s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
+  const __m256 iv = _mm256_set1_ps(m > 0.0f ? levels / m : 0.0f);
+  for (int c = pc * P; c < (pc + 1) * P; c += 8) _mm256_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
+}
+
+// As tilek::scores (same steps, same rounding).
+template <int B, bool kWide, bool kVnni>
+void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTileShape& sh, float scale, float* logits,
+            int64_t ld) {
+  thread_local ScoreScratch s;
+  constexpr float kLevels = query_levels(kWide);
+  const int d = sh.d, units = d / 16;
+  const bool per_token = sh.g > 0;
+  const int P = per_token ? sh.g : kWide ? d : (d % 32 == 0 ? 32 : 16);
+  const int np = d / P;
+  s.hi.resize(static_cast<size_t>(n_q) * d);
+  s.lo.resize(s.hi.size());
+  s.step.resize(static_cast<size_t>(n_q) * np);
+  s.inv.resize(static_cast<size_t>(n_q) * d);
+  s.c0.resize(n_q);
+  auto rows = [&](int r0) {
+    return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
+                 s.step.data() + static_cast<int64_t>(r0) * np};
+  };
+  if (per_token) {
+    s.qsum.resize(static_cast<size_t>(n_q) * np);
+    for (int r = 0; r < n_q; ++r) {
+      const float* qr = q + static_cast<int64_t>(r) * d;
+      for (int pc = 0; pc < np; ++pc) {
+        set_piece_step(s, r, pc, d, P, kLevels, piece_max(qr, nullptr, pc * P, P));
+        // Summed in channel order, as the AVX-512 path.
+        float sum = 0.0f;
+        for (int i = pc * P; i < (pc + 1) * P; ++i) sum += qr[i];
+        s.qsum[static_cast<size_t>(r) * np + pc] = sum;
+      }
+      round_q<kWide>(qr, nullptr, &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
+                     &s.lo[static_cast<size_t>(r) * d]);
+    }
+    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+      const uint8_t* blk = seg.block(b);
+      for (int r0 = 0; r0 < n_q; r0 += 4)
+        key_tile<B, true, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk,
+                                        blk + 2 * 16 * np, s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale,
+                                        logits + r0 * ld + b * 16, ld);
+    }
+    return;
+  }
+  const int G = seg.tokens_per_block;
+  const int64_t tb = 32 * B;
+  s.sc.resize(d);
+  s.mn.resize(d);
+  s.qmax.assign(d, 0.0f);
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < d; c += 8)
+      _mm256_storeu_ps(&s.qmax[c], _mm256_max_ps(_mm256_loadu_ps(&s.qmax[c]),
+                                                 abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+  for (int64_t b = 0; b < seg.n_blocks(); ++b) {
+    const uint8_t* blk = seg.block(b);
+    for (int i = 0; i < d; i += 8) {
+      _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
+      _mm256_storeu_ps(&s.mn[i], load_halves8(blk + 2 * d + 2 * i));
+    }
+    if (kWide) {
+      const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
+      const __m256 iv = _mm256_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+      for (int i = 0; i < d; i += 8) _mm256_storeu_ps(&s.inv[i], _mm256_mul_ps(_mm256_loadu_ps(&s.sc[i]), iv));
+      for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
+    } else {
+      for (int r = 0; r < n_q; ++r)
+        for (int pc = 0; pc < np; ++pc)
+          set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
+    }
+    for (int r = 0; r < n_q; ++r) {
+      const float* qr = q + static_cast<int64_t>(r) * d;
+      if (kWide)
+        round_q<kWide>(qr, nullptr, s.inv.data(), d, &s.hi[static_cast<size_t>(r) * d], &s.lo[static_cast<size_t>(r) * d]);
+      else
+        round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
+                       &s.lo[static_cast<size_t>(r) * d]);
+      __m256 acc = _mm256_setzero_ps();
+      for (int i = 0; i < d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(&s.mn[i]), acc);
+      s.c0[r] = hsum8(acc);
+    }
+    for (int tt = 0; tt < G / 16; ++tt)
+      for (int r0 = 0; r0 < n_q; r0 += 4)
+        key_tile<B, false, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0),
+                                         nullptr, nullptr, nullptr, s.c0.data() + r0, scale,
+                                         logits + r0 * ld + b * G + tt * 16, ld);
+  }
+}
+
+// ---------------- accumulate ----------------
+
+constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
+
+struct AccScratch {
+  std::vector<int8_t> hi, lo;  // [RB][ng][64]
+  std::vector<float> step, inv;  // [RB][ng]
+  std::vector<float> smax;       // [ng]
+  std::vector<float> rs, mt;     // [RB][ng][16]
+};
+
+// As tilek::accumulate_rows (same steps and rounding; lanes in two halves of 8).
+template <int B, int RB, bool kWide, bool kVnni>
+void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const intt::ValueTileShape& sh, float* out,
+                     AccScratch& s) {
+  constexpr float kQMax = kWide ? 16383.0f : 127.0f;
+  constexpr int64_t kTb = 32 * B;
+  constexpr int kRun = 16 * kRunBlocks;
+  const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
+  s.hi.resize(static_cast<size_t>(RB) * ng * kRun);
+  s.lo.resize(s.hi.size());
+  s.step.resize(static_cast<size_t>(RB) * ng);
+  s.inv.resize(s.step.size());
+  s.smax.resize(ng);
+  s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
+  s.rs.assign(s.mt.size(), 0.0f);
+  int8_t* const hi = s.hi.data();
+  int8_t* const lo = s.lo.data();
+  float* const step = s.step.data();
+  float* const mt = s.mt.data();
+  float* const rs = s.rs.data();
+  float* const inv = s.inv.data();
+  float* const smax = s.smax.data();
+  float pmax[RB];
+  const __m256i k127 = _mm256_set1_epi32(127);
+  const __m256 centre = _mm256_set1_ps(0.5f * ((1 << B) - 1));
+  const int64_t nb = seg.n_blocks();
+  const uint8_t* blk[kRunBlocks];
+  for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
+    const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
+    for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
+    for (int r = 0; r < RB; ++r) {
+      __m256 mx = _mm256_setzero_ps();
+      for (int b = 0; b < kb; ++b)
+        for (int e = 0; e < 2; ++e) mx = _mm256_max_ps(mx, _mm256_loadu_ps(p + r * ld + (b0 + b) * 16 + 8 * e));
+      pmax[r] = hmax8(mx);
+    }
+    for (int k = 0; k < ng; ++k) {
+      __m256 mx = _mm256_setzero_ps();
+      for (int b = 0; b < kb; ++b)
+        for (int e = 0; e < 2; ++e) mx = _mm256_max_ps(mx, load_halves8(blk[b] + 2 * (16 * k + 8 * e)));
+      smax[k] = hmax8(mx);
+    }
+    for (int r = 0; r < RB; ++r)
+      for (int k = 0; k < ng; ++k) {
+        const float m = pmax[r] * smax[k];
+        step[r * ng + k] = m / kQMax;
+        inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
+      }
+    for (int k = 0; k < ng; ++k) {
+      __m256 mta[RB][2];
+      for (int r = 0; r < RB; ++r) mta[r][0] = mta[r][1] = _mm256_setzero_ps();
+      for (int b = 0; b < kb; ++b) {
+        __m256 sv[2], mv[2];
+        for (int e = 0; e < 2; ++e) {
+          sv[e] = load_halves8(blk[b] + 2 * (16 * k + 8 * e));
+          mv[e] = load_halves8(blk[b] + 2 * (16 * (ng + k) + 8 * e));
+        }
+        for (int r = 0; r < RB; ++r) {
+          const int rk = r * ng + k;
+          const int64_t at = static_cast<int64_t>(rk) * kRun + 16 * b;
+          __m256i qi[2];
+          for (int e = 0; e < 2; ++e) {
+            const __m256 pv = _mm256_loadu_ps(p + r * ld + (b0 + b) * 16 + 8 * e);
+            const __m256 v = _mm256_mul_ps(pv, _mm256_mul_ps(sv[e], _mm256_set1_ps(inv[rk])));
+            qi[e] = _mm256_cvtps_epi32(v);
+            if constexpr (!kWide)
+              _mm256_storeu_ps(rs + rk * 16 + 8 * e, _mm256_add_ps(_mm256_loadu_ps(rs + rk * 16 + 8 * e),
+                                                                   _mm256_sub_ps(v, _mm256_cvtepi32_ps(qi[e]))));
+            mta[r][e] = _mm256_fmadd_ps(pv, mv[e], mta[r][e]);
+          }
+          if constexpr (kWide) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at),
+                             pack_s8(_mm256_srli_epi32(qi[0], 7), _mm256_srli_epi32(qi[1], 7)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at),
+                             pack_s8(_mm256_and_si256(qi[0], k127), _mm256_and_si256(qi[1], k127)));
+          } else {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), pack_s8(qi[0], qi[1]));
+          }
+        }
+      }
+      for (int r = 0; r < RB; ++r)
+        for (int e = 0; e < 2; ++e) {
+          float* m = mt + (r * ng + k) * 16 + 8 * e;
+          _mm256_storeu_ps(m, _mm256_add_ps(mta[r][e], _mm256_loadu_ps(m)));
+        }
+    }
+    if constexpr (!kWide)
+      for (int rk = 0; rk < RB * ng; ++rk)
+        for (int e = 0; e < 2; ++e) {
+          float* m = mt + rk * 16 + 8 * e;
+          float* res = rs + rk * 16 + 8 * e;
+          _mm256_storeu_ps(m, _mm256_fmadd_ps(_mm256_loadu_ps(res), _mm256_mul_ps(centre, _mm256_set1_ps(step[rk])),
+                                              _mm256_loadu_ps(m)));
+          _mm256_storeu_ps(res, _mm256_setzero_ps());
+        }
+    for (int u = 0; u < units; ++u) {
+      const int k = u * 16 / g;
+      for (int h = 0; h < 2; ++h) {
+        __m256i ah[RB], al[RB];
+        for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
+        if constexpr (kVnni) {
+          for (int b = 0; b < kb; ++b) {
+            __m256i qd[4];
+            unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
+            for (int r = 0; r < RB; ++r) {
+              const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
+              if constexpr (kWide) ah[r] = dot4<true>(ah[r], qd, hi + at);
+              al[r] = dot4<true>(al[r], qd, lo + at);
+            }
+          }
+        } else {  // probability bytes are in [0, 127]: the s16 bound of kS16Units holds
+          for (int b0 = 0; b0 < kb; b0 += kS16Units<B>) {
+            __m256i s_h[RB], s_l[RB];
+            for (int r = 0; r < RB; ++r) s_h[r] = s_l[r] = _mm256_setzero_si256();
+            for (int b = b0; b < std::min(kb, b0 + kS16Units<B>); ++b) {
+              __m256i qd[4];
+              unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
+              for (int r = 0; r < RB; ++r) {
+                const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
+                if constexpr (kWide) s_h[r] = sum4_s16(s_h[r], qd, hi + at);
+                s_l[r] = sum4_s16(s_l[r], qd, lo + at);
+              }
+            }
+            for (int r = 0; r < RB; ++r) {
+              if constexpr (kWide) ah[r] = widen_s16(ah[r], s_h[r]);
+              al[r] = widen_s16(al[r], s_l[r]);
+            }
+          }
+        }
+        for (int r = 0; r < RB; ++r) {
+          float* o = out + static_cast<int64_t>(r) * d + 16 * u + 8 * h;
+          _mm256_storeu_ps(o, _mm256_fmadd_ps(combine<kWide>(ah[r], al[r]), _mm256_set1_ps(step[r * ng + k]),
+                                              _mm256_loadu_ps(o)));
+        }
+      }
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int k = 0; k < ng; ++k) {
+      const float* m16 = mt + (r * ng + k) * 16;
+      const float m = hsum8(_mm256_add_ps(_mm256_loadu_ps(m16), _mm256_loadu_ps(m16 + 8)));
+      float* o = out + static_cast<int64_t>(r) * d + k * g;
+      for (int i = 0; i < g; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(o + i), _mm256_set1_ps(m)));
+    }
+}
+
+template <int B, bool kWide, bool kVnni>
+void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, const intt::ValueTileShape& sh, float* out) {
+  thread_local AccScratch s;
+  for (int r0 = 0; r0 < n_q; r0 += 4) {
+    const float* pr = p + r0 * ld;
+    float* o = out + static_cast<int64_t>(r0) * sh.d;
+    switch (std::min(4, n_q - r0)) {
+      case 4: accumulate_rows<B, 4, kWide, kVnni>(pr, ld, seg, sh, o, s); break;
+      case 3: accumulate_rows<B, 3, kWide, kVnni>(pr, ld, seg, sh, o, s); break;
+      case 2: accumulate_rows<B, 2, kWide, kVnni>(pr, ld, seg, sh, o, s); break;
+      default: accumulate_rows<B, 1, kWide, kVnni>(pr, ld, seg, sh, o, s);
+    }
+  }
+}
+
+template <bool kVnni>
+constexpr IntTileKernels tile_kernels() {
+  return IntTileKernels{
+      {{scores<2, false, kVnni>, scores<2, true, kVnni>}, {scores<4, false, kVnni>, scores<4, true, kVnni>}},
+      {{accumulate<2, false, kVnni>, accumulate<2, true, kVnni>}, {accumulate<4, false, kVnni>, accumulate<4, true, kVnni>}},
+  };
+}
+
+}  // namespace
+}  // namespace vlkv::intk
