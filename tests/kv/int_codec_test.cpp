@@ -303,6 +303,50 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
   }
 }
 
+// The integer tile kernels of every tier (int_kernels.h: AVX2 vpmaddubsw, AVX-VNNI and
+// AVX-512 VNNI vpdpbusd) round alike and sum exact integers, with the same float steps per
+// lane: their outputs agree bit for bit (so one declared rounding covers them all).
+TEST(IntCodec, TileKernelsAgreeBitForBitAcrossTiers) {
+  kvtest::SimdLevelGuard guard;
+  std::vector<SimdTier> tiers;
+  for (SimdTier t : kvtest::simd_tiers())
+    if (t != SimdTier::kScalar) tiers.push_back(t);
+  if (tiers.size() < 2) GTEST_SKIP() << "one SIMD tier on this CPU";
+  for (const char* spec : {"int2:layout=k", "int4:g=64,layout=k", "int2c:G=64", "int4c:G=32", "int2c:G=32,dot=8",
+                           "int2:layout=v", "int4:layout=v", "int4:layout=v,dot=8", "wht_int2:g=128,layout=v"}) {
+    auto c = codec(spec);
+    for (int d : {64, 128})
+      for (int n_q : {1, 3, 4, 6}) {
+        const int tpb = c->tokens_per_block(), n = tpb * (100 / tpb + 1);
+        const std::vector<float> x = outlier_data(n, d, 70 + d);
+        const std::vector<float> q = random_vec(static_cast<size_t>(n_q) * d, 71 + n_q, -2.0f, 2.0f);
+        const std::vector<float> p = random_vec(static_cast<size_t>(n_q) * n, 72 + n_q, 0.0f, 1.0f);
+        kvtest::PagedCodes paged = kvtest::encode_paged(*c, x, n, d, /*blocks_per_page=*/3, /*skip_blocks=*/1, 0);
+        std::vector<float> first_s, first_o;
+        for (SimdTier tier : tiers) {
+          set_simd_tier_for_testing(tier);
+          std::vector<float> logits(static_cast<size_t>(n_q) * n), out(static_cast<size_t>(n_q) * d, 0.0f);
+          c->scores(q.data(), n_q, paged.view, 0.5f, logits.data(), n);
+          c->accumulate(p.data(), n, n_q, paged.view, out.data());
+          if (first_s.empty()) {
+            first_s = logits;
+            first_o = out;
+            continue;
+          }
+          // The op the layout tiles (keys: scores, values: accumulate); the other one runs the
+          // f32 kernels over dequantized rows, whose sums differ in order across tiers.
+          if (std::string(spec).find("layout=v") == std::string::npos) {
+            for (size_t i = 0; i < logits.size(); ++i)
+              ASSERT_EQ(logits[i], first_s[i]) << spec << " " << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q;
+          } else {
+            for (size_t i = 0; i < out.size(); ++i)
+              ASSERT_EQ(out[i], first_o[i]) << spec << " " << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q;
+          }
+        }
+      }
+  }
+}
+
 // wht_rows at every SIMD tier against the scalar reference wht(): the AVX2 variant does the
 // same butterflies in the same order, so the outputs match bit for bit.
 TEST(Wht, RowsMatchScalarReferenceBitForBitAtEveryTier) {

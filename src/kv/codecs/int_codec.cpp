@@ -36,13 +36,14 @@
 //    or 8 and head_dim % 16 == 0 (else rows). Block = [scales][mins][codes], per-token
 //    tiled metadata group-major ([n_groups][16 tokens] f16) so 16 tokens' scales load at once.
 //
-// Fused ops: with AVX-512 VNNI, tiled 2/4-bit layouts run integer dots on the codes in place
-// (int_tile_kernels_avx512.h: queries and probabilities rounded to 16 bits, or 8 with
-// dot=8); rows layouts of 2/4-bit codes use exact 24-bit
-// query dots with gathers (int_kernels_avx512.h). Otherwise a tile of <= 16 tokens is
-// dequantized in registers into an L1 scratch row block (never the cache) and the f32
-// kernels run over it: scalar / AVX2 / AVX-512 by simd_level(), identical dequantized
-// values at every level (same fma).
+// Fused ops: at every SIMD tier but scalar, tiled 2/4-bit layouts run integer dots on the
+// codes in place (int_kernels.h: one table, AVX2 / AVX-VNNI / AVX-512 VNNI variants, the same
+// rounding - queries to 15 bits and probabilities to 14, or 8 / 7 with dot=8 - and the same
+// results); with AVX-512 VNNI, rows layouts of 2/4-bit codes use exact 24-bit query dots
+// with gathers (int_kernels_avx512.h). Otherwise 16 tokens are dequantized with SIMD from
+// the codes in place (rows, and 8-bit tiles) into an L1 scratch row block (never the cache)
+// and the f32 kernels run over it (float_kernels.h); the scalar tier decodes with the
+// reference. Dequantized values are identical at every tier (same fma).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -54,18 +54,10 @@ inline __m128i pack_s8(__m256i a, __m256i b) {
   return _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
 }
 
-// acc (s32 lanes) += sum over j < 4 of the byte dot of quads[j] (u8) with q[j] (s8 quads).
-template <bool kVnni>
-inline __m256i dot4(__m256i acc, const __m256i* quads, const int8_t* q) {
-  if constexpr (kVnni) {
-    for (int j = 0; j < 4; ++j) acc = _mm256_dpbusd_avx_epi32(acc, quads[j], _mm256_set1_epi32(load_i32(q + 4 * j)));
-    return acc;
-  } else {
-    __m256i s = _mm256_maddubs_epi16(quads[0], _mm256_set1_epi32(load_i32(q)));
-    for (int j = 1; j < 4; ++j)
-      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(quads[j], _mm256_set1_epi32(load_i32(q + 4 * j))));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
-  }
+// AVX-VNNI: acc (s32 lanes) += sum over j < 4 of the byte dot of quads[j] (u8) with q[j] (s8 quads).
+inline __m256i dot4_vnni(__m256i acc, const __m256i* quads, const int8_t* q) {
+  for (int j = 0; j < 4; ++j) acc = _mm256_dpbusd_avx_epi32(acc, quads[j], _mm256_set1_epi32(load_i32(q + 4 * j)));
+  return acc;
 }
 
 // AVX2 without VNNI: the s16 pair sums of vpmaddubsw (one 16-code unit: |sum| <= 4 * 2 *
@@ -167,8 +159,8 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
         __m256i qd[4];
         unpack_quads_half<B>(codes + u * kTb, h, qd);
         for (int r = 0; r < RB; ++r) {
-          if constexpr (kWide) ah[r] = dot4<true>(ah[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
-          al[r] = dot4<true>(al[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
+          if constexpr (kWide) ah[r] = dot4_vnni(ah[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
+          al[r] = dot4_vnni(al[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
         }
       }
     } else {
@@ -298,9 +290,14 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
       else
         round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
                        &s.lo[static_cast<size_t>(r) * d]);
-      __m256 acc = _mm256_setzero_ps();
-      for (int i = 0; i < d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(&s.mn[i]), acc);
-      s.c0[r] = hsum8(acc);
+      // sum_c q_c min_c in the lane order of the AVX-512 path (16 lanes as two halves, then
+      // _mm512_reduce_add_ps's order), so both tiers give the same bits.
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+      for (int i = 0; i < d; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(&s.mn[i]), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(&s.mn[i + 8]), a1);
+      }
+      s.c0[r] = hsum8(_mm256_add_ps(a1, a0));
     }
     for (int tt = 0; tt < G / 16; ++tt)
       for (int r0 = 0; r0 < n_q; r0 += 4)
@@ -427,8 +424,8 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
             unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
             for (int r = 0; r < RB; ++r) {
               const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
-              if constexpr (kWide) ah[r] = dot4<true>(ah[r], qd, hi + at);
-              al[r] = dot4<true>(al[r], qd, lo + at);
+              if constexpr (kWide) ah[r] = dot4_vnni(ah[r], qd, hi + at);
+              al[r] = dot4_vnni(al[r], qd, lo + at);
             }
           }
         } else {  // probability bytes are in [0, 127]: the s16 bound of kS16Units holds

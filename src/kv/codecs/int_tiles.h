@@ -1,4 +1,5 @@
-// Tiled code layouts of the integer KV codecs, shaped for vpdpbusd (AVX-512 VNNI): the
+// Tiled code layouts of the integer KV codecs, shaped for vpdpbusd (AVX-512 VNNI, AVX-VNNI;
+// on AVX2 the same quads feed vpmaddubsw, int_tile_kernels_avx2.h): the
 // codes of 16 tokens x 16 channels (a tile, 32 * B bytes for B = 2, 4, 8) are laid out so
 // that unpacking gives four vectors of 16 dword lanes, each lane holding 4 bytes that one
 // vpdpbusd multiplies with a broadcast quad of 8-bit query or probability values:
@@ -47,8 +48,8 @@ inline bool tiles_pay(int bits, int head_dim, int64_t channel_group) {
 // The `dot` parameter of the int codecs and of the methods that pass it on: bits the tiled
 // VNNI ops round their float inputs to (int_tile_kernels_avx512.h).
 inline constexpr const char* kDotHelp =
-    "tiled 2/4-bit codes with AVX-512 VNNI: 16 rounds queries to 15 bits and probabilities to 14 (within ~1e-3 of "
-    "exact attention over the stored values), 8 to 8 and 7 bits (half the integer work, ~1e-2)";
+    "tiled 2/4-bit codes (integer dots at every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities "
+    "to 14 (within ~1e-3 of exact attention over the stored values), 8 to 8 and 7 bits (half the integer work, ~1e-2)";
 inline Result<int> parse_dot_bits(const Spec& spec, const std::string& who) {
   VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
   if (dot != 8 && dot != 16)
