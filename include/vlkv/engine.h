@@ -107,6 +107,13 @@ struct PreparedPrompt {
   int64_t n_visual_tokens() const;
 };
 
+// One turn of a conversation for Engine::apply_chat_template (role "system", "user" or
+// "assistant"); content may hold media markers, copied verbatim.
+struct ChatTurn {
+  std::string role;
+  std::string content;
+};
+
 class Session;
 class Sampler;
 struct LayerQk;
@@ -126,6 +133,9 @@ class Engine {
   bool is_end_of_generation(int32_t token) const;
   // Wraps a user message in the model's chat template (unchanged if it has none).
   std::string apply_chat_template(const std::string& user_message) const;
+  // A whole conversation, ending with the opening of the assistant's turn (the server's
+  // chat requests); one user turn gives exactly the text of the overload above.
+  std::string apply_chat_template(const std::vector<ChatTurn>& conversation) const;
 
   // KV memory: bytes held now by all sessions, the budget, and the method's stored bits/element.
   uint64_t kv_bytes_in_use() const;

@@ -112,8 +112,15 @@ std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenize
 bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_end_of_generation(token); }
 
 std::string Engine::apply_chat_template(const std::string& user_message) const {
-  if (impl_->chat_template == ChatTemplate::kNone) return user_message;
-  return vlkv::apply_chat_template(impl_->chat_template, {{"user", user_message}}, true);
+  return apply_chat_template(std::vector<ChatTurn>{{"user", user_message}});
+}
+
+std::string Engine::apply_chat_template(const std::vector<ChatTurn>& conversation) const {
+  std::vector<ChatMessage> messages;
+  messages.reserve(conversation.size());
+  for (const ChatTurn& t : conversation) messages.push_back({t.role, t.content});
+  // kNone concatenates the contents unchanged (one user message: the message itself).
+  return vlkv::apply_chat_template(impl_->chat_template, messages, true);
 }
 
 uint64_t Engine::kv_bytes_in_use() const { return impl_->kv->bytes_in_use(); }
