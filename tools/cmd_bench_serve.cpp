@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -42,6 +43,7 @@ struct Sample {
   double e2e = 0, ttft = 0;       // seconds
   int64_t output_tokens = 0;      // the usage chunk's completion_tokens
   std::vector<double> itl;        // seconds between content chunks
+  std::string error;              // why it failed
 };
 
 struct Summary {
@@ -104,6 +106,8 @@ Sample one_request(httplib::Client& client, const std::string& body, const std::
   auto res = client.send(req);
   s.e2e = std::chrono::duration<double>(Clock::now() - t0).count();
   s.ok = res && status == 200 && done && !failed;
+  if (!res) s.error = "no response (" + httplib::to_string(res.error()) + ")";
+  else if (!s.ok) s.error = "HTTP " + std::to_string(status) + (done ? "" : ", no [DONE]");
   return s;
 }
 
@@ -125,7 +129,9 @@ json run_level(const BenchServeOptions& o, int concurrency, const std::string& b
   int ok = 0;
   int64_t tokens = 0;
   std::vector<double> ttft, tpot, itl, e2e;
+  std::map<std::string, int> errors;
   for (const Sample& s : samples) {
+    if (!s.ok) ++errors[s.error];
     if (!s.ok) continue;
     ++ok;
     tokens += s.output_tokens;
@@ -134,6 +140,7 @@ json run_level(const BenchServeOptions& o, int concurrency, const std::string& b
     if (s.output_tokens > 1) tpot.push_back((s.e2e - s.ttft) * 1e3 / static_cast<double>(s.output_tokens - 1));
     for (double x : s.itl) itl.push_back(x * 1e3);
   }
+  for (const auto& [why, n] : errors) std::fprintf(stderr, "vlkv bench-serve: %d failed: %s\n", n, why.c_str());
   auto stats = [](const std::vector<double>& v) {
     const Summary s = summarize(v);
     return json{{"mean", s.mean}, {"p50", s.p50}, {"p99", s.p99}};

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <thread>
@@ -48,6 +49,14 @@ HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), http
   const int n_threads = std::max(4, options_.n_http_threads);
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   http_->set_payload_max_length(options_.max_body_bytes);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server
+  // bind the same port and silently take half its connections. The socket is kept to
+  // widen httplib's listen backlog of 5 after binding (bind()).
+  http_->set_socket_options([this](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket_ = sock;
+  });
   add_routes();
 }
 
@@ -59,6 +68,9 @@ Result<int> HttpServer::bind() {
   if (port <= 0)
     return Status(StatusCode::kIoError, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                                             " (address in use or not local?)");
+  // 64 clients connecting at once overflow a backlog of 5: dropped SYNs cost a 1 s retry
+  // and, when the handshake's last ACK is dropped, a lost request. listen() again resizes it.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, kListenBacklog);
   return port;
 }
 

@@ -59,6 +59,8 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> active_streams_{0};
+  int listen_socket_ = -1;  // the bound socket (set by httplib's socket-options hook)
+  static constexpr int kListenBacklog = 1024;
 };
 
 }  // namespace vlkv::server
