@@ -59,6 +59,11 @@ struct RequestStatus {
 struct SchedulerParams {
   int max_sequences = 256;              // sequences running at once
   int64_t max_step_prompt_tokens = 512; // prompt tokens per step (chunked prefill), over all sequences
+  // true: a request is admitted when its worst case (prompt + max_tokens) fits next to the
+  // others' reservations, so the pool never runs dry unless a data-dependent method stores
+  // more than its bound. false: admitted by its prompt alone (vLLM's policy): more requests
+  // run at once, and the newest is preempted (recomputed later) when the pool runs dry.
+  bool reserve_max_tokens = true;
 };
 
 struct SchedulerStats {
