@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "kv_flags.h"
 #include "server/http_server.h"
+#include "server/scheduler_backend.h"
 #include "server/session_backend.h"
 
 namespace vlkv::cli {
@@ -19,7 +20,8 @@ namespace {
 
 struct ServeOptions {
   server::HttpOptions http;
-  server::SessionBackendOptions backend;
+  server::BackendOptions backend;
+  std::string backend_kind = "auto";
   std::string kv = "f16";
   std::string kv_allow;
   std::string kv_budget = "2G";
@@ -69,7 +71,19 @@ int serve(const ServeOptions& o_in) {
   std::fflush(stderr);
   std::thread listener([&http] { http.listen(); });
 
-  Result<std::unique_ptr<server::SessionBackend>> backend = server::SessionBackend::create(o.backend);
+  // auto: the batched scheduler for text models; sessions for vision models (the
+  // scheduler takes token prompts only, no images yet).
+  const bool batch = o.backend_kind == "batch" || (o.backend_kind == "auto" && o.backend.engine.mmproj_path.empty());
+  Result<std::unique_ptr<server::GenerationBackend>> backend = [&]() -> Result<std::unique_ptr<server::GenerationBackend>> {
+    if (batch) {
+      Result<std::unique_ptr<server::SchedulerBackend>> b = server::SchedulerBackend::create(o.backend);
+      if (!b.is_ok()) return b.status();
+      return std::unique_ptr<server::GenerationBackend>(std::move(b).value());
+    }
+    Result<std::unique_ptr<server::SessionBackend>> b = server::SessionBackend::create(o.backend);
+    if (!b.is_ok()) return b.status();
+    return std::unique_ptr<server::GenerationBackend>(std::move(b).value());
+  }();
   if (!backend.is_ok()) {
     http.stop(std::chrono::milliseconds(0));
     listener.join();
@@ -84,9 +98,9 @@ int serve(const ServeOptions& o_in) {
   http.set_backend(backend->get());
   std::string methods;
   for (const std::string& m : o.backend.kv_methods) methods += (methods.empty() ? "" : ", ") + m;
-  std::fprintf(stderr, "vlkv serve: %s ready (%s, ctx %lld, %d slots, queue %d, kv %s)\n", o.http.model_name.c_str(),
-               e.has_vision() ? "vision" : "text", static_cast<long long>(e.params().n_ctx), o.backend.n_slots,
-               o.backend.max_queue, methods.c_str());
+  std::fprintf(stderr, "vlkv serve: %s ready (%s, ctx %lld, %s backend, %d slots, queue %d, kv %s)\n",
+               o.http.model_name.c_str(), e.has_vision() ? "vision" : "text", static_cast<long long>(e.params().n_ctx),
+               batch ? "batch" : "sessions", o.backend.n_slots, o.backend.max_queue, methods.c_str());
   std::fflush(stderr);
 
   int sig = 0;
@@ -115,9 +129,9 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--alias", o->alias, "Model name in /v1/models and responses (default: the file's name)");
   app->add_option("--kv", o->kv, kv_method_help(false))->capture_default_str();
   app->add_option("--kv-allow", o->kv_allow,
-                  "KV methods a request may pick with \"kv\" (comma-separated; --kv is always allowed); one model "
-                  "instance per method, each with its own --kv-budget");
-  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per KV method (e.g. 512M, 4G)")
+                  "KV methods a request may pick with \"kv\" (comma-separated; --kv is always allowed). --backend "
+                  "batch: all in one pool; sessions: one model instance per method, each with its own --kv-budget");
+  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget (e.g. 512M, 4G): the pool every request shares (--backend sessions: per KV method)")
       ->capture_default_str();
   app->add_option("--parallel", o->backend.n_slots, "Requests generating at once (also -np)")
       ->check(CLI::Range(1, 1024))->capture_default_str();
@@ -133,6 +147,10 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--media-path", o->http.limits.media_path,
                   "Directory file:// image URLs may be read from (default: file:// refused)")
       ->check(CLI::ExistingDirectory);
+  app->add_option("--backend", o->backend_kind,
+                  "batch: continuous batching (one KV pool for every method, text prompts only); sessions: one "
+                  "Session per request, one model instance per KV method (images); auto: batch without --mmproj")
+      ->check(CLI::IsMember({"auto", "batch", "sessions"}))->capture_default_str();
   app->add_option("-t,--threads", o->backend.engine.n_threads, "Threads per model instance (0: all cores)")
       ->capture_default_str();
   app->add_option("-c,--ctx-size", o->backend.engine.n_ctx, "Context size per request (0: the model's)")

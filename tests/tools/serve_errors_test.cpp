@@ -168,10 +168,13 @@ TEST_F(ServeErrors, NotFoundAndBodyTooLarge) {
   expect_error(post(c, "/v1/chat/completions", "{\"pad\":\"" + big + "\"}", auth()), 413, "invalid_request_error");
 }
 
-TEST(ServeQueue, FullQueueIs503AndTimeoutsAre503) {
+class ServeQueue : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Backends, ServeQueue, ::testing::Values("batch", "sessions"));
+
+TEST_P(ServeQueue, FullQueueIs503AndTimeoutsAre503) {
   // One slot, no queue, 30 ms per token: a second request while one runs gets 503.
   ServerProcess server({"-m", stories_path(), "-t", "1", "-np", "1", "--max-queue", "0", "--token-delay-ms", "30",
-                        "--kv-budget", "64M", "--timeout", "1"});
+                        "--kv-budget", "64M", "--timeout", "1", "--backend", GetParam()});
   ASSERT_TRUE(server.running()) << server.log();
   json slow = {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}};
   std::thread first([&] {

@@ -80,9 +80,13 @@ TEST(ServeLoad, SixtyFourClientsFourRequestsEach) {
   EXPECT_EQ(server.stop(), 0);
 }
 
-TEST(ServeLoad, DisconnectMidStreamCancelsAndFreesKv) {
+class ServeBackends : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Backends, ServeBackends, ::testing::Values("batch", "sessions"));
+
+TEST_P(ServeBackends, DisconnectMidStreamCancelsAndFreesKv) {
   // 20 ms per token: the stream is still generating when the client hangs up.
-  ServerProcess server({"-m", stories_path(), "-t", "1", "-np", "2", "--kv-budget", "64M", "--token-delay-ms", "20"});
+  ServerProcess server({"-m", stories_path(), "-t", "1", "-np", "2", "--kv-budget", "64M", "--token-delay-ms", "20",
+                        "--backend", GetParam()});
   ASSERT_TRUE(server.running()) << server.log();
   httplib::Client c = server.client();
   const std::string before = get(c, "/metrics").body;
@@ -127,8 +131,9 @@ TEST(ServeLoad, DisconnectMidStreamCancelsAndFreesKv) {
   EXPECT_EQ(server.stop(), 0);
 }
 
-TEST(ServeLoad, SigtermDuringAStreamExitsCleanly) {
-  ServerProcess server({"-m", stories_path(), "-t", "1", "--kv-budget", "64M", "--token-delay-ms", "10"});
+TEST_P(ServeBackends, SigtermDuringAStreamExitsCleanly) {
+  ServerProcess server({"-m", stories_path(), "-t", "1", "--kv-budget", "64M", "--token-delay-ms", "10", "--backend",
+                        GetParam()});
   ASSERT_TRUE(server.running()) << server.log();
   StreamReply s;
   std::thread client([&] {

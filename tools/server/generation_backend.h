@@ -37,6 +37,7 @@ struct KvUsage {
   double bits_per_element = 0;  // stored bits per K/V element incl. metadata
   double bytes_per_token = 0;   // the method's steady-state report
   double held_bytes = 0;        // exact codec bytes this request's cache held at its end
+  bool held_is_bound = false;   // true: held_bytes is the admission bound for its tokens, not exact
 };
 
 struct GenerationResult {
@@ -66,6 +67,15 @@ struct BackendLoad {
   int64_t running = 0;
   int64_t queued = 0;
   std::vector<KvMethodLoad> kv;  // one per method
+};
+
+// What both backends are built from (vlkv serve's flags).
+struct BackendOptions {
+  EngineParams engine;                  // engine.kv_method is ignored: kv_methods gives them
+  std::vector<std::string> kv_methods;  // first = default
+  int n_slots = 4;                      // requests generating at once (-np)
+  int max_queue = 64;                   // requests waiting beyond the slots; more are refused
+  int token_delay_ms = 0;               // testing aid: sleep after each generated token
 };
 
 class GenerationBackend {

@@ -16,18 +16,10 @@
 
 namespace vlkv::server {
 
-struct SessionBackendOptions {
-  EngineParams engine;               // engine.kv_method is ignored: kv_methods gives them
-  std::vector<std::string> kv_methods;  // first = default; one engine each
-  int n_slots = 4;                   // requests generating at once
-  int max_queue = 64;                // requests waiting for a slot
-  int token_delay_ms = 0;            // testing aid: sleep after each token
-};
-
 class SessionBackend final : public GenerationBackend {
  public:
   // Loads the model once per KV method; the errors of Engine::load.
-  static Result<std::unique_ptr<SessionBackend>> create(const SessionBackendOptions& options);
+  static Result<std::unique_ptr<SessionBackend>> create(const BackendOptions& options);
   ~SessionBackend() override;
 
   const Engine& model() const override { return *engines_.at(options_.kv_methods.front()); }
@@ -39,11 +31,11 @@ class SessionBackend final : public GenerationBackend {
 
  private:
   struct Job;
-  explicit SessionBackend(SessionBackendOptions options);
+  explicit SessionBackend(BackendOptions options);
   void worker_loop();
   GenerationResult run(Job& job);
 
-  SessionBackendOptions options_;
+  BackendOptions options_;
   std::map<std::string, std::unique_ptr<Engine>> engines_;  // by method spec
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;
