@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli_util.h"
 #include "serve_util.h"
 
 namespace vlkv {
@@ -194,6 +195,40 @@ TEST_P(ServeQueue, FullQueueIs503AndTimeoutsAre503) {
   HttpReply ok = post(c, "/v1/completions", json({{"prompt", "Once"}, {"max_tokens", 3}}).dump());
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(server.stop(), 0);
+}
+
+}  // namespace
+}  // namespace vlkv
+
+namespace vlkv {
+namespace {
+
+// Bad flags or files end the server at once with status 2 (bounded: a hang fails by timeout).
+TEST(ServeStartup, BadModelOrFlagsExitWithStatus2) {
+  using testing_serve::stories_path;
+  const std::vector<std::vector<std::string>> cases = {
+      {"-m", "/nonexistent.gguf"},
+      {"-m", stories_path(), "--kv", "nosuch"},
+      {"-m", stories_path(), "--kv-allow", "kivi2,nosuch"},
+      {"-m", stories_path(), "--backend", "nope"},
+      {"-m", stories_path(), "--kv-budget", "1K"},
+      {"-m", stories_path(), "--max-body", "lots"},
+      {"--port", "0"},
+  };
+  for (const std::vector<std::string>& args : cases) {
+    // Appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    std::string cmd = "timeout -k 2 30 ";
+    cmd += testing_cli::shell_quote(VLKV_CLI_PATH);
+    cmd += " serve --host 127.0.0.1 --port 0";
+    for (const std::string& a : args) {
+      cmd += ' ';
+      cmd += testing_cli::shell_quote(a);
+    }
+    cmd += " >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << cmd;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << cmd;
+  }
 }
 
 }  // namespace

@@ -74,12 +74,17 @@ Result<int> HttpServer::bind() {
   return port;
 }
 
-bool HttpServer::listen() { return http_->listen_after_bind(); }
+bool HttpServer::listen() {
+  if (stopping_) return true;  // stop() came first (e.g. the model failed to load at once)
+  return http_->listen_after_bind();
+}
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
   stopping_ = true;
   const Clock::time_point until = Clock::now() + grace;
   while (active_streams_ > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // httplib's stop() does nothing before listening has begun: give the listener a moment.
+  for (int i = 0; i < 200 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   http_->stop();
 }
 
