@@ -62,8 +62,7 @@ Result<std::vector<Calib>> read_vqa_prompts(Engine& e, const std::string& path, 
     Result<Image> im = load_image(img, lim);
     if (!im.is_ok()) return im.status().with_context("--vqa " + path + ":" + std::to_string(line_no));
     Calib c;
-    c.prompt.text = e.apply_chat_template(std::string(kMediaMarker) + j["question"].get<std::string>());
-    c.prompt.media.push_back(MediaItem{{std::move(im).value()}, false});
+    c.prompt = e.user_prompt(j["question"].get<std::string>(), {MediaItem{{std::move(im).value()}, false}}, true);
     c.label = img;
     out.push_back(std::move(c));
   }
@@ -99,8 +98,7 @@ int calibrate(const CalibrateOptions& o) {
     Result<Image> im = load_image(path, ep.media_limits);
     if (!im.is_ok()) return report_error(im.status().with_context("--image " + path));
     Calib c;
-    c.prompt.text = e.apply_chat_template(std::string(kMediaMarker) + o.prompt);
-    c.prompt.media.push_back(MediaItem{{std::move(im).value()}, false});
+    c.prompt = e.user_prompt(o.prompt, {MediaItem{{std::move(im).value()}, false}}, true);
     c.label = path;
     inputs.push_back(std::move(c));
   }

@@ -225,10 +225,7 @@ Status run_text(Engine& e, const EvalOptions& o, const std::vector<int32_t>& tok
 // ---- VQA ----
 Result<PreparedPrompt> prepare_item(Engine& e, const VqaItem& it, const MediaLimits& limits) {
   VLKV_ASSIGN_OR_RETURN(Image img, load_image(it.image, limits));
-  Prompt p;
-  p.text = e.apply_chat_template(std::string(kMediaMarker) + it.question);
-  p.media.push_back(MediaItem{{std::move(img)}, false});
-  return e.prepare_prompt(p, /*add_bos=*/true);
+  return e.prepare_prompt(e.user_prompt(it.question, {MediaItem{{std::move(img)}, false}}, true), /*add_bos=*/true);
 }
 
 std::string answer_text(Engine& e, const std::vector<int32_t>& ids) {

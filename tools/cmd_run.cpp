@@ -69,11 +69,11 @@ int run(const RunOptions& o_in) {
   if (Status st = check_kv_budget_for_model(*budget, o.kv_budget, e.info()); !st.is_ok()) return report_error(st);
 
   // Media are decoded up front: a bad file fails before any output.
-  Prompt prompt;
+  std::vector<MediaItem> media;
   for (const std::string& path : o.images) {
     Result<Image> img = load_image(path, o.engine.media_limits);
     if (!img.is_ok()) return report_error(img.status());
-    prompt.media.push_back(MediaItem{{std::move(img).value()}, false});
+    media.push_back(MediaItem{{std::move(img).value()}, false});
   }
   for (const std::string& path : o.videos) {
     VideoSampling sampling;
@@ -81,11 +81,11 @@ int run(const RunOptions& o_in) {
     sampling.fps = o.fps;
     Result<std::vector<Image>> frames = load_video(path, sampling, o.engine.media_limits);
     if (!frames.is_ok()) return report_error(frames.status());
-    prompt.media.push_back(MediaItem{std::move(frames).value(), true});
+    media.push_back(MediaItem{std::move(frames).value(), true});
   }
   // A multimodal model gets its chat template unless --no-template; a text model with --chat.
   const bool use_template = !o.no_template && (o.chat || e.has_vision());
-  prompt.text = use_template ? e.apply_chat_template(o.prompt) : o.prompt;
+  const Prompt prompt = e.user_prompt(o.prompt, std::move(media), use_template);
   Result<std::unique_ptr<Session>> session = e.new_session();
   if (!session.is_ok()) return report_error(session.status());
 

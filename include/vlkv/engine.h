@@ -84,10 +84,15 @@ struct MediaItem {
 
 // A prompt with media. A text without markers but with media gets the markers
 // prepended (media first, then the text, as LLaVA-style prompts put them).
+// Engine::user_prompt builds one from a user's message the way llama-mtmd-cli does.
 struct Prompt {
   std::string text;
   std::vector<MediaItem> media;
 };
+
+// A user message for n_media images/videos: unchanged if it has a kMediaMarker (or
+// n_media is 0), else one marker per item in front of it (llama-mtmd-cli's rule).
+std::string with_media_markers(const std::string& message, size_t n_media);
 
 // A prompt tokenized and with its media encoded, in sequence order: what a Session
 // feeds the decoder. Text chunks are tokenized one by one as libmtmd does.
@@ -137,6 +142,10 @@ class Engine {
   // A whole conversation, ending with the opening of the assistant's turn (the server's
   // chat requests); one user turn gives exactly the text of the overload above.
   std::string apply_chat_template(const std::vector<ChatTurn>& conversation) const;
+  // The prompt of one user message with media, as `vlkv run` and llama-mtmd-cli build it:
+  // with_media_markers first (so the media sit inside the user turn), then the chat
+  // template when use_template. Feed it to prepare_prompt or Session::generate.
+  Prompt user_prompt(const std::string& message, std::vector<MediaItem> media, bool use_template) const;
 
   // KV memory: bytes held now by all sessions, the budget, and the method's stored bits/element.
   uint64_t kv_bytes_in_use() const;

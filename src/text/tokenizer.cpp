@@ -211,4 +211,13 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids) const {
   return text;
 }
 
+TokenId Tokenizer::find_token_by_piece(std::string_view piece) const {
+  for (TokenId id = 0; id < n_vocab(); ++id) {
+    const TokenType t = token_type(id);
+    const bool rendered_as_text = t == TokenType::kControl || t == TokenType::kUnknown;
+    if (rendered_as_text ? token_text(id) == piece : token_to_piece(id) == piece) return id;
+  }
+  return -1;
+}
+
 }  // namespace vlkv

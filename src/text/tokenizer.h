@@ -47,6 +47,10 @@ class Tokenizer {
   virtual TokenType token_type(TokenId id) const = 0;
   // Id of an exact vocabulary string, -1 if absent.
   virtual TokenId find_token(std::string_view text) const = 0;
+  // libmtmd's lookup_token: the lowest id whose piece, rendered as llama_token_to_piece(special=true)
+  // does (control/unknown tokens as their text), equals piece; -1 if none. "\n" finds SPM's byte
+  // token <0x0A>, "<global-img>" its control entry. Linear in n_vocab (string compares only).
+  TokenId find_token_by_piece(std::string_view piece) const;
 };
 
 }  // namespace vlkv

@@ -59,26 +59,21 @@ void idefics3_pixel_shuffle(const float* x, int64_t n_embd, int64_t w, int64_t h
 std::vector<Idefics3LayoutItem> idefics3_token_layout(int32_t grid_rows, int32_t grid_cols) {
   const std::string fake = "<fake_token_around_image>";
   std::vector<Idefics3LayoutItem> items;
-  std::vector<std::string> pending;  // special tokens not yet emitted (merged into one run)
-  auto flush_image = [&](int32_t tile) {
-    items.push_back({pending, -1});
-    pending.clear();
-    items.push_back({{}, tile});
+  auto add = [&](std::vector<std::string> tokens, bool tokenized) {
+    items.push_back({std::move(tokens), tokenized, -1});
   };
+  auto add_tile = [&](int32_t tile) { items.push_back({{}, false, tile}); };
   int32_t tile = 0;
   for (int32_t r = 0; r < grid_rows; ++r) {
     for (int32_t c = 0; c < grid_cols; ++c) {
-      pending.push_back(fake);
-      pending.push_back("<row_" + std::to_string(r + 1) + "_col_" + std::to_string(c + 1) + ">");
-      flush_image(tile++);
+      add({fake, "<row_" + std::to_string(r + 1) + "_col_" + std::to_string(c + 1) + ">"}, true);
+      add_tile(tile++);
     }
-    if (r + 1 < grid_rows) pending.push_back("\n");
+    if (r + 1 < grid_rows) add({"\n"}, false);
   }
-  pending.push_back("\n\n");
-  pending.push_back(fake);
-  pending.push_back("<global-img>");
-  flush_image(tile);
-  items.push_back({{fake}, -1});
+  add({"\n\n", fake, "<global-img>"}, false);
+  add_tile(tile);
+  add({fake}, false);
   return items;
 }
 

@@ -39,16 +39,22 @@ Result<Idefics3Tiles> idefics3_preprocess(const Image& image, int64_t image_size
 // A side not divisible by s is zero-padded up to the next multiple.
 void idefics3_pixel_shuffle(const float* x, int64_t n_embd, int64_t w, int64_t h, int64_t s, std::vector<float>& out);
 
-// One element of the token layout that replaces an image marker: a run of special
-// tokens (each string one vocabulary entry, looked up as a single token as libmtmd
-// does, never tokenized) or the embeddings of tile `tile` (index into Idefics3Tiles).
+// One element of the token layout that replaces an image marker, as libmtmd's
+// MTMD_SLICE_TMPL_IDEFICS3 emits it: special token strings or the embeddings of tile
+// `tile` (index into Idefics3Tiles). A tile's header "<fake_token_around_image><row_R_col_C>"
+// comes from a text template that libmtmd tokenizes (tokenized = true, the strings
+// concatenated); the row end "\n" and the global image's "\n\n" <fake_token_around_image>
+// <global-img> ... <fake_token_around_image> are looked up one vocabulary token each
+// (tokenized = false): tokenizing "\n" would add SPM's "▁" in front of it.
 struct Idefics3LayoutItem {
   std::vector<std::string> tokens;  // empty for an image item
+  bool tokenized = false;           // tokens are text to tokenize, not vocabulary entries
   int32_t tile = -1;                // >= 0 for an image item
 };
 
 // grid 2x2: <fake><row_1_col_1> [0] <fake><row_1_col_2> [1] \n <fake><row_2_col_1> [2]
-// <fake><row_2_col_2> [3] \n\n <fake><global-img> [4] <fake>. A 0x0 grid keeps only the
+// <fake><row_2_col_2> [3] \n\n <fake><global-img> [4] <fake>: "\n" after every row but the
+// last (libmtmd's tok_row_end_trail is false for idefics3). A 0x0 grid keeps only the
 // global part.
 std::vector<Idefics3LayoutItem> idefics3_token_layout(int32_t grid_rows, int32_t grid_cols);
 

@@ -30,9 +30,12 @@ class Idefics3VisionModel final : public VisionModel {
     MediaEmbedding out;
     for (const Idefics3LayoutItem& item : idefics3_token_layout(tiles.grid_rows, tiles.grid_cols)) {
       MediaPiece piece;
-      if (item.tile < 0) {
+      if (item.tile < 0 && item.tokenized) {
         piece.kind = MediaPiece::Kind::kText;
         for (const std::string& t : item.tokens) piece.text += t;
+      } else if (item.tile < 0) {
+        piece.kind = MediaPiece::Kind::kVocabTokens;
+        piece.vocab_tokens = item.tokens;
       } else {
         piece.kind = MediaPiece::Kind::kEmbeddings;
         VLKV_RETURN_IF_ERROR(p_.encode_tile(tiles.tensors[static_cast<size_t>(item.tile)], nullptr,

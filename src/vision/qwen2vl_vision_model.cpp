@@ -32,7 +32,7 @@ class Qwen2VlVisionModel final : public VisionModel {
   Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
     VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
     MediaEmbedding out;
-    out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_start|>", {}});
+    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
     MediaPiece img;
     img.kind = MediaPiece::Kind::kEmbeddings;
     VLKV_RETURN_IF_ERROR(p_.encode(t, t, img.embd.data, pool));
@@ -41,7 +41,7 @@ class Qwen2VlVisionModel final : public VisionModel {
     img.embd.grid_w = static_cast<int32_t>(t.width / p_.align());
     img.embd.n_tokens = static_cast<int64_t>(img.embd.grid_h) * img.embd.grid_w;
     out.pieces.push_back(std::move(img));
-    out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_end|>", {}});
+    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
     return out;
   }
 
@@ -77,9 +77,9 @@ class Qwen2VlVisionModel final : public VisionModel {
       if (progress) progress(f1 + 1, n_frames);
     }
     MediaEmbedding out;
-    out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_start|>", {}});
+    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
     out.pieces.push_back(std::move(run));
-    out.pieces.push_back({MediaPiece::Kind::kText, "<|vision_end|>", {}});
+    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
     return out;
   }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -30,15 +31,26 @@ struct EmbeddingRun {
   int32_t grid_w = 0;
 };
 
-// One piece of the token sequence that replaces a media marker: either text the
-// engine tokenizes as its own segment (add_special = false, parse_special = true,
-// as libmtmd does; e.g. "<fake_token_around_image><row_1_col_1>", "\n",
-// "<|vision_start|>"), or a run of embeddings (TokenKind::kVisual in the cache).
+// One piece of the token sequence that replaces a media marker, as libmtmd builds it:
+// - kText: text the engine tokenizes as its own segment (add_special = false,
+//   parse_special = true: libmtmd's add_text(str, true); e.g. "<|vision_start|>",
+//   "<fake_token_around_image><row_1_col_1>");
+// - kVocabTokens: strings each of which is one vocabulary token, found by its piece
+//   and never tokenized (libmtmd's lookup_token; e.g. "\n", "\n\n", "<global-img>").
+//   Tokenizing "\n" instead would give SPM's space prefix "▁" an extra position;
+// - kEmbeddings: a run of embeddings (TokenKind::kVisual in the cache).
 struct MediaPiece {
-  enum class Kind { kText, kEmbeddings };
+  enum class Kind { kText, kEmbeddings, kVocabTokens };
   Kind kind = Kind::kText;
-  std::string text;       // kText
-  EmbeddingRun embd;      // kEmbeddings
+  std::string text;                        // kText
+  EmbeddingRun embd;                       // kEmbeddings
+  std::vector<std::string> vocab_tokens;   // kVocabTokens, in order
+
+  static MediaPiece text_piece(std::string text) {
+    MediaPiece p;
+    p.text = std::move(text);
+    return p;
+  }
 };
 
 // The whole replacement of one media marker, in sequence order.

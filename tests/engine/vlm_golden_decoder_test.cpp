@@ -73,18 +73,6 @@ void load(const Pair& pair, Loaded& m) {
   ASSERT_EQ(m.vm->n_embd_out(), m.hp.n_embd);
 }
 
-// libmtmd's lookup_token: the id whose piece (specials rendered) equals the text; our
-// token_to_piece renders no control tokens, so their raw entry is tried first. "\n"
-// finds the byte token <0x0A>.
-TokenId lookup_piece(const Tokenizer& tok, const std::string& text) {
-  const TokenId exact = tok.find_token(text);  // control / user-defined entries: their text
-  if (exact >= 0) return exact;
-  for (TokenId id = 0; id < tok.n_vocab(); ++id) {
-    if (tok.token_to_piece(id) == text) return id;
-  }
-  return -1;
-}
-
 void check_pair(const Pair& pair) {
   SCOPED_TRACE(pair.run);
   Loaded m;
@@ -203,7 +191,7 @@ void check_pair(const Pair& pair) {
       span.insert(span.end(), static_cast<size_t>(runs[ri++]->n_tokens), -1);
     } else {
       ASSERT_LT(si, specials.size());
-      for (const std::string& s : specials[si]) span.push_back(lookup_piece(*m.tok, s));
+      for (const std::string& s : specials[si]) span.push_back(m.tok->find_token_by_piece(s));
       ++si;
     }
   }

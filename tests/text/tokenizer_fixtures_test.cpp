@@ -149,5 +149,23 @@ TEST(TokenizerFixtures, Idefics3TextChunks) {
   EXPECT_EQ(tok.encode("\n\n", false, true), (std::vector<TokenId>{512}));
 }
 
+// libmtmd's lookup_token finds media framing tokens by their rendered piece (specials as
+// their text) instead of tokenizing them: tokenizing "\n" gives SPM's "▁" an extra position.
+TEST(TokenizerFixtures, FindTokenByPieceIsLibmtmdsLookup) {
+  const Tokenizer& tok = tokenizer_for("stories260K-idefics3-text");
+  EXPECT_EQ(tok.find_token_by_piece("\n"), 13);  // the byte token <0x0A>
+  EXPECT_EQ(tok.encode("\n", false, true), (std::vector<TokenId>{410, 13}));  // "▁" "\n"
+  EXPECT_EQ(tok.find_token_by_piece("\n\n"), 512);
+  EXPECT_EQ(tok.find_token_by_piece("<fake_token_around_image>"), 513);
+  EXPECT_EQ(tok.find_token_by_piece("<global-img>"), 514);
+  EXPECT_EQ(tok.find_token_by_piece("<row_2_col_2>"), 518);
+  EXPECT_EQ(tok.find_token_by_piece("<s>"), 1);    // control: rendered as its text
+  EXPECT_EQ(tok.find_token_by_piece(" a"), 261);   // normal "▁a"
+  EXPECT_EQ(tok.find_token_by_piece("<row_3_col_1>"), -1);
+  EXPECT_EQ(tok.find_token_by_piece(""), -1);  // no token renders as nothing but controls (own text)
+  const Tokenizer& bpe = tokenizer_for("../tokenizers/ggml-vocab-gpt-2");
+  EXPECT_EQ(bpe.find_token_by_piece("\n"), 198);  // byte-level "Ċ"
+}
+
 }  // namespace
 }  // namespace vlkv

@@ -73,7 +73,9 @@ TEST_F(ServeAnswers, ImageChatEqualsRun) {
     EXPECT_EQ(r.json["object"], "chat.completion");
     const std::string answer = r.json["choices"][0]["message"]["content"];
     EXPECT_EQ(r.json["choices"][0]["message"]["role"], "assistant");
-    // The image part's marker stands where the part was: before the question.
+    // The image part's marker stands where the part was, before the question, inside the
+    // user turn: what vlkv run builds for --image F -p QUESTION, and for an explicit marker.
+    EXPECT_EQ(answer, run_answer({"--image", demo_image(image.c_str()), "-p", question}));
     EXPECT_EQ(answer, run_answer({"--image", demo_image(image.c_str()), "-p", std::string(kMediaMarker) + question}));
     EXPECT_FALSE(answer.empty());
     EXPECT_EQ(r.json["choices"][0]["finish_reason"], "stop");
@@ -155,8 +157,7 @@ TEST_F(ServeAnswers, PerRequestKvMethodsInOneServer) {
     if (std::string(method) == "f16") EXPECT_NEAR(bits, 16.0, 1e-9);
     else EXPECT_LT(bits, 8.0) << method;
     EXPECT_EQ(r.json["choices"][0]["message"]["content"],
-              run_answer({"--kv", method, "--image", demo_image("005.png"), "-p",
-                          std::string(kMediaMarker) + "Where is the blue circle?"}))
+              run_answer({"--kv", method, "--image", demo_image("005.png"), "-p", "Where is the blue circle?"}))
         << method;
   }
   // int4 held fewer bytes than f16 for the same prompt (5 of 16 bits per element; kivi2's

@@ -81,6 +81,52 @@ TEST_F(Idefics3Fixture, PixelShuffleAndEmbeddingsMatchLlamaCpp) {
   EXPECT_LE(worst_embd, 1e-4);
 }
 
+// No fixture has a non-square image; libmtmd's img_tool::resize (PAD_CEIL, the refined
+// image's default) scales by min(W/w, H/h), rounds each side up (capped at the canvas) and
+// centres the result with offset (canvas - side) / 2 on black. 100x40 -> canvas 64x32, scale
+// 0.64, content 64x26 at y = 3: rows 0-2 and 29-31 of both tiles are black. 40x100 -> 32x64,
+// content 26x64 at x = 3: columns 0-2 and 29-31 black. Every other pixel is bright here.
+TEST_F(Idefics3Fixture, NonSquareRefinedImageIsPaddedAsLibmtmd) {
+  const VitHparams& hp = proj->hparams();
+  for (const bool landscape : {true, false}) {
+    SCOPED_TRACE(landscape ? "100x40" : "40x100");
+    Image img;
+    img.width = landscape ? 100 : 40;
+    img.height = landscape ? 40 : 100;
+    img.pixels.assign(static_cast<size_t>(img.width) * img.height * 3, 200);
+    Result<Idefics3Tiles> tiles = idefics3_preprocess(img, hp.image_size, proj->longest_edge(), hp.image_mean,
+                                                      hp.image_std);
+    ASSERT_TRUE(tiles.is_ok());
+    EXPECT_EQ(tiles->grid_rows, landscape ? 1 : 2);
+    EXPECT_EQ(tiles->grid_cols, landscape ? 2 : 1);
+    ASSERT_EQ(tiles->tensors.size(), 3u);
+    for (size_t t = 0; t < 2; ++t) {
+      const ImageTensor& tile = tiles->tensors[t];
+      ASSERT_EQ(tile.width, 32);
+      ASSERT_EQ(tile.height, 32);
+      for (int c = 0; c < 3; ++c) {
+        const float black = (0.0f - hp.image_mean[c]) / hp.image_std[c];
+        for (int y = 0; y < 32; ++y) {
+          for (int x = 0; x < 32; ++x) {
+            const int across = landscape ? y : x;  // the padded direction
+            const bool pad = across < 3 || across >= 29;
+            const float v = tile.data[(static_cast<size_t>(c) * 32 + y) * 32 + x];
+            if (pad) EXPECT_EQ(v, black) << "tile " << t << " c " << c << " (" << x << ", " << y << ")";
+            else EXPECT_GT(v, black + 0.5f) << "tile " << t << " c " << c << " (" << x << ", " << y << ")";
+          }
+        }
+      }
+    }
+    // The global image is a plain bilinear resize to 32x32: no padding.
+    const std::vector<float>& global = tiles->tensors[2].data;
+    ASSERT_EQ(global.size(), 3u * 32 * 32);
+    for (size_t i = 0; i < global.size(); ++i) {
+      const size_t c = i / (32 * 32);
+      EXPECT_GT(global[i], (0.0f - hp.image_mean[c]) / hp.image_std[c] + 0.5f) << i;
+    }
+  }
+}
+
 TEST(Idefics3Layout, GridTwoByTwoMatchesLibmtmd) {
   const std::vector<Idefics3LayoutItem> items = idefics3_token_layout(2, 2);
   std::vector<std::string> flat;  // special tokens, images as "[t]"
@@ -110,22 +156,29 @@ TEST_F(Idefics3Fixture, VisionModelEncodesTheImageAsTheFixture) {
   EXPECT_EQ(e->n_visual_tokens(), 20);
   const std::vector<float> ref_embd = vlm_test::read_f32(fixtures() + kRun + ".image_embd.f32");
   std::vector<float> all;
-  std::vector<std::string> texts;
+  std::vector<std::string> texts;  // "text:..." tokenized, "vocab:a|b" looked up token by token
   for (const MediaPiece& p : e->pieces) {
     if (p.kind == MediaPiece::Kind::kEmbeddings) {
       EXPECT_EQ(p.embd.n_tokens, 4);
       EXPECT_EQ(p.embd.grid_h * p.embd.grid_w, 4);
       all.insert(all.end(), p.embd.data.begin(), p.embd.data.end());
+    } else if (p.kind == MediaPiece::Kind::kText) {
+      texts.push_back("text:" + p.text);
     } else {
-      texts.push_back(p.text);
+      std::string joined = "vocab:";
+      for (size_t i = 0; i < p.vocab_tokens.size(); ++i) joined += (i ? "|" : "") + p.vocab_tokens[i];
+      texts.push_back(joined);
     }
   }
   ASSERT_EQ(all.size(), ref_embd.size());
   EXPECT_LE(max_abs_diff(all.data(), ref_embd.data(), all.size()), 1e-4);
+  // libmtmd: tile headers come from a tokenized template, "\n" and the global image's frame
+  // from lookup_token.
   const std::vector<std::string> expect_texts = {
-      "<fake_token_around_image><row_1_col_1>",         "<fake_token_around_image><row_1_col_2>",
-      "\n<fake_token_around_image><row_2_col_1>",       "<fake_token_around_image><row_2_col_2>",
-      "\n\n<fake_token_around_image><global-img>",      "<fake_token_around_image>"};
+      "text:<fake_token_around_image><row_1_col_1>",  "text:<fake_token_around_image><row_1_col_2>",
+      "vocab:\n",                                     "text:<fake_token_around_image><row_2_col_1>",
+      "text:<fake_token_around_image><row_2_col_2>",  "vocab:\n\n|<fake_token_around_image>|<global-img>",
+      "vocab:<fake_token_around_image>"};
   EXPECT_EQ(texts, expect_texts);
 }
 

@@ -177,9 +177,14 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
 
   // The prompt as vlkv run builds it: the model's chat template over the conversation
   // (one media marker per image, at its place); /v1/completions takes the text as given.
+  // One user message is exactly Engine::user_prompt's case (vlkv run -p MESSAGE --image ...).
   GenerationRequest g;
-  g.prompt.text = endpoint == Endpoint::kChat ? model.apply_chat_template(a.conversation) : a.prompt;
-  g.prompt.media = std::move(a.media);
+  if (endpoint == Endpoint::kChat && a.conversation.size() == 1 && a.conversation[0].role == "user") {
+    g.prompt = model.user_prompt(a.conversation[0].content, std::move(a.media), /*use_template=*/true);
+  } else {
+    g.prompt.text = endpoint == Endpoint::kChat ? model.apply_chat_template(a.conversation) : a.prompt;
+    g.prompt.media = std::move(a.media);
+  }
   g.params.sampling = a.sampling;
   const int64_t n_ctx = model.params().n_ctx;
   g.params.max_tokens = a.max_tokens < 0 ? n_ctx : std::min(a.max_tokens, n_ctx);
