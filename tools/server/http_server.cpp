@@ -223,6 +223,7 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
     bool first = true;
     bool finished = false;  // the last event was written: the client got it all
     bool ok = true;
+    bool counted = false;   // its response was counted in the metrics
   };
   auto state = std::make_shared<StreamState>();
   const bool include_usage = a.include_usage;
@@ -248,6 +249,9 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
             out += sse_event(error_json(error_for(r, timeout, backend->load().running > 0)));
           }
           out += sse_done();
+          // Counted before the last bytes go out, so a client that has read [DONE] sees it in /metrics.
+          state->counted = true;
+          metrics_.record_response(state->ok ? 200 : 500);
         }
         if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
         if (done) {
@@ -262,7 +266,7 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
           backend->cancel(id);
           metrics_.record_disconnect();
         }
-        metrics_.record_response(!state->finished ? 499 : state->ok ? 200 : 500);  // 499: nginx's "client closed request"
+        if (!state->counted) metrics_.record_response(499);  // nginx's "client closed request"
         --active_streams_;
       });
 }
