@@ -44,6 +44,9 @@ struct BenchOptions {
   bool no_bandwidth = false;
   int method_width = 10;  // the table's method column: the longest --kv spec
   double read_gb_s = 0;  // measured streaming read bandwidth (threads as -t)
+  // --parallel: sequences decoding together ("max": as many as --kv-budget admits); empty:
+  // one session decoding alone through Session::eval (the rows' parallel is 1).
+  std::string parallel;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -83,6 +86,9 @@ struct Row {
   uint64_t peak_rss = 0;
   int64_t max_seqs = 0;
   uint64_t weight_bytes = 0;
+  int64_t parallel = 1;                 // sequences decoding together
+  double seq_decode_tok_s = 0;          // per sequence (decode_tok_s is the aggregate)
+  double kv_stored_bytes_per_token = 0; // exact codec bytes / tokens (windows included, page tails not)
 };
 
 // Size of the largest CPU cache (sysconf; 32 MiB when the OS does not say).
@@ -147,6 +153,8 @@ Result<double> time_prefill(const BenchOptions& o, Engine& engine, int64_t n, st
   return best;
 }
 
+void finish_row(const BenchOptions& o, Engine& engine, int64_t ctx, Row& row);
+
 // One (method, ctx) row. prefill_seconds < 0: measure it here (--fill prefill always does).
 Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& method, int64_t ctx,
                       double prefill_seconds) {
@@ -172,6 +180,7 @@ Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& 
     for (int64_t i = 0; i < o.n_decode; ++i) VLKV_RETURN_IF_ERROR(s->eval({tok(rng)}, false, &logits));
     best_decode = std::min(best_decode, std::chrono::duration<double>(Clock::now() - t1).count());
     row.kv_held_bytes_per_token = static_cast<double>(engine.kv_bytes_in_use()) / static_cast<double>(s->n_past());
+    row.kv_stored_bytes_per_token = s->kv_stored_bytes() / static_cast<double>(s->n_past());
   }
   if (o.fill == Fill::kPrefill) {
     row.prefill_tokens = ctx;
@@ -181,6 +190,14 @@ Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& 
     row.prefill_tok_s = static_cast<double>(o.prefill_tokens) / prefill_seconds;
   }
   row.decode_tok_s = o.n_decode > 0 ? static_cast<double>(o.n_decode) / best_decode : 0;
+  row.seq_decode_tok_s = row.decode_tok_s;
+  finish_row(o, engine, ctx, row);
+  return row;
+}
+
+// The columns every row derives from its measurements: bits, bytes per token, capacity, roofline.
+void finish_row(const BenchOptions& o, Engine& engine, int64_t ctx, Row& row) {
+  const ModelInfo& info = engine.info();
   row.bits_per_elem = engine.kv_bits_per_element();
   row.kv_bytes_per_token = row.bits_per_elem / 8.0 * 2.0 * static_cast<double>(info.n_layers) *
                            static_cast<double>(info.n_kv_heads) * static_cast<double>(info.head_dim);
@@ -191,14 +208,82 @@ Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& 
                                : 0;
   // Bytes one decode step reads: all weights once, the KV cache at the mean decode depth.
   const double kv_read = row.kv_bytes_per_token * (static_cast<double>(ctx) + 0.5 * static_cast<double>(o.n_decode));
-  if (o.read_gb_s > 0)
-    row.roofline_pct = 100.0 * (static_cast<double>(info.weight_bytes) + kv_read) * row.decode_tok_s / (o.read_gb_s * 1e9);
+  // (Parallel rows: the weights once per step, every sequence's cache.)
+  const double step_bytes = static_cast<double>(info.weight_bytes) + kv_read * static_cast<double>(row.parallel);
+  if (o.read_gb_s > 0) row.roofline_pct = 100.0 * step_bytes * row.seq_decode_tok_s / (o.read_gb_s * 1e9);
   // A step whose bytes fit the last-level cache (a small model) is not bound by DRAM reads:
   // its "roofline" can read 117-174% and says nothing; flagged rather than printed as a bound.
-  const double step_bytes = static_cast<double>(info.weight_bytes) + kv_read;
   row.roofline_meaningful = o.read_gb_s > 0 && row.roofline_pct <= 100.0 && step_bytes > 2.0 * last_level_cache_bytes();
   row.threads = engine.n_threads();
   row.weight_bytes = info.weight_bytes;
+}
+
+// Sequences of n_tokens the budget admits (Engine::kv_bytes_for_tokens, what the scheduler
+// reserves) and the capacity line vLLM prints at start-up.
+Result<int64_t> admitted_sequences(const BenchOptions& o, Engine& engine, int64_t n_tokens) {
+  VLKV_ASSIGN_OR_RETURN(uint64_t per_seq, engine.kv_bytes_for_tokens(n_tokens));
+  const uint64_t budget = engine.params().kv_budget_bytes;
+  const int64_t n = per_seq > 0 ? static_cast<int64_t>(budget / per_seq) : 0;
+  std::fprintf(o.json ? stderr : stdout, "# %s: KV budget %.1f GiB: %lld sequences of %lld tokens, %.0fK tokens\n",
+               engine.params().kv_method.c_str(), static_cast<double>(budget) / (1ull << 30), static_cast<long long>(n),
+               static_cast<long long>(n_tokens), static_cast<double>(n * n_tokens) / 1000.0);
+  return n;
+}
+
+// One (method, ctx, parallel) row: one session brought to ctx (random K/V or a real
+// prefill) and forked parallel - 1 times (its pages copied), then n_decode batched steps
+// (Engine::decode_batch), each advancing every sequence by one token.
+Result<Row> bench_parallel(const BenchOptions& o, Engine& engine, const std::string& method, int64_t ctx,
+                           int64_t parallel, double prefill_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const ModelInfo& info = engine.info();
+  Row row;
+  row.method = method;
+  row.ctx = ctx;
+  row.parallel = parallel;
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(info.n_vocab - 1));
+  double best_decode = 1e30;
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    std::vector<std::unique_ptr<Session>> sessions;
+    VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> first, engine.new_session());
+    const auto t0 = Clock::now();
+    if (o.fill == Fill::kPrefill) {
+      std::vector<float> logits;
+      VLKV_RETURN_IF_ERROR(first->eval(random_tokens(rng, info.n_vocab, ctx), false, &logits));
+    } else {
+      VLKV_RETURN_IF_ERROR(first->fill_kv_for_benchmark(ctx, /*seed=*/1234 + static_cast<uint64_t>(rep)));
+    }
+    row.fill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (o.fill == Fill::kPrefill) prefill_seconds = row.fill_seconds;
+    sessions.push_back(std::move(first));
+    for (int64_t i = 1; i < parallel; ++i) {
+      VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, sessions[0]->fork());
+      sessions.push_back(std::move(s));
+    }
+    std::vector<Session*> ptrs;
+    for (auto& s : sessions) ptrs.push_back(s.get());
+    std::vector<int32_t> tokens(ptrs.size());
+    std::vector<std::vector<float>> logits;
+    const auto t1 = Clock::now();
+    for (int64_t i = 0; i < o.n_decode; ++i) {
+      for (auto& t : tokens) t = tok(rng);
+      VLKV_RETURN_IF_ERROR(engine.decode_batch(ptrs, tokens, &logits));
+    }
+    best_decode = std::min(best_decode, std::chrono::duration<double>(Clock::now() - t1).count());
+    double stored = 0, n_tokens = 0;
+    for (Session* s : ptrs) {
+      stored += s->kv_stored_bytes();
+      n_tokens += static_cast<double>(s->n_past());
+    }
+    row.kv_held_bytes_per_token = static_cast<double>(engine.kv_bytes_in_use()) / n_tokens;
+    row.kv_stored_bytes_per_token = stored / n_tokens;
+  }
+  row.prefill_tokens = o.fill == Fill::kPrefill ? ctx : o.prefill_tokens;
+  row.prefill_tok_s = static_cast<double>(row.prefill_tokens) / prefill_seconds;
+  row.seq_decode_tok_s = o.n_decode > 0 ? static_cast<double>(o.n_decode) / best_decode : 0;
+  row.decode_tok_s = row.seq_decode_tok_s * static_cast<double>(parallel);
+  finish_row(o, engine, ctx, row);
   return row;
 }
 
@@ -239,8 +324,26 @@ Status bench_method(const BenchOptions& o_in, const std::string& method, const s
     VLKV_ASSIGN_OR_RETURN(prefill_seconds, time_prefill(o, *engine, o.prefill_tokens, rng));
   }
   for (int64_t ctx : contexts) {
-    VLKV_ASSIGN_OR_RETURN(Row row, bench_one(o, *engine, method, ctx, prefill_seconds));
-    emit(row);
+    if (o.parallel.empty()) {
+      VLKV_ASSIGN_OR_RETURN(Row row, bench_one(o, *engine, method, ctx, prefill_seconds));
+      emit(row);
+      continue;
+    }
+    for (const std::string& p : split(o.parallel, ',')) {
+      int64_t n = 0;
+      if (p == "max") {
+        VLKV_ASSIGN_OR_RETURN(n, admitted_sequences(o, *engine, ctx + o.n_decode));
+        if (n == 0) return out_of_memory("--parallel max: not one sequence of " + std::to_string(ctx + o.n_decode) +
+                                         " tokens fits --kv-budget " + o.kv_budget);
+      } else {
+        char* end = nullptr;
+        n = std::strtoll(p.c_str(), &end, 10);
+        if (*end != '\0' || n <= 0 || n > 65536)
+          return invalid_argument("--parallel: '" + p + "' is not a count in [1, 65536] or 'max'");
+      }
+      VLKV_ASSIGN_OR_RETURN(Row row, bench_parallel(o, *engine, method, ctx, n, prefill_seconds));
+      emit(row);
+    }
   }
   return Status::ok();
 }
@@ -265,6 +368,9 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"bits_per_elem", row.bits_per_elem},
                         {"peak_rss_bytes", row.peak_rss},
                         {"max_seqs_in_budget", row.max_seqs},
+                        {"parallel", row.parallel},
+                        {"seq_decode_tok_s", row.seq_decode_tok_s},
+                        {"kv_stored_bytes_per_token", row.kv_stored_bytes_per_token},
                         {"threads", row.threads},
                         {"n_decode", o.n_decode}};
     std::printf("%s\n", j.dump().c_str());
@@ -272,6 +378,7 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
     char roof[32] = "-";
     if (row.roofline_pct > 0)
       std::snprintf(roof, sizeof roof, row.roofline_meaningful ? "%.0f%%" : "(%.0f%%)", row.roofline_pct);
+    if (!o.parallel.empty()) std::printf("%5lld ", static_cast<long long>(row.parallel));
     std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %10.0f %10.0f %9.2f %12.1f %9lld %9s\n", model.c_str(),
                 o.method_width, row.method.c_str(), static_cast<long long>(row.ctx), o.fill == Fill::kRandom ? "random" : "prefill",
                 row.prefill_tok_s, row.decode_tok_s, row.kv_bytes_per_token, row.kv_held_bytes_per_token,
@@ -319,6 +426,7 @@ int bench(const BenchOptions& o_in) {
                   "last-level cache, or the figure exceeds 100%%\n",
                   o.read_gb_s, o.engine.n_threads > 0 ? o.engine.n_threads : static_cast<int>(std::thread::hardware_concurrency()),
                   last_level_cache_bytes() / 1048576.0);
+    if (!o.parallel.empty()) std::printf("%5s ", "par");
     std::printf("%-24s %-*s %7s %8s %11s %10s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx", "fill",
                 "prefill t/s",
                 "decode t/s", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");
@@ -359,7 +467,11 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
   app->add_option("-b,--batch-size", o->engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();
-  app->add_flag("--json", o->json, "One JSON object per line per (method, ctx)");
+  app->add_option("--parallel", o->parallel,
+                  "Comma-separated counts of sequences decoding together (batched steps), or max: as many as "
+                  "--kv-budget admits, e.g. 1,4,16,max; decode t/s is then the aggregate")
+      ->capture_default_str();
+  app->add_flag("--json", o->json, "One JSON object per line per (method, ctx, parallel)");
   app->add_flag("--no-bandwidth", o->no_bandwidth, "Skip the read-bandwidth measurement (no roofline column)");
   commands.push_back({app, [o] { return bench(*o); }});
 }

@@ -33,8 +33,14 @@ int main(int argc, char** argv) {
   add_gen_model_command(app, commands);
   add_eval_command(app, commands);
   add_calibrate_command(app, commands);
+  add_serve_command(app, commands);
+  add_bench_serve_command(app, commands);
+  // llama-server's "-np N" (slots) is two letters after one dash, which CLI11 reads as
+  // -n -p: spelled out as --parallel before parsing.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) args.push_back(std::string(argv[i]) == "-np" ? "--parallel" : argv[i]);
   try {
-    app.parse(argc, argv);
+    app.parse(args);  // CLI11 takes the arguments in reverse order
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitBadInput;

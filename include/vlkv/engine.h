@@ -21,6 +21,7 @@ struct EngineParams {
   MediaLimits media_limits;                   // bounds on images and video the engine accepts
   std::string kv_method = "f16";             // KV method spec, e.g. "f32", "f16"
   uint64_t kv_budget_bytes = 2ull << 30;      // KV page pool budget
+  uint32_t kv_page_bytes = 0;                 // KV page size (a multiple of 64); 0: the cache's default
   int n_threads = 0;                          // 0: all cores
   int64_t n_ctx = 0;                          // max tokens per session; 0: the model's training context
   int64_t n_batch = 512;                      // prompt tokens per forward pass
@@ -112,6 +113,13 @@ struct PreparedPrompt {
   int64_t n_visual_tokens() const;
 };
 
+// One turn of a conversation for Engine::apply_chat_template (role "system", "user" or
+// "assistant"); content may hold media markers, copied verbatim.
+struct ChatTurn {
+  std::string role;
+  std::string content;
+};
+
 class Session;
 class Sampler;
 struct LayerQk;
@@ -131,6 +139,9 @@ class Engine {
   bool is_end_of_generation(int32_t token) const;
   // Wraps a user message in the model's chat template (unchanged if it has none).
   std::string apply_chat_template(const std::string& user_message) const;
+  // A whole conversation, ending with the opening of the assistant's turn (the server's
+  // chat requests); one user turn gives exactly the text of the overload above.
+  std::string apply_chat_template(const std::vector<ChatTurn>& conversation) const;
   // The prompt of one user message with media, as `vlkv run` and llama-mtmd-cli build it:
   // with_media_markers first (so the media sit inside the user turn), then the chat
   // template when use_template. Feed it to prepare_prompt or Session::generate.
@@ -141,8 +152,20 @@ class Engine {
   double kv_bits_per_element() const;
   // The method's steady-state KV bytes per token (all layers, K and V; no page tails or windows).
   double kv_bytes_per_token() const;
+  // What admission reserves for a sequence of n_tokens with a KV method ("": the engine's):
+  // an upper bound of the page bytes it will hold, windows and page tails included.
+  // InvalidArgument for a bad method spec.
+  Result<uint64_t> kv_bytes_for_tokens(int64_t n_tokens, const std::string& kv_method = "") const;
 
   Result<std::unique_ptr<Session>> new_session();
+
+  // One batched forward pass: session i (distinct sessions of this engine) takes one more
+  // token, tokens[i], and logits[i] receives its [n_vocab] logits, as eval({tokens[i]})
+  // would give alone (bit for bit): the weights are read once for all of them. A session
+  // that fails (e.g. out of KV memory) is left as it was and gets its statuses[i] (when
+  // statuses is given; else the first failure is returned after the others committed).
+  Status decode_batch(const std::vector<Session*>& sessions, const std::vector<int32_t>& tokens,
+                      std::vector<std::vector<float>>* logits, std::vector<Status>* statuses = nullptr);
 
   // True when an mmproj was loaded; its projector type ("mlp", "idefics3", ...) or "".
   bool has_vision() const;
@@ -160,6 +183,7 @@ class Engine {
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   friend class Session;
+  friend class Scheduler;
 };
 
 class Session {
@@ -188,6 +212,10 @@ class Session {
 
   // Called for every layer of every chunk evaluated from now on (empty: none).
   void set_attention_observer(std::function<void(const AttentionTap&)> observer);
+
+  // A new session holding a copy of this one's cache (its pages copied) and position:
+  // a shared prefix evaluated once. OutOfMemory when the copy does not fit the budget.
+  Result<std::unique_ptr<Session>> fork() const;
 
   int64_t n_past() const;   // tokens in the cache
   int64_t n_vocab() const;

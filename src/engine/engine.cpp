@@ -71,6 +71,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
                  static_cast<int>(impl->hparams.n_kv_heads), static_cast<int>(impl->hparams.head_dim), fingerprint};
   kv.method = params.kv_method;
   kv.budget_bytes = params.kv_budget_bytes;
+  if (params.kv_page_bytes != 0) kv.page_bytes = params.kv_page_bytes;
   kv.max_tokens_per_seq = static_cast<int>(std::min<int64_t>(impl->params.n_ctx, std::numeric_limits<int>::max()));
   Result<std::unique_ptr<KvCache>> cache = KvCache::create(kv);
   if (!cache.is_ok()) return cache.status();
@@ -112,13 +113,26 @@ std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenize
 bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_end_of_generation(token); }
 
 std::string Engine::apply_chat_template(const std::string& user_message) const {
-  if (impl_->chat_template == ChatTemplate::kNone) return user_message;
-  return vlkv::apply_chat_template(impl_->chat_template, {{"user", user_message}}, true);
+  return apply_chat_template(std::vector<ChatTurn>{{"user", user_message}});
+}
+
+std::string Engine::apply_chat_template(const std::vector<ChatTurn>& conversation) const {
+  std::vector<ChatMessage> messages;
+  messages.reserve(conversation.size());
+  for (const ChatTurn& t : conversation) messages.push_back({t.role, t.content});
+  // kNone concatenates the contents unchanged (one user message: the message itself).
+  return vlkv::apply_chat_template(impl_->chat_template, messages, true);
 }
 
 uint64_t Engine::kv_bytes_in_use() const { return impl_->kv->bytes_in_use(); }
 double Engine::kv_bits_per_element() const { return impl_->kv->bits_per_element(); }
 double Engine::kv_bytes_per_token() const { return impl_->kv->bytes_per_token(); }
+
+Result<uint64_t> Engine::kv_bytes_for_tokens(int64_t n_tokens, const std::string& kv_method) const {
+  if (n_tokens < 0) return invalid_argument("negative token count");
+  std::lock_guard<std::mutex> lock(impl_->forward_mutex);
+  return impl_->kv->max_bytes_for_tokens(n_tokens, kv_method);
+}
 
 Result<std::unique_ptr<Session>> Engine::new_session() {
   std::lock_guard<std::mutex> lock(impl_->forward_mutex);

@@ -18,6 +18,21 @@ Session::~Session() {
 
 int64_t Session::n_past() const { return n_past_; }
 
+Result<std::unique_ptr<Session>> Session::fork() const {
+  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+  KvCache& kv = *engine_->kv;
+  VLKV_ASSIGN_OR_RETURN(SeqId seq, kv.add_sequence(kv.sequence_method(seq_)));
+  Status st = kv.copy_sequence(seq_, seq);
+  if (!st.is_ok()) {
+    kv.remove_sequence(seq);
+    return st;
+  }
+  std::unique_ptr<Session> s(new Session(engine_, seq));
+  s->n_past_ = n_past_;
+  s->next_pos_ = next_pos_;
+  return s;
+}
+
 void Session::set_attention_observer(std::function<void(const AttentionTap&)> observer) {
   if (!observer) {
     observer_ = nullptr;
@@ -267,6 +282,51 @@ Status Session::generate(const Prompt& prompt, const GenerateParams& params,
   VLKV_RETURN_IF_ERROR(eval_prompt(prepared, &logits, progress));
   st.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return sample_loop(sampler, logits, params, on_piece, st);
+}
+
+}  // namespace vlkv
+
+namespace vlkv {
+
+Status Engine::decode_batch(const std::vector<Session*>& sessions, const std::vector<int32_t>& tokens,
+                            std::vector<std::vector<float>>* logits, std::vector<Status>* statuses) {
+  if (sessions.size() != tokens.size()) return invalid_argument("decode_batch: one token per session");
+  if (!logits) return invalid_argument("decode_batch: null logits");
+  const size_t n = sessions.size();
+  logits->resize(n);
+  if (statuses) statuses->assign(n, Status::ok());
+  std::vector<BatchSequence> batch(n);
+  std::vector<int64_t> positions(n);
+  std::vector<TokenKind> kinds(n, TokenKind::kText);
+  for (size_t i = 0; i < n; ++i) {
+    Session* s = sessions[i];
+    if (!s || s->engine_ != impl_.get()) return invalid_argument("decode_batch: a session of another engine");
+    VLKV_RETURN_IF_ERROR(s->check_room(1, "tokens"));
+    positions[i] = s->next_pos_;
+    BatchSequence& b = batch[i];
+    b.seq = s->seq_;
+    b.in.n_tokens = 1;
+    b.in.tokens = &tokens[i];
+    b.in.positions = &positions[i];
+    b.in.kinds = &kinds[i];
+    b.mode = LogitsMode::kLast;
+    b.logits = &(*logits)[i];
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->forward_mutex);
+    VLKV_RETURN_IF_ERROR(impl_->decoder->forward_batch(batch, *impl_->kv, *impl_->pool));
+  }
+  Status first = Status::ok();
+  for (size_t i = 0; i < n; ++i) {
+    if (batch[i].status.is_ok()) {
+      ++sessions[i]->n_past_;
+      ++sessions[i]->next_pos_;
+    } else if (first.is_ok()) {
+      first = batch[i].status;
+    }
+    if (statuses) (*statuses)[i] = batch[i].status;
+  }
+  return statuses ? Status::ok() : first;
 }
 
 }  // namespace vlkv

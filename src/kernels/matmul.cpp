@@ -42,29 +42,38 @@ inline float row_dot(const WeightMatrix& w, const WeightFormat& fmt, bool q8, in
 
 // Rows per chunk of a decode loop over n_rows rows of n_cols: ~4 chunks per thread, so a
 // thread that is preempted (shared machines) leaves at most a quarter of its share to wait
-// for, and at least ~32K weights per chunk, so claiming a chunk stays cheap next to its work.
+// for, and at least ~32K multiply-adds per chunk, so claiming a chunk stays cheap next to its work.
 int64_t matvec_grain(int64_t n_rows, int64_t n_cols, int n_threads) {
   const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / n_cols);
   return std::max(min_rows, n_rows / (4 * static_cast<int64_t>(n_threads)));
 }
 
-// The caller's thread rounds x once for all rows of one decode loop.
-const Q8Activations& rounded(const float* x, int64_t n) {
-  thread_local Q8Activations xq;
-  quantize_activations_q8(x, n, xq);
-  return xq;
+// The decode rows x [n_x, n_cols] of one loop, each rounded to 8 bits once by the caller's
+// thread when any of the loop's matrices uses them (else an empty span: the f32 dots read x).
+struct DecodeRows {
+  const float* x;
+  int64_t n_x, n_cols;
+  std::span<const Q8Activations> q8;
+  const float* row(int64_t t) const { return x + t * n_cols; }
+  const Q8Activations& rounded(int64_t t) const {
+    static const Q8Activations kNone;
+    return q8.empty() ? kNone : q8[static_cast<size_t>(t)];
+  }
+};
+
+DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8) {
+  thread_local std::vector<Q8Activations> xq;  // [n_x], storage reused across steps
+  if (!any_q8) return {x, n_x, n_cols, {}};
+  if (xq.size() < static_cast<size_t>(n_x)) xq.resize(static_cast<size_t>(n_x));
+  for (int64_t t = 0; t < n_x; ++t) quantize_activations_q8(x + t * n_cols, n_cols, xq[static_cast<size_t>(t)]);
+  return {x, n_x, n_cols, std::span<const Q8Activations>(xq.data(), static_cast<size_t>(n_x))};
 }
 
-// Decode: one fused dot per row, rows split across threads.
-void matvec(const WeightMatrix& w, const WeightFormat& fmt, const float* x, float* y,
-            ThreadPool& pool) {
-  const bool q8 = uses_q8(w, fmt);
-  static const Q8Activations kNone;
-  const Q8Activations& xq = q8 ? rounded(x, w.n_cols) : kNone;
-  pool.parallel_for_chunked(w.n_rows, matvec_grain(w.n_rows, w.n_cols, pool.n_threads()),
-                            [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) y[r] = row_dot(w, fmt, q8, r, x, xq);
-  });
+// y[t * ldy + r] = w[r] . x[t] for every decode row t: the weight row is read from memory
+// once and stays in L1 for the other rows.
+inline void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r, const DecodeRows& xs,
+                     float* y, int64_t ldy) {
+  for (int64_t t = 0; t < xs.n_x; ++t) y[t * ldy + r] = row_dot(w, fmt, q8, r, xs.row(t), xs.rounded(t));
 }
 
 // Prefill: for rows [r0, r1) (at most kRowBlock) and every token, y[t][r] = w[r] . x[t].
@@ -101,7 +110,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (n_tokens <= 0 || w.n_rows <= 0) return;
   const WeightFormat& fmt = format_of(w);
   if (n_tokens == 1) {
-    matvec(w, fmt, x, y, pool);
+    matmul_decode(w, x, 1, y, pool);
     return;
   }
   const TileKernels& kern = tile_kernels(simd_level());
@@ -117,9 +126,22 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   });
 }
 
-void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadPool& pool) {
+void matmul_decode(const WeightMatrix& w, const float* x, int64_t n_x, float* y, ThreadPool& pool) {
+  if (n_x <= 0 || w.n_rows <= 0) return;
+  const MatvecTarget target{&w, y};
+  matvec_fused(std::span<const MatvecTarget>(&target, 1), x, pool, n_x);
+}
+
+void matmul_step(const WeightMatrix& w, const float* x, int64_t n_decode, int64_t n_prompt, float* y,
+                 ThreadPool& pool) {
+  matmul_decode(w, x, n_decode, y, pool);
+  matmul(w, x + n_decode * w.n_cols, n_prompt, y + n_decode * w.n_rows, pool);
+}
+
+void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadPool& pool, int64_t n_x) {
   constexpr size_t kMaxTargets = 4;
   VLKV_CHECK(!targets.empty() && targets.size() <= kMaxTargets);
+  if (n_x <= 0) return;
   const int64_t n_cols = targets[0].w->n_cols;
   std::array<const WeightFormat*, kMaxTargets> fmts{};
   std::array<bool, kMaxTargets> q8{};
@@ -133,35 +155,36 @@ void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadP
     any_q8 = any_q8 || q8[i];
     first_row[i + 1] = first_row[i] + w.n_rows;
   }
-  static const Q8Activations kNone;
-  const Q8Activations& xq = any_q8 ? rounded(x, n_cols) : kNone;
+  const DecodeRows xs = decode_rows(x, n_x, n_cols, any_q8);
   const int64_t n_rows = first_row[targets.size()];
-  pool.parallel_for_chunked(n_rows, matvec_grain(n_rows, n_cols, pool.n_threads()),
+  pool.parallel_for_chunked(n_rows, matvec_grain(n_rows, n_cols * n_x, pool.n_threads()),
                             [&](int64_t r0, int64_t r1, int) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(r0, first_row[i]), e = std::min(r1, first_row[i + 1]);
       const WeightMatrix& w = *targets[i].w;
-      float* y = targets[i].y - first_row[i];
-      for (int64_t r = b; r < e; ++r) y[r] = row_dot(w, *fmts[i], q8[i], r - first_row[i], x, xq);
+      for (int64_t r = b; r < e; ++r) row_dots(w, *fmts[i], q8[i], r - first_row[i], xs, targets[i].y, w.n_rows);
     }
   });
 }
 
 void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
-                   ThreadPool& pool) {
+                   ThreadPool& pool, int64_t n_x) {
   VLKV_CHECK(gate.n_rows == up.n_rows && gate.n_cols == up.n_cols);
+  if (n_x <= 0) return;
   const WeightFormat& fg = format_of(gate);
   const WeightFormat& fu = format_of(up);
   const bool q8g = uses_q8(gate, fg), q8u = uses_q8(up, fu);
-  static const Q8Activations kNone;
-  const Q8Activations& xq = q8g || q8u ? rounded(x, gate.n_cols) : kNone;
+  const DecodeRows xs = decode_rows(x, n_x, gate.n_cols, q8g || q8u);
+  const int64_t n_ff = gate.n_rows;
   // Each chunk holds rows of both matrices, so its grain counts two rows per output.
-  pool.parallel_for_chunked(gate.n_rows, matvec_grain(gate.n_rows, 2 * gate.n_cols, pool.n_threads()),
+  pool.parallel_for_chunked(n_ff, matvec_grain(n_ff, 2 * gate.n_cols * n_x, pool.n_threads()),
                             [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
-      const float g = row_dot(gate, fg, q8g, r, x, xq);
-      const float u = row_dot(up, fu, q8u, r, x, xq);
-      out[r] = swiglu_one(g, u);
+      for (int64_t t = 0; t < n_x; ++t) {
+        const float g = row_dot(gate, fg, q8g, r, xs.row(t), xs.rounded(t));
+        const float u = row_dot(up, fu, q8u, r, xs.row(t), xs.rounded(t));
+        out[t * n_ff + r] = swiglu_one(g, u);
+      }
     }
   });
 }

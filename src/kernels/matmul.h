@@ -29,21 +29,35 @@ struct WeightMatrix {
 // Exact dequantization, f32 accumulation; SIMD path chosen at run time.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
-// One product of a fused decode matvec: y[w->n_rows] = w · x.
+// One product of a fused decode matvec: y = w · x, y [n_x, w->n_rows].
 struct MatvecTarget {
   const WeightMatrix* w;
   float* y;
 };
 
-// Decode (one token): every target's matrix times the same x[n_cols] (all targets share
-// n_cols), in one parallel loop: one thread wake-up for all, x rounded to 8 bits once.
-// Each y equals matmul(*w, x, 1, y) bit for bit.
-void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadPool& pool);
+// Decode rows of a batched step (one token of each of n_x sequences): y[t] = w · x[t] for
+// t < n_x, x [n_x, w.n_cols], y [n_x, w.n_rows]. Every weight row is streamed from memory
+// once and multiplied with all n_x rows while it sits in L1 (each x[t] rounded to 8 bits
+// once when w rounds activations), so a step of n_x sequences reads the weights once.
+// Row t equals matmul(w, x[t], 1, y[t]) bit for bit.
+void matmul_decode(const WeightMatrix& w, const float* x, int64_t n_x, float* y, ThreadPool& pool);
 
-// Decode FFN input: out[r] = silu(gate_r · x) * (up_r · x) for r < gate.n_rows, in one
-// parallel loop; equals matmul of both then swiglu() bit for bit.
+// A step's activation rows in two blocks: the first n_decode rows are single-token rows
+// (matmul_decode), the next n_prompt rows prompt chunks (matmul's exact f32 tiles; a
+// block of one row is a decode row too, as matmul does). y [n_decode + n_prompt, w.n_rows].
+void matmul_step(const WeightMatrix& w, const float* x, int64_t n_decode, int64_t n_prompt, float* y,
+                 ThreadPool& pool);
+
+// Decode: every target's matrix times the same rows x[n_x][n_cols] (all targets share
+// n_cols), in one parallel loop: one thread wake-up for all, x rounded to 8 bits once.
+// Each target's y[t] equals matmul(*w, x[t], 1, y[t]) bit for bit.
+void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadPool& pool, int64_t n_x = 1);
+
+// Decode FFN input: out[t][r] = silu(gate_r · x[t]) * (up_r · x[t]) for r < gate.n_rows,
+// t < n_x (out [n_x, gate.n_rows]), in one parallel loop; equals matmul of both then
+// swiglu() bit for bit.
 void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out,
-                   ThreadPool& pool);
+                   ThreadPool& pool, int64_t n_x = 1);
 
 // Dequantize row `row` of w into out[w.n_cols] (embedding lookup).
 void get_row(const WeightMatrix& w, int64_t row, float* out);

@@ -4,6 +4,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <map>
 
 #include "base/check.h"
 #include "kv/attention.h"
@@ -15,22 +16,58 @@
 namespace vlkv {
 namespace {
 
+// What the cache requires of a method: its codecs fit the geometry and a page, its plans
+// ask only for statistics attend() computes and are consistent.
+Status check_method(const Method& method, const KvCacheConfig& config) {
+  const KvGeometry& g = config.geometry;
+  for (const Codec* c : method.codecs()) {
+    VLKV_RETURN_IF_ERROR(c->check_head_dim(g.head_dim));
+    if (c->block_bytes(g.head_dim) > static_cast<int64_t>(config.page_bytes))
+      return invalid_argument("KV page_bytes " + std::to_string(config.page_bytes) + " is smaller than one block (" +
+                              std::to_string(c->block_bytes(g.head_dim)) + " bytes) of codec " + c->name());
+  }
+  for (int l = 0; l < g.n_layers; ++l) {
+    const LayerPlan plan = method.layer_plan(l);
+    if (plan.stats & ~uint32_t{kStatKeyMass | kStatProbeMaps})
+      return unsupported("KV method " + method.spec() + " needs attention statistics not computed yet");
+    if (plan.sparse_attention && !(plan.stats & kStatKeyMass))
+      return Status(StatusCode::kInternal, "sparse attention needs kStatKeyMass");
+    if (!plan.stores_k && (plan.score_layer < 0 || plan.score_layer >= l))
+      return Status(StatusCode::kInternal, "a layer without K needs an earlier score_layer");
+  }
+  return Status::ok();
+}
+
 class KvCacheImpl final : public KvCache {
  public:
   KvCacheImpl(const KvCacheConfig& config, std::unique_ptr<Method> method, std::shared_ptr<const Codec> f32)
       : config_(config), method_(std::move(method)), f32_(std::move(f32)),
         pool_(config.budget_bytes, config.page_bytes), table_(pool_) {}
 
-  Result<SeqId> add_sequence() override {
+  Result<SeqId> add_sequence(const std::string& spec) override {
     const KvGeometry& g = config_.geometry;
+    VLKV_ASSIGN_OR_RETURN(const Method* method, method_for(spec));
     SeqCache seq;
+    seq.method = method;
     seq.layers.resize(g.n_layers);
     for (int l = 0; l < g.n_layers; ++l) {
       seq.layers[l].heads.resize(g.n_kv_heads);
-      seq.layers[l].state = method_->new_layer_state(l);
+      seq.layers[l].state = method->new_layer_state(l);
     }
-    seq.state = method_->new_sequence_state();
+    seq.state = method->new_sequence_state();
     return table_.add(std::move(seq));
+  }
+  std::string sequence_method(SeqId seq) const override { return get(seq).method->spec(); }
+  uint32_t page_bytes() const override { return pool_.page_bytes(); }
+  Result<uint64_t> max_bytes_for_tokens(int64_t n_tokens, const std::string& spec) override {
+    VLKV_ASSIGN_OR_RETURN(const Method* m, method_for(spec));
+    const KvGeometry& g = config_.geometry;
+    const double codec = m->bytes_for_tokens(n_tokens);
+    const uint64_t n_streams = static_cast<uint64_t>(g.n_layers) * g.n_kv_heads * m->max_streams_per_head();
+    // A step that folds a window holds its old pages until commit (deferred frees): at most
+    // the window's bytes again, which is what the sequence holds beyond the steady state.
+    const double window = std::max(0.0, codec - m->bytes_per_token() * static_cast<double>(n_tokens));
+    return static_cast<uint64_t>(codec + window) + 2 * n_streams * pool_.page_bytes();
   }
 
   void remove_sequence(SeqId seq) override { table_.remove(seq); }
@@ -70,11 +107,11 @@ class KvCacheImpl final : public KvCache {
   std::string method_name() const override { return method_->spec(); }
   bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
   std::string without_visual_tokens() const override { return method_->without_visual_tokens(); }
-  std::string describe_sequence(SeqId seq) const override { return method_->describe_sequence(get(seq).state.get()); }
+  std::string describe_sequence(SeqId seq) const override { return get(seq).method->describe_sequence(get(seq).state.get()); }
   double bytes_per_token() const override { return method_->bytes_per_token(); }
   LayerQkSource qk_source(SeqId seq, int layer, int n_new) const override {
     VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);
-    const LayerPlan p = method_->step_plan(layer, get(seq).state.get(), n_new);
+    const LayerPlan p = get(seq).method->step_plan(layer, get(seq).state.get(), n_new);
     return {p.score_layer != layer ? p.score_layer : -1, p.visual_only, p.base_scores};
   }
   double stored_bytes(SeqId seq_id) const override {
@@ -110,7 +147,7 @@ class KvCacheImpl final : public KvCache {
     if (row != lc.n_tokens) return Status(StatusCode::kInternal, "read_back: segments hold a different token count");
     // Methods storing out of sequence order say where each stored row belongs.
     std::vector<int64_t> pos;
-    if (!method_->stored_positions(lc.state.get(), kv_head, lc.heads[kv_head].segments, &pos)) return Status::ok();
+    if (!seq->method->stored_positions(lc.state.get(), kv_head, lc.heads[kv_head].segments, &pos)) return Status::ok();
     if (static_cast<int64_t>(pos.size()) != lc.n_tokens)
       return Status(StatusCode::kInternal, "read_back: the method's positions do not cover the stored tokens");
     std::vector<float> ks(k->size()), vs(v->size());
@@ -162,7 +199,7 @@ class KvCacheImpl final : public KvCache {
   // step is rolled back.
   Status prepare_layer(SeqCache& seq, const StoreInput& in) {
     LayerEditor editor = editor_for(seq, in.layer);
-    Status st = method_->before_attention(in, editor);
+    Status st = seq.method->before_attention(in, editor);
     if (st.is_ok()) return st;
     rollback(seq);
     return st.with_context("preparing layer " + std::to_string(in.layer));
@@ -175,8 +212,14 @@ class KvCacheImpl final : public KvCache {
   // into them. The caller fills the rows' softmax state (ProbeRows) and the key mass.
   ProbeRows begin_stats(const LayerPlan& plan, const LayerCache& lc, int layer, int n_new, AttentionStats& stats);
 
+  // The method of a spec ("": the configured one), created on first use and kept: sequences
+  // point at it. Checked like the configured one (codec blocks fit a page).
+  Result<const Method*> method_for(const std::string& spec);
+
   KvCacheConfig config_;
-  std::unique_ptr<Method> method_;
+  std::unique_ptr<Method> method_;  // the configured method
+  std::vector<std::unique_ptr<Method>> owned_methods_;  // the other methods sequences asked for
+  std::map<std::string, const Method*> methods_by_spec_;  // by spec as asked and by canonical spec
   std::shared_ptr<const Codec> f32_;  // runs the fused kernels over the new tokens
   // Per-step statistics buffers, reused across steps.
   std::vector<int> probes_;      // [n_probes] step token indices
@@ -189,6 +232,27 @@ class KvCacheImpl final : public KvCache {
   PageTable table_;
 };
 
+Result<const Method*> KvCacheImpl::method_for(const std::string& spec) {
+  if (spec.empty() || spec == config_.method || spec == method_->spec()) return method_.get();
+  auto it = methods_by_spec_.find(spec);
+  if (it != methods_by_spec_.end()) return it->second;
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, create_method(spec, config_.geometry));
+  VLKV_RETURN_IF_ERROR(check_method(*m, config_));
+  const Method* found = method_.get();
+  if (m->spec() != method_->spec()) {
+    auto canonical = methods_by_spec_.find(m->spec());
+    if (canonical != methods_by_spec_.end()) {
+      found = canonical->second;
+    } else {
+      found = m.get();
+      methods_by_spec_.emplace(m->spec(), found);
+      owned_methods_.push_back(std::move(m));
+    }
+  }
+  methods_by_spec_.emplace(spec, found);
+  return found;
+}
+
 Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v,
                            const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
                            const float* visual_similarity, const float* base_q, const float* base_k) {
@@ -200,7 +264,8 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
 
   // 1. Attention over the cache as at the last commit plus the new tokens (full f32),
   // with the probe statistics the method asked for.
-  const LayerPlan plan = method_->step_plan(layer, seq.state.get(), n_new);
+  const Method& method = *seq.method;
+  const LayerPlan plan = method.step_plan(layer, seq.state.get(), n_new);
   const LayerCache* key_source = nullptr;
   if (plan.score_layer >= 0) {  // a base layer already attended this step: use its pre-step snapshot
     const auto& snap = seq.pending.before[plan.score_layer];
@@ -231,7 +296,7 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
       probe_softmax(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, pool);
       probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
       keep_.clear();
-      if (method_->select_attended_keys(in, &keep_)) {
+      if (method.select_attended_keys(in, &keep_)) {
         if (keep_.size() != key_mass_.size()) {
           rollback(seq);
           return Status(StatusCode::kInternal, "select_attended_keys: mask of " + std::to_string(keep_.size()) +
@@ -293,11 +358,11 @@ Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float
   const KvGeometry& g = config_.geometry;
   if (!kinds) return invalid_argument("store_without_attention: null token kinds");
   const SeqCache* found = table_.find(seq_id);
-  const LayerPlan plan = found && layer >= 0 && layer < g.n_layers ? method_->step_plan(layer, found->state.get(), n_new)
+  const LayerPlan plan = found && layer >= 0 && layer < g.n_layers ? found->method->step_plan(layer, found->state.get(), n_new)
                                                                    : LayerPlan{};
   const bool stats_needed = wants_stats(plan, n_new);
   if (stats_needed && (!q || !pool))
-    return unsupported("KV method " + method_->spec() + " stores with attention statistics: pass queries");
+    return unsupported("KV method " + found->method->spec() + " stores with attention statistics: pass queries");
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
   LayerCache& lc = seq->layers[layer];
   StoreInput in{.layer = layer, .n_cached = lc.n_tokens, .n_new = n_new, .k = k, .v = v, .kinds = kinds};
@@ -341,14 +406,14 @@ Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const f
 Status KvCacheImpl::store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in) {
   LayerCache& lc = seq.layers[in.layer];
   LayerEditor editor = editor_for(seq, in.layer);
-  Status st = method_->store(in, editor);
+  Status st = seq.method->store(in, editor);
   if (!st.is_ok()) {
     const int64_t at = seq.n_tokens + in.n_new;
     rollback(seq);  // the sequence is as it was before this step
     if (st.code() == StatusCode::kOutOfMemory)
       return Status(st.code(), st.message() + " at token " + std::to_string(at) + " (sequence " +
                                    std::to_string(seq_id) + ", layer " + std::to_string(in.layer) +
-                                   ", method " + method_->spec() + "); raise --kv-budget or choose a smaller method");
+                                   ", method " + seq.method->spec() + "); raise --kv-budget or choose a smaller method");
     return st.with_context("storing layer " + std::to_string(in.layer));
   }
   lc.n_tokens += in.n_new;
@@ -368,21 +433,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
     return invalid_argument("KV budget / page_bytes exceeds 2^31 pages; raise page_bytes");
   if (config.max_tokens_per_seq <= 0) return invalid_argument("max_tokens_per_seq must be positive");
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> method, create_method(config.method, g));
-  for (const Codec* c : method->codecs()) {
-    VLKV_RETURN_IF_ERROR(c->check_head_dim(g.head_dim));
-    if (c->block_bytes(g.head_dim) > static_cast<int64_t>(config.page_bytes))
-      return invalid_argument("KV page_bytes " + std::to_string(config.page_bytes) + " is smaller than one block (" +
-                              std::to_string(c->block_bytes(g.head_dim)) + " bytes) of codec " + c->name());
-  }
-  for (int l = 0; l < g.n_layers; ++l) {
-    const LayerPlan plan = method->layer_plan(l);
-    if (plan.stats & ~uint32_t{kStatKeyMass | kStatProbeMaps})
-      return unsupported("KV method " + method->spec() + " needs attention statistics not computed yet");
-    if (plan.sparse_attention && !(plan.stats & kStatKeyMass))
-      return Status(StatusCode::kInternal, "sparse attention needs kStatKeyMass");
-    if (!plan.stores_k && (plan.score_layer < 0 || plan.score_layer >= l))
-      return Status(StatusCode::kInternal, "a layer without K needs an earlier score_layer");
-  }
+  VLKV_RETURN_IF_ERROR(check_method(*method, config));
   VLKV_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> f32, make_codec("f32"));
   return std::unique_ptr<KvCache>(new KvCacheImpl(config, std::move(method), std::move(f32)));
 }

@@ -49,7 +49,10 @@ class KvCache {
   static Result<std::unique_ptr<KvCache>> create(const KvCacheConfig& config);
   virtual ~KvCache() = default;
 
-  virtual Result<SeqId> add_sequence() = 0;
+  // A new empty sequence stored with the configured method, or with its own method spec
+  // (one pool, each sequence its own method; InvalidArgument for a bad spec or a codec
+  // whose block does not fit a page).
+  virtual Result<SeqId> add_sequence(const std::string& method = "") = 0;
   virtual void remove_sequence(SeqId seq) = 0;       // frees its pages
   virtual Status copy_sequence(SeqId src, SeqId dst) = 0;  // dst must exist; replaces its contents
   virtual int64_t n_tokens(SeqId seq) const = 0;    // tokens fully committed (all layers)
@@ -120,6 +123,16 @@ class KvCache {
   // Exact bytes of the codec blocks one sequence holds now (page tails excluded): what the
   // method really stores for this sequence's tokens and kinds (eval's measured ratio).
   virtual double stored_bytes(SeqId seq) const = 0;
+
+  // ---- per-sequence methods and admission ----
+  // The canonical spec of the method seq is stored with.
+  virtual std::string sequence_method(SeqId seq) const = 0;
+  // An upper bound of the page bytes a sequence of the method ("": the configured one)
+  // holds once n_tokens are stored: its codec bytes (windows included, the data-dependent
+  // maximum) plus a partly used page per stream, plus the pages a step may hold twice while
+  // it folds a window. What a scheduler reserves; InvalidArgument for a bad spec.
+  virtual Result<uint64_t> max_bytes_for_tokens(int64_t n_tokens, const std::string& method = "") = 0;
+  virtual uint32_t page_bytes() const = 0;
 };
 
 }  // namespace vlkv

@@ -83,6 +83,7 @@ Status PageTable::copy(SeqId src_id, SeqId dst_id) {
   if (src->pending.active() || dst->pending.active())
     return invalid_argument("copy_sequence: a sequence has an uncommitted step (commit or roll back first)");
   SeqCache copy;
+  copy.method = src->method;
   copy.n_tokens = src->n_tokens;
   if (src->state) copy.state = src->state->clone();
   for (const auto& layer : src->layers) copy.layers.push_back(layer.clone_meta());

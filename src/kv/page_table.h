@@ -27,7 +27,10 @@ struct PendingStep {
   bool active() const { return n_new >= 0; }
 };
 
+class Method;
+
 struct SeqCache {
+  const Method* method = nullptr;  // the sequence's KV method (owned by the cache, outlives it)
   int64_t n_tokens = 0;            // committed tokens (all layers)
   std::vector<LayerCache> layers;  // [n_layers]
   std::unique_ptr<LayerState> state;  // the method's per-sequence state (Method::new_sequence_state), may be null

@@ -30,9 +30,10 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
 
 namespace {
 
-// q += bq, k += bk, then RoPE (M-RoPE with mrope positions) on the chunk's projected q and k.
-void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInput& in, std::vector<float>& q,
-                  std::vector<float>& k, ThreadPool& pool) {
+// q += bq, k += bk, then RoPE (M-RoPE with mrope positions) on one sequence's projected rows.
+//   q: [in.n_tokens, n_heads, head_dim], k: [in.n_tokens, n_kv_heads, head_dim]
+void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInput& in, float* q, float* k,
+                  ThreadPool& pool) {
   const int64_t n = in.n_tokens;
   const int64_t head_dim = hp.head_dim;
   const int64_t q_dim = hp.n_heads * head_dim;
@@ -65,45 +66,83 @@ void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInp
   }
 }
 
-}  // namespace
+// Where each sequence of a step sits in its activation rows: single-token sequences first
+// (the decode block, matmul_decode), then prompt chunks (the f32 block).
+struct StepRows {
+  std::vector<size_t> live;   // batch indices of the sequences the step runs, in row order
+  std::vector<int64_t> row0;  // [batch.size()] first row of each live sequence
+  int64_t n_decode = 0;       // rows of the decode block
+  int64_t n_rows = 0;         // all rows
+};
 
-// q = rope(Wq·xn + bq), k = rope(Wk·xn + bk) for the chunk's tokens.
-void TextDecoder::project_qk(const LayerWeights& l, const DecoderInput& in, const std::vector<float>& xn,
-                             std::vector<float>& q, std::vector<float>& k, ThreadPool& pool) const {
-  matmul(l.wq, xn.data(), in.n_tokens, q.data(), pool);
-  matmul(l.wk, xn.data(), in.n_tokens, k.data(), pool);
-  bias_rope_qk(hp_, l, in, q, k, pool);
-}
+}  // namespace
 
 Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode,
                             std::vector<float>& logits, ThreadPool& pool) const {
-  VLKV_RETURN_IF_ERROR(check_input(in));
-  const int64_t n = in.n_tokens;
+  BatchSequence one;
+  one.seq = seq;
+  one.in = in;
+  one.mode = mode;
+  one.logits = &logits;
+  VLKV_RETURN_IF_ERROR(forward_batch(std::span<BatchSequence>(&one, 1), cache, pool));
+  if (one.status.is_ok() && mode == LogitsMode::kNone) logits.clear();
+  return one.status;
+}
+
+Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache, ThreadPool& pool) const {
   const int64_t n_embd = hp_.n_embd;
   const int64_t head_dim = hp_.head_dim;
   const int64_t q_dim = hp_.n_heads * head_dim;
   const int64_t kv_dim = hp_.n_kv_heads * head_dim;
+  const int64_t n_ff = hp_.n_ff;
 
-  std::vector<float> x(n * n_embd);      // [n, n_embd] residual stream
+  StepRows rows;
+  rows.row0.assign(batch.size(), -1);
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0: single-token sequences, pass 1: prompt chunks
+    for (size_t i = 0; i < batch.size(); ++i) {
+      BatchSequence& b = batch[i];
+      if (pass == 0) {
+        b.status = check_input(b.in);
+        for (size_t j = 0; j < i && b.status.is_ok(); ++j)
+          if (batch[j].seq == b.seq) b.status = invalid_argument("sequence " + std::to_string(b.seq) + " twice in one step");
+        if (b.status.is_ok() && b.mode != LogitsMode::kNone && !b.logits)
+          b.status = invalid_argument("logits requested without an output buffer");
+      }
+      if (!b.status.is_ok() || (b.in.n_tokens == 1) != (pass == 0)) continue;
+      rows.row0[i] = rows.n_rows;
+      rows.n_rows += b.in.n_tokens;
+      rows.live.push_back(i);
+    }
+    if (pass == 0) rows.n_decode = rows.n_rows;
+  }
+  if (rows.live.empty()) return Status::ok();
+  const int64_t n = rows.n_rows;
+  const int64_t n_dec = rows.n_decode, n_pro = n - n_dec;
+
+  std::vector<float> x(n * n_embd);      // [n, n_embd] residual stream, the step's rows
   std::vector<float> xn(n * n_embd);     // [n, n_embd] normalized
   std::vector<float> q(n * q_dim);       // [n, n_heads, head_dim]
   std::vector<float> k(n * kv_dim);      // [n, n_kv_heads, head_dim]
   std::vector<float> v(n * kv_dim);      // [n, n_kv_heads, head_dim]
   std::vector<float> attn(n * q_dim);    // [n, n_heads, head_dim]
   std::vector<float> proj(n * n_embd);   // [n, n_embd] attention / FFN output
-  std::vector<float> gate(n * hp_.n_ff); // [n, n_ff]
-  std::vector<float> up(n * hp_.n_ff);   // [n, n_ff]
+  std::vector<float> gate(n * n_ff);     // [n, n_ff]
+  std::vector<float> up(n * n_ff);       // [n, n_ff]
 
-  if (in.tokens) {
-    for (int64_t t = 0; t < n; ++t) get_row(w_.token_embd, in.tokens[t], &x[t * n_embd]);
-  } else {
-    std::memcpy(x.data(), in.embeddings, sizeof(float) * n * n_embd);
+  for (size_t i : rows.live) {
+    const DecoderInput& in = batch[i].in;
+    float* xi = &x[rows.row0[i] * n_embd];
+    if (in.tokens) {
+      for (int64_t t = 0; t < in.n_tokens; ++t) get_row(w_.token_embd, in.tokens[t], xi + t * n_embd);
+    } else {
+      std::memcpy(xi, in.embeddings, sizeof(float) * in.n_tokens * n_embd);
+    }
   }
 
-  // Per-token work (norms, RoPE, SwiGLU) is split across threads for prefill.
-  auto per_token = [&](const std::function<void(int64_t)>& fn) {
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) fn(t);
+  // Per-row work (norms, SwiGLU) is split across threads for prefill.
+  auto per_row = [&](int64_t first, int64_t count, const std::function<void(int64_t)>& fn) {
+    pool.parallel_for(count, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) fn(first + t);
     }, /*min_per_thread=*/8);
   };
   auto add_bias = [&](std::vector<float>& y, const std::vector<float>& bias, int64_t dim) {
@@ -112,86 +151,124 @@ Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, L
   };
 
   // Q Cache: a lazy layer reuses the post-RoPE q and k of its base layer (the cache's
-  // method decides which layers; the decoder keeps the bases' q and k for the step).
-  std::vector<LayerQkSource> sources(hp_.n_layers);
+  // method decides which layers, per sequence; the decoder keeps the bases' q and k).
+  std::vector<std::vector<LayerQkSource>> sources(batch.size());  // [batch][n_layers]
   std::vector<std::vector<float>> saved_q(hp_.n_layers), saved_k(hp_.n_layers);  // [n, q_dim], [n, kv_dim] of bases
-  for (int64_t il = 0; il < hp_.n_layers; ++il) {
-    sources[il] = cache.qk_source(seq, static_cast<int>(il), static_cast<int>(n));
-    const int b = sources[il].base_layer;
-    if (b >= il) return Status(StatusCode::kInternal, "a lazy layer's base layer must come before it");
-    if (b >= 0) saved_q[b].resize(1);  // marks b as a base: keep its q and k
+  for (size_t i : rows.live) {
+    sources[i].resize(hp_.n_layers);
+    for (int64_t il = 0; il < hp_.n_layers; ++il) {
+      sources[i][il] = cache.qk_source(batch[i].seq, static_cast<int>(il), static_cast<int>(batch[i].in.n_tokens));
+      const int b = sources[i][il].base_layer;
+      if (b >= il) return Status(StatusCode::kInternal, "a lazy layer's base layer must come before it");
+      if (b >= 0) saved_q[b].resize(1);  // marks b as a base: keep its q and k
+    }
   }
+  auto failed = [&](size_t i) { return !batch[i].status.is_ok(); };
 
   for (int64_t il = 0; il < hp_.n_layers; ++il) {
     const LayerWeights& l = w_.layers[il];
-    const LayerQkSource& src = sources[il];
-    const bool global_lazy = src.base_layer >= 0 && !src.visual_only;  // GLA: no q/k projections at all
+    // GLA: a globally lazy layer computes no q/k projections (for the step when no sequence needs them).
+    auto global_lazy = [&](size_t i) { return sources[i][il].base_layer >= 0 && !sources[i][il].visual_only; };
+    bool any_own_qk = false;
+    for (size_t i : rows.live) any_own_qk = any_own_qk || !global_lazy(i);
 
     // Attention block: x += Wo · attention(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)).
-    per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.attn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
-    if (n == 1 && !global_lazy) {
-      // Decode: Wq, Wk and Wv in one parallel loop over the same rounded input.
+    per_row(0, n, [&](int64_t t) { rms_norm(&x[t * n_embd], l.attn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
+    if (any_own_qk) {
+      // Decode rows: Wq, Wk and Wv in one parallel loop over the same rounded rows.
       const MatvecTarget qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
-      matvec_fused(qkv, xn.data(), pool);
+      matvec_fused(qkv, xn.data(), pool, n_dec);
+      matmul(l.wq, &xn[n_dec * n_embd], n_pro, &q[n_dec * q_dim], pool);
+      matmul(l.wk, &xn[n_dec * n_embd], n_pro, &k[n_dec * kv_dim], pool);
+      matmul(l.wv, &xn[n_dec * n_embd], n_pro, &v[n_dec * kv_dim], pool);
     } else {
-      matmul(l.wv, xn.data(), n, v.data(), pool);
+      matmul_step(l.wv, xn.data(), n_dec, n_pro, v.data(), pool);
     }
     add_bias(v, l.bv, kv_dim);
-    if (global_lazy) {
-      q = saved_q[src.base_layer];
-      k = saved_k[src.base_layer];
-    } else {
-      if (n == 1) {
-        bias_rope_qk(hp_, l, in, q, k, pool);
-      } else {
-        project_qk(l, in, xn, q, k, pool);
+    for (size_t i : rows.live) {
+      const DecoderInput& in = batch[i].in;
+      const LayerQkSource& src = sources[i][il];
+      const int64_t r0 = rows.row0[i];
+      if (global_lazy(i)) {
+        std::copy_n(&saved_q[src.base_layer][r0 * q_dim], in.n_tokens * q_dim, &q[r0 * q_dim]);
+        std::copy_n(&saved_k[src.base_layer][r0 * kv_dim], in.n_tokens * kv_dim, &k[r0 * kv_dim]);
+        continue;
       }
+      bias_rope_qk(hp_, l, in, &q[r0 * q_dim], &k[r0 * kv_dim], pool);
       if (src.base_layer >= 0 && !src.base_scores) {  // VLA, shared keys: visual tokens' keys are the base layer's
         const std::vector<float>& bk = saved_k[src.base_layer];
-        for (int64_t t = 0; t < n; ++t)
-          if (in.kinds[t] == TokenKind::kVisual) std::copy_n(&bk[t * kv_dim], kv_dim, &k[t * kv_dim]);
+        for (int64_t t = 0; t < in.n_tokens; ++t)
+          if (in.kinds[t] == TokenKind::kVisual) std::copy_n(&bk[(r0 + t) * kv_dim], kv_dim, &k[(r0 + t) * kv_dim]);
       }
     }
     if (!saved_q[il].empty()) {
       saved_q[il] = q;
       saved_k[il] = k;
     }
-    if (in.observer) (*in.observer)(LayerQk{static_cast<int>(il), n, q.data(), k.data(), in.kinds});
-    const bool exact_vla = src.base_layer >= 0 && src.base_scores;  // VLA: visual scores of the base layer
-    Status st = cache.attend(seq, static_cast<int>(il), q.data(), k.data(), v.data(), in.kinds, static_cast<int>(n),
-                             hp_.attn_scale, attn.data(), pool, in.visual_similarity,
-                             exact_vla ? saved_q[src.base_layer].data() : nullptr,
-                             exact_vla ? saved_k[src.base_layer].data() : nullptr);
-    if (!st.is_ok()) {
-      cache.rollback(seq);
-      return st;
+    // Attention per sequence over its own cache (each call parallel over its heads).
+    for (size_t i : rows.live) {
+      if (failed(i)) continue;
+      BatchSequence& b = batch[i];
+      const DecoderInput& in = b.in;
+      const LayerQkSource& src = sources[i][il];
+      const int64_t r0 = rows.row0[i];
+      const int nt = static_cast<int>(in.n_tokens);
+      if (in.observer)
+        (*in.observer)(LayerQk{static_cast<int>(il), in.n_tokens, &q[r0 * q_dim], &k[r0 * kv_dim], in.kinds});
+      const bool exact_vla = src.base_layer >= 0 && src.base_scores;  // VLA: visual scores of the base layer
+      Status st = cache.attend(b.seq, static_cast<int>(il), &q[r0 * q_dim], &k[r0 * kv_dim], &v[r0 * kv_dim], in.kinds,
+                               nt, hp_.attn_scale, &attn[r0 * q_dim], pool, in.visual_similarity,
+                               exact_vla ? &saved_q[src.base_layer][r0 * q_dim] : nullptr,
+                               exact_vla ? &saved_k[src.base_layer][r0 * kv_dim] : nullptr);
+      if (!st.is_ok()) {
+        cache.rollback(b.seq);
+        b.status = st;
+        std::fill_n(&attn[r0 * q_dim], in.n_tokens * q_dim, 0.0f);  // its rows run on, unused
+      }
     }
-    matmul(l.wo, attn.data(), n, proj.data(), pool);
+    matmul_step(l.wo, attn.data(), n_dec, n_pro, proj.data(), pool);
     add_inplace(x.data(), proj.data(), n * n_embd);
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) ⊙ W_up·n(x)).
-    per_token([&](int64_t t) { rms_norm(&x[t * n_embd], l.ffn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
-    if (n == 1) {
-      matvec_swiglu(l.w_gate, l.w_up, xn.data(), gate.data(), pool);  // decode: one loop for both
-    } else {
-      matmul(l.w_gate, xn.data(), n, gate.data(), pool);
-      matmul(l.w_up, xn.data(), n, up.data(), pool);
-      per_token([&](int64_t t) { swiglu(&gate[t * hp_.n_ff], &up[t * hp_.n_ff], hp_.n_ff, &gate[t * hp_.n_ff]); });
-    }
-    matmul(l.w_down, gate.data(), n, proj.data(), pool);
+    per_row(0, n, [&](int64_t t) { rms_norm(&x[t * n_embd], l.ffn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
+    matvec_swiglu(l.w_gate, l.w_up, xn.data(), gate.data(), pool, n_dec);  // decode rows: one loop for both
+    matmul(l.w_gate, &xn[n_dec * n_embd], n_pro, &gate[n_dec * n_ff], pool);
+    matmul(l.w_up, &xn[n_dec * n_embd], n_pro, &up[n_dec * n_ff], pool);
+    per_row(n_dec, n_pro, [&](int64_t t) { swiglu(&gate[t * n_ff], &up[t * n_ff], n_ff, &gate[t * n_ff]); });
+    matmul_step(l.w_down, gate.data(), n_dec, n_pro, proj.data(), pool);
     add_inplace(x.data(), proj.data(), n * n_embd);
   }
-  cache.commit(seq, static_cast<int>(n));
+  for (size_t i : rows.live)
+    if (!failed(i)) cache.commit(batch[i].seq, static_cast<int>(batch[i].in.n_tokens));
 
-  // Output head over the rows the caller wants.
-  const int64_t first = mode == LogitsMode::kAll ? 0 : n - 1;
-  const int64_t n_out = mode == LogitsMode::kNone ? 0 : n - first;
-  logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
-  if (n_out == 0) return Status::ok();
-  for (int64_t t = 0; t < n_out; ++t) {
-    rms_norm(&x[(first + t) * n_embd], w_.output_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]);
+  // Output head over the rows each sequence wants: one-row outputs first (the decode block,
+  // as a solo forward's single row), then the rest.
+  std::vector<std::pair<size_t, int64_t>> outs;  // (batch index, first output row)
+  int64_t n_out1 = 0, n_outs = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i : rows.live) {
+      const BatchSequence& b = batch[i];
+      if (failed(i) || b.mode == LogitsMode::kNone) continue;
+      const int64_t n_out = b.mode == LogitsMode::kAll ? b.in.n_tokens : 1;
+      if ((n_out == 1) != (pass == 0)) continue;
+      const int64_t first = rows.row0[i] + b.in.n_tokens - n_out;
+      for (int64_t t = 0; t < n_out; ++t)
+        rms_norm(&x[(first + t) * n_embd], w_.output_norm.data(), n_embd, hp_.rms_eps, &xn[(n_outs + t) * n_embd]);
+      outs.emplace_back(i, n_outs);
+      n_outs += n_out;
+    }
+    if (pass == 0) n_out1 = n_outs;
   }
-  matmul(w_.output, xn.data(), n_out, logits.data(), pool);
+  for (size_t i : rows.live)
+    if (!failed(i) && batch[i].mode == LogitsMode::kNone && batch[i].logits) batch[i].logits->clear();
+  if (n_outs == 0) return Status::ok();
+  std::vector<float> all_logits(n_outs * hp_.n_vocab);  // [n_outs, n_vocab]
+  matmul_step(w_.output, xn.data(), n_out1, n_outs - n_out1, all_logits.data(), pool);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const int64_t end = j + 1 < outs.size() ? outs[j + 1].second : n_outs;
+    const auto first = all_logits.begin() + outs[j].second * hp_.n_vocab;
+    batch[outs[j].first].logits->assign(first, all_logits.begin() + end * hp_.n_vocab);
+  }
   return Status::ok();
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -47,6 +48,15 @@ struct DecoderInput {
 
 enum class LogitsMode { kNone, kLast, kAll };
 
+// One sequence's part of a batched step (TextDecoder::forward_batch).
+struct BatchSequence {
+  SeqId seq = -1;
+  DecoderInput in;
+  LogitsMode mode = LogitsMode::kLast;
+  std::vector<float>* logits = nullptr;  // out: [n_out, n_vocab] (n_out = 0, 1 or in.n_tokens); may be null for kNone
+  Status status;                         // out: ok, or why this sequence's step failed (then rolled back)
+};
+
 class TextDecoder {
  public:
   TextDecoder(const TextHparams& hp, const TextWeights& weights) : hp_(hp), w_(weights) {}
@@ -57,12 +67,20 @@ class TextDecoder {
   Status forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode, std::vector<float>& logits,
                  ThreadPool& pool) const;
 
+  // One forward pass advancing several sequences (distinct seq ids): one decode token of
+  // some, prompt chunks of others. Per layer: norm over every row, each weight matmul over
+  // all rows together (single-token rows through matmul_decode, prompt rows through the
+  // f32 tiles, as a solo forward() of each would), attention per sequence over its own
+  // cache. A sequence's logits equal those of its solo forward() bit for bit: its rows'
+  // arithmetic does not depend on the other rows. A sequence whose input is invalid or whose
+  // cache runs out of memory gets its own status and is rolled back; the others commit.
+  // Returns non-ok only when the whole step failed (no sequence committed).
+  Status forward_batch(std::span<BatchSequence> batch, KvCache& cache, ThreadPool& pool) const;
+
   const TextHparams& hparams() const { return hp_; }
 
  private:
   Status check_input(const DecoderInput& in) const;
-  void project_qk(const LayerWeights& l, const DecoderInput& in, const std::vector<float>& xn, std::vector<float>& q,
-                  std::vector<float>& k, ThreadPool& pool) const;
 
   const TextHparams& hp_;
   const TextWeights& w_;

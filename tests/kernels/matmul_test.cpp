@@ -176,5 +176,41 @@ TEST(Matmul, FusedMatvecsEqualSeparateMatmuls) {
   }
 }
 
+// A batched step's decode rows (matmul_decode, the fused loops with n_x rows) equal each
+// row's own matmul bit for bit (tolerance 0: each row is the same dot product in the same
+// order), and matmul_step's prompt block equals matmul over those rows.
+TEST(Matmul, DecodeRowsOfABatchEqualOneRowMatmuls) {
+  for (bool q8 : {false, true}) {
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF16}) {
+      QuantMatrix a = make_matrix(type, 70, 256, 11);
+      a.w.round_activations_q8 = q8;
+      const int64_t n_x = 5, n_prompt = 3;
+      std::vector<float> x((n_x + n_prompt) * 256);
+      std::mt19937 rng(6);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (auto& v : x) v = dist(rng);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y((n_x + n_prompt) * 70), one(70), prompt(n_prompt * 70);
+        matmul_step(a.w, x.data(), n_x, n_prompt, y.data(), pool);
+        for (int64_t t = 0; t < n_x; ++t) {
+          matmul(a.w, &x[t * 256], 1, one.data(), pool);
+          EXPECT_EQ(std::vector<float>(y.begin() + t * 70, y.begin() + (t + 1) * 70), one) << q8 << " row " << t;
+        }
+        matmul(a.w, &x[n_x * 256], n_prompt, prompt.data(), pool);
+        EXPECT_EQ(std::vector<float>(y.begin() + n_x * 70, y.end()), prompt) << q8;
+
+        std::vector<float> out(n_x * 70), up(70), ref(70);
+        matvec_swiglu(a.w, a.w, x.data(), out.data(), pool, n_x);
+        for (int64_t t = 0; t < n_x; ++t) {
+          matmul(a.w, &x[t * 256], 1, up.data(), pool);
+          swiglu(up.data(), up.data(), 70, ref.data());
+          EXPECT_EQ(std::vector<float>(out.begin() + t * 70, out.begin() + (t + 1) * 70), ref) << q8 << " row " << t;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vlkv

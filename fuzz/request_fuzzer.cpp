@@ -1,0 +1,83 @@
+// libFuzzer target: vlkv serve's request path on arbitrary bytes - the JSON body through
+// both endpoints' parsers (messages, content parts, sampling fields, data: URIs decoded
+// into images under small limits), the input as a data: URI and as base64, and the
+// stop-string / UTF-8 text stream over the input's bytes. Any crash, leak or UB is a bug;
+// every bad input must come back as a Status.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "server/data_uri.h"
+#include "server/openai_request.h"
+#include "server/text_stream.h"
+
+namespace {
+
+volatile size_t g_sink;  // keeps results from being optimized away
+
+vlkv::server::RequestLimits small_limits() {
+  vlkv::server::RequestLimits l;
+  l.max_images = 4;
+  l.media.max_file_bytes = 1 << 20;
+  l.media.max_pixels = 1 << 16;
+  l.media.max_side = 1024;
+  return l;  // media_path "": file:// URLs refused (no file access while fuzzing)
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace vlkv::server;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  static const RequestLimits limits = small_limits();
+  for (Endpoint e : {Endpoint::kChat, Endpoint::kCompletion}) {
+    vlkv::Result<ApiRequest> r = parse_request(text, e, limits);
+    if (!r.is_ok()) {
+      if (r.status().message().empty()) std::abort();  // every refusal says why
+      continue;
+    }
+    size_t n = r->prompt.size() + r->stop.size();
+    size_t markers = 0;
+    for (const vlkv::ChatTurn& t : r->conversation) {
+      n += t.content.size();
+      for (size_t at = t.content.find(vlkv::kMediaMarker); at != std::string::npos;
+           at = t.content.find(vlkv::kMediaMarker, at + 1))
+        ++markers;
+    }
+    for (const vlkv::MediaItem& m : r->media) {
+      if (m.frames.size() != 1 || !m.frames[0].valid()) std::abort();  // decoded images are whole
+      n += m.frames[0].pixels.size();
+    }
+    // Each image part left one marker (a text part may hold more of its own).
+    if (e == Endpoint::kChat && markers < r->media.size()) std::abort();
+    if (r->media.size() > static_cast<size_t>(limits.max_images)) std::abort();
+    g_sink = g_sink + n;
+  }
+  vlkv::Result<DataUri> uri = parse_data_uri(text, 1 << 16);
+  if (uri.is_ok()) g_sink = g_sink + uri->data.size();
+  vlkv::Result<std::vector<uint8_t>> b64 = decode_base64(text, 1 << 16);
+  if (b64.is_ok()) {
+    // Round trip: what decodes re-encodes to bytes that decode the same.
+    const std::string again = encode_base64(b64->data(), b64->size());
+    vlkv::Result<std::vector<uint8_t>> back = decode_base64(again, 1 << 16);
+    if (!back.is_ok() || *back != *b64) std::abort();
+  }
+  // The input's first bytes as a stop string, the rest streamed in 3-byte pieces: what
+  // comes out is the input up to the first stop, never more.
+  if (size >= 2) {
+    const size_t stop_len = 1 + data[0] % 4;
+    if (size > stop_len) {
+      const std::string stop(text.substr(1, stop_len));
+      const std::string body(text.substr(1 + stop_len));
+      TextStream stream({stop});
+      std::string out;
+      for (size_t i = 0; i < body.size(); i += 3) out += stream.feed(body.substr(i, 3));
+      out += stream.finish();
+      const size_t cut = body.find(stop);
+      if (out != body.substr(0, cut)) std::abort();
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,131 @@
+// Continuous batching over one Engine: requests wait in a queue, are admitted by the KV
+// bytes they will need, and then advance together, one batched forward pass per step
+// (prompt chunks of new requests and one decode token of each running one). When the KV
+// pool runs dry mid-generation the newest sequence is preempted (its pages freed, it is
+// requeued and its tokens recomputed later, vLLM's recompute policy).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vlkv/engine.h"
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+using RequestId = int64_t;
+
+struct Request {
+  // The prompt as token ids (BOS included when wanted), or, when empty, prompt_text:
+  // tokenized with BOS as the tokenizer's metadata says and special tokens parsed.
+  std::vector<int32_t> prompt_tokens;
+  std::string prompt_text;
+  GenerateParams generate;  // max_tokens, ignore_eos, sampling (a fixed seed makes a run repeatable)
+  // "" : the engine's KV method; else this request's own method spec ("f16", "kivi:bits=2").
+  std::string kv_method;
+};
+
+enum class RequestState { kQueued, kRunning, kFinished };
+enum class FinishReason { kNone, kLength, kEos, kStopped, kCancelled, kError };
+
+// One event of a request, handed to its callback on the stepping thread: a generated
+// token (token >= 0), or the request's end (finished: token is -1, reason says why).
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t token = -1;
+  std::string piece;        // the token's bytes ("" at the end event)
+  int64_t index = 0;        // 0-based among the request's generated tokens
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  Status error;             // reason kError: why
+};
+// Return false to stop the request (it ends with kStopped). Called without the
+// scheduler's lock held: it may call submit/cancel/poll, but not step().
+using TokenCallback = std::function<bool(const TokenEvent&)>;
+
+struct RequestStatus {
+  RequestState state = RequestState::kQueued;
+  FinishReason reason = FinishReason::kNone;
+  Status error;                     // reason kError: why
+  std::vector<int32_t> tokens;      // generated so far
+  std::string text;                 // their pieces, concatenated
+  int64_t n_prompt_tokens = 0;
+  int n_preemptions = 0;            // times it was preempted and recomputed
+};
+
+struct SchedulerParams {
+  int max_sequences = 256;              // sequences running at once
+  int64_t max_step_prompt_tokens = 512; // prompt tokens per step (chunked prefill), over all sequences
+  // true: a request is admitted when its worst case (prompt + max_tokens) fits next to the
+  // others' reservations, so the pool never runs dry unless a data-dependent method stores
+  // more than its bound. false: admitted by its prompt alone (vLLM's policy): more requests
+  // run at once, and the newest is preempted (recomputed later) when the pool runs dry.
+  bool reserve_max_tokens = true;
+};
+
+struct SchedulerStats {
+  int64_t n_queued = 0, n_running = 0;
+  uint64_t kv_bytes_in_use = 0, kv_budget_bytes = 0;
+  uint64_t kv_bytes_reserved = 0;  // admitted requests' worst-case need (admission's ledger)
+  int64_t n_steps = 0, n_generated = 0, n_preemptions = 0;
+};
+
+// What one step did.
+struct StepResult {
+  int n_sequences = 0;     // sequences the forward pass advanced
+  int n_decode_tokens = 0; // of which one decode token each
+  int64_t n_prompt_tokens = 0;
+  int n_finished = 0;
+  int n_preempted = 0;
+};
+
+// Thread safety: submit, cancel, poll, release and stats may be called from any thread;
+// step() from one thread at a time (or let start() run it on a background thread).
+class Scheduler {
+ public:
+  // engine must outlive the scheduler; while it runs, use the engine's Sessions only
+  // through it (both share the engine's KV pool).
+  static Result<std::unique_ptr<Scheduler>> create(Engine& engine, const SchedulerParams& params = {});
+  ~Scheduler();  // stops the background thread, ends every request (kCancelled), frees its pages
+
+  // Queues a request. InvalidArgument for a bad one (empty prompt, token outside the
+  // vocabulary, bad sampling params, unknown KV method, prompt + max_tokens over the
+  // context); OutOfMemory when it could never fit the KV budget, even alone.
+  Result<RequestId> submit(const Request& request, TokenCallback on_token = {});
+  // Ends a queued or running request (kCancelled; its pages are freed at the next step).
+  // NotFound for an unknown or released id.
+  Status cancel(RequestId id);
+  // The request's state and output so far. NotFound for an unknown or released id.
+  Result<RequestStatus> poll(RequestId id) const;
+  // Blocks until the request finishes (some thread must be stepping), then returns poll().
+  Result<RequestStatus> wait(RequestId id);
+  // Forgets a finished request (poll then says NotFound); InvalidArgument while it runs.
+  Status release(RequestId id);
+
+  // Admits what fits, runs one batched forward pass, samples, delivers events.
+  // Ok with all zeros when there is nothing to do. An error is the engine's (a broken
+  // invariant); a request's own failure ends that request with kError instead.
+  Result<StepResult> step();
+  // True when nothing is queued or running.
+  bool idle() const;
+
+  // A background thread calling step() while there is work (sleeping otherwise).
+  Status start();
+  void stop();  // waits for the step in progress; requests stay as they are
+
+  SchedulerStats stats() const;
+  // KV bytes a request of this many tokens (prompt + max_tokens) reserves with this
+  // method ("" : the engine's), page tails and windows included: what admission counts.
+  Result<uint64_t> kv_bytes_for(int64_t n_tokens, const std::string& kv_method = "") const;
+
+  struct Impl;
+
+ private:
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vlkv

@@ -1,0 +1,450 @@
+// Scheduler (include/vlkv/scheduler.h): a queue of requests, admission by reserved KV
+// bytes, one TextDecoder::forward_batch per step over every running request (a prompt
+// chunk or one decode token each), sampling, and preemption by recompute when the pool
+// runs dry. The lock guards the request table; the forward pass runs without it.
+#include "vlkv/scheduler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "engine/engine_impl.h"
+#include "engine/sampler.h"
+#include "kv/page_pool.h"
+
+namespace vlkv {
+
+namespace {
+
+// One request and its sequence.
+struct Active {
+  RequestId id = 0;
+  std::vector<int32_t> prompt;
+  GenerateParams params;
+  std::string kv_method;
+  TokenCallback on_token;
+  Sampler sampler;
+  RequestStatus status;
+  SeqId seq = -1;          // -1: not in the cache (queued, preempted or finished)
+  int64_t n_fed = 0;       // tokens of prompt + generated in the cache
+  uint64_t reserved = 0;   // bytes admission counts for it while it runs
+  int64_t admitted_at = 0; // admission order: the highest is the newest
+  bool cancel = false;
+  std::vector<float> logits;  // [n_vocab] after the last fed token, when it is to be sampled
+
+  explicit Active(const SamplerParams& sp) : sampler(sp) {}
+  // The tokens the cache must hold before the next sample: the prompt and every generated
+  // token (after a preemption all of them are recomputed).
+  int64_t n_to_feed() const { return static_cast<int64_t>(prompt.size() + status.tokens.size()); }
+  int32_t token_at(int64_t i) const {
+    const int64_t np = static_cast<int64_t>(prompt.size());
+    return i < np ? prompt[static_cast<size_t>(i)] : status.tokens[static_cast<size_t>(i - np)];
+  }
+};
+
+}  // namespace
+
+struct Scheduler::Impl {
+  Engine::Impl* e = nullptr;
+  SchedulerParams params;
+
+  mutable std::mutex mutex;
+  std::condition_variable changed;  // a request finished, or work arrived
+  std::map<RequestId, std::unique_ptr<Active>> requests;
+  std::deque<Active*> queue;        // waiting, oldest (or preempted) first
+  std::vector<Active*> running;     // admitted, in admission order
+  RequestId next_id = 1;
+  int64_t admissions = 0;
+  uint64_t reserved = 0;
+  SchedulerStats counters;
+
+  std::thread worker;
+  bool stop_worker = false;
+  std::mutex step_mutex;  // one step() at a time
+
+  Engine* engine = nullptr;
+  Result<uint64_t> need(int64_t n_tokens, const std::string& method) const {
+    return engine->kv_bytes_for_tokens(n_tokens, method);
+  }
+  // Frees a request's sequence (if any) and its reservation. Lock held.
+  void drop_sequence(Active& a) {
+    if (a.seq >= 0) {
+      std::lock_guard<std::mutex> lock(e->forward_mutex);
+      e->kv->remove_sequence(a.seq);
+      a.seq = -1;
+    }
+    a.n_fed = 0;
+    a.logits.clear();
+    reserved -= std::min(reserved, a.reserved);
+    a.reserved = 0;
+  }
+  void finish(Active& a, FinishReason reason, Status error, std::vector<TokenEvent>& events) {
+    drop_sequence(a);
+    running.erase(std::remove(running.begin(), running.end(), &a), running.end());
+    queue.erase(std::remove(queue.begin(), queue.end(), &a), queue.end());
+    a.status.state = RequestState::kFinished;
+    a.status.reason = reason;
+    a.status.error = error;
+    TokenEvent ev;
+    ev.id = a.id;
+    ev.finished = true;
+    ev.reason = reason;
+    ev.error = error;
+    ev.index = static_cast<int64_t>(a.status.tokens.size());
+    events.push_back(ev);
+  }
+  void preempt(Active& a) {
+    drop_sequence(a);
+    running.erase(std::remove(running.begin(), running.end(), &a), running.end());
+    a.status.state = RequestState::kQueued;
+    ++a.status.n_preemptions;
+    ++counters.n_preemptions;
+    queue.push_front(&a);
+  }
+  void admit(std::vector<TokenEvent>& events);
+  void deliver(const std::vector<TokenEvent>& events);
+};
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Scheduler::~Scheduler() {
+  stop();
+  std::vector<TokenEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (auto& [id, a] : impl_->requests)
+      if (a->status.state != RequestState::kFinished) impl_->finish(*a, FinishReason::kCancelled, Status::ok(), events);
+  }
+  impl_->deliver(events);
+}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(Engine& engine, const SchedulerParams& params) {
+  if (params.max_sequences <= 0 || params.max_sequences > 65536)
+    return invalid_argument("max_sequences must be in [1, 65536]");
+  if (params.max_step_prompt_tokens <= 0) return invalid_argument("max_step_prompt_tokens must be positive");
+  auto impl = std::make_unique<Impl>();
+  impl->engine = &engine;
+  impl->e = engine.impl_.get();
+  impl->params = params;
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+Result<uint64_t> Scheduler::kv_bytes_for(int64_t n_tokens, const std::string& kv_method) const {
+  if (n_tokens < 0) return invalid_argument("negative token count");
+  return impl_->need(n_tokens, kv_method);
+}
+
+Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_token) {
+  Impl& s = *impl_;
+  const GenerateParams& gp = request.generate;
+  if (gp.max_tokens <= 0) return invalid_argument("max_tokens must be positive");
+  VLKV_RETURN_IF_ERROR(validate_sampler_params(gp.sampling));
+  if (request.prompt_tokens.empty() && request.prompt_text.empty()) return invalid_argument("the prompt is empty");
+  std::vector<int32_t> prompt = request.prompt_tokens;
+  if (prompt.empty()) prompt = s.e->tokenizer->encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+  if (prompt.empty()) return invalid_argument("the prompt is empty");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= s.e->hparams.n_vocab)
+      return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                              std::to_string(s.e->hparams.n_vocab) + ")");
+  const int64_t n_total = static_cast<int64_t>(prompt.size()) + gp.max_tokens;
+  if (n_total > s.e->params.n_ctx)
+    return invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+                            std::to_string(gp.max_tokens) + ") exceed the context size of " +
+                            std::to_string(s.e->params.n_ctx));
+  VLKV_ASSIGN_OR_RETURN(uint64_t bytes, s.need(n_total, request.kv_method));
+  const uint64_t budget = s.e->kv->budget_bytes();
+  if (bytes > budget)
+    return out_of_memory("the request needs up to " + format_bytes(bytes) + " of KV cache (" + std::to_string(n_total) +
+                         " tokens, method " + (request.kv_method.empty() ? s.e->kv->method_name() : request.kv_method) +
+                         ") but the KV budget is " + format_bytes(budget) + ": it can never run");
+  auto a = std::make_unique<Active>(gp.sampling);
+  a->prompt = std::move(prompt);
+  a->params = gp;
+  a->kv_method = request.kv_method;
+  a->on_token = std::move(on_token);
+  a->status.n_prompt_tokens = static_cast<int64_t>(a->prompt.size());
+  for (int32_t t : a->prompt) a->sampler.accept(t);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  a->id = s.next_id++;
+  const RequestId id = a->id;
+  s.queue.push_back(a.get());
+  s.requests.emplace(id, std::move(a));
+  s.changed.notify_all();
+  return id;
+}
+
+Status Scheduler::cancel(RequestId id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->requests.find(id);
+  if (it == impl_->requests.end()) return not_found("no request " + std::to_string(id));
+  it->second->cancel = true;
+  impl_->changed.notify_all();
+  return Status::ok();
+}
+
+Result<RequestStatus> Scheduler::poll(RequestId id) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->requests.find(id);
+  if (it == impl_->requests.end()) return not_found("no request " + std::to_string(id));
+  return it->second->status;
+}
+
+Result<RequestStatus> Scheduler::wait(RequestId id) {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  for (;;) {
+    auto it = impl_->requests.find(id);
+    if (it == impl_->requests.end()) return not_found("no request " + std::to_string(id));
+    if (it->second->status.state == RequestState::kFinished) return it->second->status;
+    impl_->changed.wait(lock);
+  }
+}
+
+Status Scheduler::release(RequestId id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->requests.find(id);
+  if (it == impl_->requests.end()) return not_found("no request " + std::to_string(id));
+  if (it->second->status.state != RequestState::kFinished)
+    return invalid_argument("request " + std::to_string(id) + " has not finished (cancel it first)");
+  impl_->requests.erase(it);
+  return Status::ok();
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->queue.empty() && impl_->running.empty();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  SchedulerStats st = impl_->counters;
+  st.n_queued = static_cast<int64_t>(impl_->queue.size());
+  st.n_running = static_cast<int64_t>(impl_->running.size());
+  std::lock_guard<std::mutex> fl(impl_->e->forward_mutex);
+  st.kv_bytes_in_use = impl_->e->kv->bytes_in_use();
+  st.kv_budget_bytes = impl_->e->kv->budget_bytes();
+  st.kv_bytes_reserved = impl_->reserved;
+  return st;
+}
+
+// Admits queued requests, oldest first, while their reservations fit the budget (a
+// request that does not fit blocks the ones behind it: first come, first served).
+void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
+  const uint64_t budget = e->kv->budget_bytes();
+  while (!queue.empty() && static_cast<int>(running.size()) < params.max_sequences) {
+    Active& a = *queue.front();
+    if (a.cancel) {
+      finish(a, FinishReason::kCancelled, Status::ok(), events);
+      continue;
+    }
+    const int64_t n_left = a.params.max_tokens - static_cast<int64_t>(a.status.tokens.size());
+    Result<uint64_t> bytes = need(a.n_to_feed() + (params.reserve_max_tokens ? n_left : 1), a.kv_method);
+    if (!bytes.is_ok()) {
+      finish(a, FinishReason::kError, bytes.status(), events);
+      continue;
+    }
+    // Running requests may hold more than they reserved (admitted by their prompt alone).
+    const uint64_t in_use = [&] {
+      std::lock_guard<std::mutex> lock(e->forward_mutex);
+      return e->kv->bytes_in_use();
+    }();
+    if (std::max(reserved, in_use) + *bytes > budget && !running.empty()) break;
+    Result<SeqId> seq = [&]() -> Result<SeqId> {
+      std::lock_guard<std::mutex> lock(e->forward_mutex);
+      return e->kv->add_sequence(a.kv_method);
+    }();
+    if (!seq.is_ok()) {
+      finish(a, FinishReason::kError, seq.status(), events);
+      continue;
+    }
+    queue.pop_front();
+    a.seq = *seq;
+    a.n_fed = 0;
+    a.reserved = *bytes;
+    reserved += *bytes;
+    a.admitted_at = ++admissions;
+    a.status.state = RequestState::kRunning;
+    running.push_back(&a);
+  }
+}
+
+void Scheduler::Impl::deliver(const std::vector<TokenEvent>& events) {
+  std::vector<RequestId> stopped;
+  for (const TokenEvent& ev : events) {
+    TokenCallback cb;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = requests.find(ev.id);
+      if (it == requests.end() || !it->second->on_token) continue;
+      cb = it->second->on_token;
+    }
+    if (!cb(ev) && !ev.finished) stopped.push_back(ev.id);
+  }
+  if (stopped.empty()) return;
+  std::vector<TokenEvent> ends;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (RequestId id : stopped) {
+      auto it = requests.find(id);
+      if (it != requests.end() && it->second->status.state != RequestState::kFinished)
+        finish(*it->second, FinishReason::kStopped, Status::ok(), ends);
+    }
+    changed.notify_all();
+  }
+  deliver(ends);
+}
+
+Result<StepResult> Scheduler::step() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> step_lock(s.step_mutex);
+  StepResult result;
+  std::vector<TokenEvent> events;
+  std::vector<BatchSequence> batch;
+  std::vector<Active*> who;
+  // Inputs of the step, [batch] each: token ids, positions, kinds.
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<int64_t>> positions;
+  std::vector<std::vector<TokenKind>> kinds;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (Active* a : std::vector<Active*>(s.running))
+      if (a->cancel) s.finish(*a, FinishReason::kCancelled, Status::ok(), events);
+    s.admit(events);
+    int64_t prompt_budget = s.params.max_step_prompt_tokens;
+    const int64_t n_batch = s.e->params.n_batch;
+    for (Active* a : s.running) {
+      const int64_t remaining = a->n_to_feed() - a->n_fed;
+      if (remaining <= 0) continue;  // cannot happen: a sampled token is always fed next
+      const int64_t n = remaining == 1 ? 1 : std::min({remaining, prompt_budget, n_batch});
+      if (n <= 0) continue;  // prompt budget spent: this one waits for the next step
+      if (remaining > 1) prompt_budget -= n;
+      tokens.emplace_back();
+      positions.emplace_back();
+      for (int64_t i = 0; i < n; ++i) {
+        tokens.back().push_back(a->token_at(a->n_fed + i));
+        positions.back().push_back(a->n_fed + i);
+      }
+      kinds.emplace_back(static_cast<size_t>(n), TokenKind::kText);
+      who.push_back(a);
+    }
+    for (size_t i = 0; i < who.size(); ++i) {
+      BatchSequence b;
+      b.seq = who[i]->seq;
+      b.in.n_tokens = static_cast<int64_t>(tokens[i].size());
+      b.in.tokens = tokens[i].data();
+      b.in.positions = positions[i].data();
+      b.in.kinds = kinds[i].data();
+      const bool last = who[i]->n_fed + b.in.n_tokens == who[i]->n_to_feed();
+      b.mode = last ? LogitsMode::kLast : LogitsMode::kNone;
+      b.logits = &who[i]->logits;
+      batch.push_back(b);
+    }
+  }
+  if (!batch.empty()) {
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(s.e->forward_mutex);
+      st = s.e->decoder->forward_batch(batch, *s.e->kv, *s.e->pool);
+    }
+    std::lock_guard<std::mutex> lock(s.mutex);
+    ++s.counters.n_steps;
+    if (!st.is_ok()) {
+      for (Active* a : who) s.finish(*a, FinishReason::kError, st, events);
+    } else {
+      Status no_room = Status::ok();  // an out-of-memory status of this step
+      for (size_t i = 0; i < who.size(); ++i) {
+        Active& a = *who[i];
+        const BatchSequence& b = batch[i];
+        if (b.status.code() == StatusCode::kOutOfMemory) {
+          no_room = b.status;
+          continue;
+        }
+        if (!b.status.is_ok()) {
+          s.finish(a, FinishReason::kError, b.status, events);
+          continue;
+        }
+        ++result.n_sequences;
+        if (b.in.n_tokens == 1) ++result.n_decode_tokens;
+        else result.n_prompt_tokens += b.in.n_tokens;
+        a.n_fed += b.in.n_tokens;
+        if (b.mode == LogitsMode::kNone) continue;
+        // Sample the next token.
+        const int32_t next = a.sampler.sample(a.logits.data(), static_cast<int>(s.e->hparams.n_vocab));
+        a.sampler.accept(next);
+        if (!a.params.ignore_eos && s.e->tokenizer->is_end_of_generation(next)) {
+          s.finish(a, FinishReason::kEos, Status::ok(), events);
+          ++result.n_finished;
+          continue;
+        }
+        TokenEvent ev;
+        ev.id = a.id;
+        ev.token = next;
+        ev.piece = s.e->tokenizer->token_to_piece(next);
+        ev.index = static_cast<int64_t>(a.status.tokens.size());
+        a.status.tokens.push_back(next);
+        a.status.text += ev.piece;
+        ++s.counters.n_generated;
+        events.push_back(ev);
+        if (static_cast<int64_t>(a.status.tokens.size()) >= a.params.max_tokens) {
+          s.finish(a, FinishReason::kLength, Status::ok(), events);
+          ++result.n_finished;
+        }
+      }
+      // The pool ran dry: preempt the newest sequence (it recomputes later); the sequences
+      // that failed retry next step. A sequence that fails alone can never fit.
+      if (!no_room.is_ok()) {
+        Active* newest = nullptr;
+        for (Active* a : s.running)
+          if (!newest || a->admitted_at > newest->admitted_at) newest = a;
+        if (newest && s.running.size() == 1) {
+          s.finish(*newest, FinishReason::kError, no_room.with_context("the request does not fit the KV budget alone"),
+                   events);
+        } else if (newest) {
+          s.preempt(*newest);
+          ++result.n_preempted;
+        }
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!events.empty()) s.changed.notify_all();
+  }
+  s.deliver(events);
+  return result;
+}
+
+Status Scheduler::start() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.worker.joinable()) return invalid_argument("the scheduler's thread is already running");
+  s.stop_worker = false;
+  s.worker = std::thread([this] {
+    Impl& s = *impl_;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(s.mutex);
+        s.changed.wait(lock, [&] { return s.stop_worker || !s.queue.empty() || !s.running.empty(); });
+        if (s.stop_worker) return;
+      }
+      Result<StepResult> r = step();
+      if (!r.is_ok()) return;  // broken invariant: requests have their errors
+    }
+  });
+  return Status::ok();
+}
+
+void Scheduler::stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.stop_worker = true;
+    s.changed.notify_all();
+  }
+  if (s.worker.joinable()) s.worker.join();
+}
+
+}  // namespace vlkv

@@ -1,0 +1,210 @@
+// Starts `vlkv serve` as a child process on 127.0.0.1 with a free port (--port 0; the port
+// is read from its stderr log), talks to it with cpp-httplib's client, and stops it
+// (SIGTERM, bounded wait, SIGKILL as the last resort). Everything is bounded in time.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/data_uri.h"
+#include "server/sse_reader.h"
+
+namespace vlkv::testing_serve {
+
+inline std::string model_path() { return std::string(VLKV_SOURCE_DIR) + "/models/tinyvlm-shapes.gguf"; }
+inline std::string mmproj_path() { return std::string(VLKV_SOURCE_DIR) + "/models/tinyvlm-shapes-mmproj.gguf"; }
+inline std::string stories_path() { return std::string(VLKV_SOURCE_DIR) + "/models/stories260K.gguf"; }
+inline std::string demo_image(const char* name) { return std::string(VLKV_SOURCE_DIR) + "/models/demo/" + name; }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class ServerProcess {
+ public:
+  // args after "serve" (model, flags); --host 127.0.0.1 --port 0 are added.
+  explicit ServerProcess(const std::vector<std::string>& args) {
+    static int counter = 0;
+    log_path_ = ::testing::TempDir() + "vlkv_serve_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".log";
+    std::vector<std::string> argv = {VLKV_CLI_PATH, "serve", "--host", "127.0.0.1", "--port", "0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* log = std::freopen(log_path_.c_str(), "w", stderr);
+      (void)log;
+      std::vector<char*> cargv;
+      for (std::string& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv(cargv[0], cargv.data());
+      _exit(127);
+    }
+    // Ready once the log says so (the model loaded), at most 60 s.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < until) {
+      const std::string log = read_file(log_path_);
+      const size_t at = log.find("listening on http://127.0.0.1:");
+      if (at != std::string::npos && port_ == 0) port_ = std::atoi(log.c_str() + at + 30);
+      if (log.find(" ready (") != std::string::npos) return;
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~ServerProcess() { stop(); }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  bool running() const { return pid_ > 0 && port_ > 0; }
+  int port() const { return port_; }
+  std::string log() const { return read_file(log_path_); }
+  httplib::Client client(int read_timeout_s = 60) const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(read_timeout_s, 0);
+    c.set_connection_timeout(5, 0);
+    return c;
+  }
+
+  // SIGTERM and wait (bounded): the exit status, or -1 if it had to be killed.
+  int stop(int signal = SIGTERM, int wait_ms = 15000) {
+    if (pid_ <= 0) return exit_code_;
+    kill(pid_, signal);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        return exit_code_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exit_code_ = -1;
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_code_ = -1;
+  std::string log_path_;
+};
+
+struct HttpReply {
+  int status = 0;  // 0: no response (connection failed)
+  std::string error;  // then httplib's reason
+  std::string body;
+  nlohmann::json json;  // parsed body (discarded if not JSON)
+};
+
+inline HttpReply post(httplib::Client& c, const std::string& path, const std::string& body,
+                      const httplib::Headers& headers = {}) {
+  HttpReply r;
+  auto res = c.Post(path.c_str(), headers, body, "application/json");
+  if (!res) {
+    r.error = httplib::to_string(res.error());
+    return r;
+  }
+  r.status = res->status;
+  r.body = res->body;
+  r.json = nlohmann::json::parse(r.body, nullptr, false);
+  return r;
+}
+
+inline HttpReply get(httplib::Client& c, const std::string& path, const httplib::Headers& headers = {}) {
+  HttpReply r;
+  auto res = c.Get(path.c_str(), headers);
+  if (!res) return r;
+  r.status = res->status;
+  r.body = res->body;
+  r.json = nlohmann::json::parse(r.body, nullptr, false);
+  return r;
+}
+
+// A streaming POST: the SSE "data: " payloads in order (stop_after > 0: hang up after that
+// many events, as a client that goes away).
+struct StreamReply {
+  int status = 0;
+  std::string error;  // no response: httplib's reason
+  std::vector<std::string> events;
+  bool complete = false;  // ended with [DONE]
+};
+
+inline StreamReply post_stream(httplib::Client& c, const std::string& path, const std::string& body,
+                               size_t stop_after = 0) {
+  StreamReply r;
+  server::SseReader sse;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  req.response_handler = [&](const httplib::Response& res) {
+    r.status = res.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    for (std::string& event : sse.feed(data, n)) {
+      if (event == "[DONE]") r.complete = true;
+      else r.events.push_back(std::move(event));
+    }
+    return stop_after == 0 || r.events.size() < stop_after;
+  };
+  auto res = c.send(req);
+  if (!res) r.error = httplib::to_string(res.error());
+  if (res && r.status == 0) r.status = res->status;
+  if (res && !res->body.empty() && r.events.empty()) r.events.push_back(res->body);  // an error reply
+  return r;
+}
+
+// The concatenated delta.content (chat) or text (completions) of a stream's chunks.
+inline std::string stream_text(const StreamReply& r) {
+  std::string text;
+  for (const std::string& e : r.events) {
+    nlohmann::json j = nlohmann::json::parse(e, nullptr, false);
+    if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) continue;
+    const nlohmann::json& c = j["choices"][0];
+    if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
+      text += c["delta"]["content"].get<std::string>();
+    if (c.contains("text") && c["text"].is_string()) text += c["text"].get<std::string>();
+  }
+  return text;
+}
+
+// A Prometheus sample's value ("name" or "name{labels}"), -1 if absent.
+inline double metric_value(const std::string& text, const std::string& sample) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
+  }
+  return -1;
+}
+
+inline std::string image_data_uri(const std::string& path) {
+  Result<std::string> uri = server::image_file_data_uri(path);
+  EXPECT_TRUE(uri.is_ok()) << uri.status().message();
+  return uri.is_ok() ? *uri : std::string();
+}
+
+}  // namespace vlkv::testing_serve

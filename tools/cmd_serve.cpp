@@ -1,0 +1,167 @@
+// `vlkv serve`: an OpenAI-compatible HTTP server (tools/server/) over the model. Listens
+// at once (/health says 503 while the model loads), serves until SIGTERM/SIGINT, then
+// refuses new requests, lets running ones finish for a few seconds and exits 0.
+#include <pthread.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "kv_flags.h"
+#include "server/http_server.h"
+#include "server/scheduler_backend.h"
+#include "server/session_backend.h"
+
+namespace vlkv::cli {
+namespace {
+
+struct ServeOptions {
+  server::HttpOptions http;
+  server::BackendOptions backend;
+  std::string backend_kind = "auto";
+  std::string kv = "f16";
+  std::string kv_allow;
+  std::string kv_budget = "2G";
+  std::string max_body = "32M";
+  std::string alias;
+  int shutdown_grace_ms = 3000;
+};
+
+std::string file_stem(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  const size_t dot = name.rfind(".gguf");
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+int serve(const ServeOptions& o_in) {
+  ServeOptions o = o_in;
+  if (o.backend.engine.model_path.empty()) return report_error(invalid_argument("--model is required"));
+  Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
+  if (!budget.is_ok()) return report_error(budget.status());
+  o.backend.engine.kv_budget_bytes = *budget;
+  Result<uint64_t> max_body = parse_byte_size(o.max_body);
+  if (!max_body.is_ok()) return report_error(invalid_argument("--max-body: " + max_body.status().message()));
+  o.http.max_body_bytes = *max_body;
+  // The default method first, then the others allowed per request.
+  o.backend.kv_methods = {o.kv};
+  for (const std::string& m : split_kv_method_list(o.kv_allow))
+    if (std::find(o.backend.kv_methods.begin(), o.backend.kv_methods.end(), m) == o.backend.kv_methods.end())
+      o.backend.kv_methods.push_back(m);
+  for (const std::string& m : o.backend.kv_methods)
+    if (Status st = check_kv_method_flag(m, m == o.kv ? "--kv" : "--kv-allow"); !st.is_ok()) return report_error(st);
+  o.http.limits.media = o.backend.engine.media_limits;
+  o.http.model_name = o.alias.empty() ? file_stem(o.backend.engine.model_path) : o.alias;
+  // Enough HTTP threads for every slot, every queued request and a few probes.
+  o.http.n_http_threads = o.backend.n_slots + o.backend.max_queue + 8;
+
+  // SIGTERM/SIGINT are taken by sigwait below: blocked in every thread started from here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::HttpServer http(o.http);
+  Result<int> port = http.bind();
+  if (!port.is_ok()) return report_error(port.status());
+  std::fprintf(stderr, "vlkv serve: listening on http://%s:%d\n", o.http.host.c_str(), *port);
+  std::fflush(stderr);
+  std::thread listener([&http] { http.listen(); });
+
+  // auto: the batched scheduler for text models; sessions for vision models (the
+  // scheduler takes token prompts only, no images yet).
+  const bool batch = o.backend_kind == "batch" || (o.backend_kind == "auto" && o.backend.engine.mmproj_path.empty());
+  Result<std::unique_ptr<server::GenerationBackend>> backend = [&]() -> Result<std::unique_ptr<server::GenerationBackend>> {
+    if (batch) {
+      Result<std::unique_ptr<server::SchedulerBackend>> b = server::SchedulerBackend::create(o.backend);
+      if (!b.is_ok()) return b.status();
+      return std::unique_ptr<server::GenerationBackend>(std::move(b).value());
+    }
+    Result<std::unique_ptr<server::SessionBackend>> b = server::SessionBackend::create(o.backend);
+    if (!b.is_ok()) return b.status();
+    return std::unique_ptr<server::GenerationBackend>(std::move(b).value());
+  }();
+  if (!backend.is_ok()) {
+    http.stop(std::chrono::milliseconds(0));
+    listener.join();
+    return report_error(check_kv_load_error(backend.status(), o.kv));
+  }
+  const Engine& e = (*backend)->model();
+  if (Status st = check_kv_budget_for_model(*budget, o.kv_budget, e.info()); !st.is_ok()) {
+    http.stop(std::chrono::milliseconds(0));
+    listener.join();
+    return report_error(st);
+  }
+  http.set_backend(backend->get());
+  std::string methods;
+  for (const std::string& m : o.backend.kv_methods) methods += (methods.empty() ? "" : ", ") + m;
+  std::fprintf(stderr, "vlkv serve: %s ready (%s, ctx %lld, %s backend, %d slots, queue %d, kv %s)\n",
+               o.http.model_name.c_str(), e.has_vision() ? "vision" : "text", static_cast<long long>(e.params().n_ctx),
+               batch ? "batch" : "sessions", o.backend.n_slots, o.backend.max_queue, methods.c_str());
+  std::fflush(stderr);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "vlkv serve: %s: finishing running requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  http.refuse_new();
+  (*backend)->shutdown(std::chrono::milliseconds(o.shutdown_grace_ms));
+  http.stop(std::chrono::milliseconds(2000));  // the last events of streams still being written
+  listener.join();
+  backend->reset();
+  std::fprintf(stderr, "vlkv serve: stopped\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* app = root.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)");
+  app->add_option("-m,--model", o->backend.engine.model_path, "Model GGUF file (required)");
+  app->add_option("--mmproj", o->backend.engine.mmproj_path, "Vision encoder + projector GGUF (llama.cpp's mmproj)");
+  app->add_option("--host", o->http.host, "Address to listen on (loopback by default)")->capture_default_str();
+  app->add_option("--port", o->http.port, "Port (0: any free port, printed on stderr)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
+  app->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
+  app->add_option("--alias", o->alias, "Model name in /v1/models and responses (default: the file's name)");
+  app->add_option("--kv", o->kv, kv_method_help(false))->capture_default_str();
+  app->add_option("--kv-allow", o->kv_allow,
+                  "KV methods a request may pick with \"kv\" (comma-separated; --kv is always allowed). --backend "
+                  "batch: all in one pool; sessions: one model instance per method, each with its own --kv-budget");
+  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget (e.g. 512M, 4G): the pool every request shares (--backend sessions: per KV method)")
+      ->capture_default_str();
+  app->add_option("--parallel", o->backend.n_slots, "Requests generating at once (also -np)")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  app->add_option("--max-queue", o->backend.max_queue, "Requests waiting for a slot; more get 503")
+      ->check(CLI::Range(0, 1 << 16))->capture_default_str();
+  app->add_option("--timeout", o->http.timeout_seconds, "Seconds a request may take, queued and generating (0: none)")
+      ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  app->add_option("--max-body", o->max_body, "Largest request body (e.g. 32M); larger get 413")->capture_default_str();
+  app->add_option("--max-images", o->http.limits.max_images, "Images in one request")
+      ->check(CLI::Range(0, 1024))->capture_default_str();
+  app->add_option("--max-image-pixels", o->backend.engine.media_limits.max_pixels, "Most pixels in one image")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
+  app->add_option("--media-path", o->http.limits.media_path,
+                  "Directory file:// image URLs may be read from (default: file:// refused)")
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--backend", o->backend_kind,
+                  "batch: continuous batching (one KV pool for every method, text prompts only); sessions: one "
+                  "Session per request, one model instance per KV method (images); auto: batch without --mmproj")
+      ->check(CLI::IsMember({"auto", "batch", "sessions"}))->capture_default_str();
+  app->add_option("-t,--threads", o->backend.engine.n_threads, "Threads per model instance (0: all cores)")
+      ->capture_default_str();
+  app->add_option("-c,--ctx-size", o->backend.engine.n_ctx, "Context size per request (0: the model's)")
+      ->capture_default_str();
+  app->add_option("-b,--batch-size", o->backend.engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();
+  app->add_flag("--exact-matmul", o->backend.engine.exact_matmul, "Exact f32 matmuls (as vlkv run --exact-matmul)");
+  app->add_option("--token-delay-ms", o->backend.token_delay_ms,
+                  "Testing aid: sleep this long after each generated token (makes requests last long enough to "
+                  "disconnect or fill the queue)")
+      ->check(CLI::Range(0, 10000))->group("Testing");
+  commands.push_back({app, [o] { return serve(*o); }});
+}
+
+}  // namespace vlkv::cli

@@ -1,0 +1,226 @@
+#include "server/openai_request.h"
+
+#include <climits>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "server/data_uri.h"
+
+namespace vlkv::server {
+namespace {
+
+using nlohmann::json;
+
+// Field readers: absent or null leaves the value as it is; a wrong type is an error.
+Status read_number(const json& body, const char* key, double lo, double hi, float* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return Status::ok();
+  if (!it->is_number()) return invalid_argument(std::string("'") + key + "' must be a number");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    return invalid_argument(std::string("'") + key + "' must be in [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  *out = static_cast<float>(v);
+  return Status::ok();
+}
+
+Status read_integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return Status::ok();
+  if (!it->is_number_integer()) return invalid_argument(std::string("'") + key + "' must be an integer");
+  // Unsigned values beyond int64 are out of range anyway.
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))
+    return invalid_argument(std::string("'") + key + "' must be at most " + std::to_string(hi));
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    return invalid_argument(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  *out = v;
+  return Status::ok();
+}
+
+Status read_bool(const json& body, const char* key, bool* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return Status::ok();
+  if (!it->is_boolean()) return invalid_argument(std::string("'") + key + "' must be true or false");
+  *out = it->get<bool>();
+  return Status::ok();
+}
+
+Status read_sampling(const json& body, ApiRequest& r) {
+  SamplerParams& s = r.sampling;
+  VLKV_RETURN_IF_ERROR(read_number(body, "temperature", 0.0, 100.0, &s.temperature));
+  VLKV_RETURN_IF_ERROR(read_number(body, "top_p", 0.0, 1.0, &s.top_p));
+  VLKV_RETURN_IF_ERROR(read_number(body, "min_p", 0.0, 1.0, &s.min_p));
+  VLKV_RETURN_IF_ERROR(read_number(body, "repeat_penalty", 0.0, 100.0, &s.repeat_penalty));
+  if (body.contains("top_p") && s.top_p <= 0) return invalid_argument("'top_p' must be in (0, 1]");
+  if (body.contains("repeat_penalty") && s.repeat_penalty <= 0) return invalid_argument("'repeat_penalty' must be > 0");
+  int64_t top_k = s.top_k;
+  VLKV_RETURN_IF_ERROR(read_integer(body, "top_k", INT32_MIN, INT32_MAX, &top_k));
+  s.top_k = static_cast<int32_t>(top_k);
+  int64_t seed = -1;  // OpenAI clients send -1 or nothing for "random"
+  VLKV_RETURN_IF_ERROR(read_integer(body, "seed", -1, UINT32_MAX, &seed));
+  s.seed = seed < 0 ? SamplerParams::kRandomSeed : static_cast<uint32_t>(seed);
+  // Penalties we do not implement: the neutral value is accepted (clients send it by default).
+  for (const char* key : {"frequency_penalty", "presence_penalty"}) {
+    float v = 0;
+    VLKV_RETURN_IF_ERROR(read_number(body, key, -2.0, 2.0, &v));
+    if (v != 0) return invalid_argument(std::string("'") + key + "' is not supported (use repeat_penalty)");
+  }
+  int64_t n = 1;
+  VLKV_RETURN_IF_ERROR(read_integer(body, "n", 1, 1, &n));
+  return Status::ok();
+}
+
+Status read_stop(const json& body, const RequestLimits& limits, ApiRequest& r) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return Status::ok();
+  if (it->is_string()) {
+    if (!it->get_ref<const std::string&>().empty()) r.stop.push_back(it->get<std::string>());
+    return Status::ok();
+  }
+  if (!it->is_array()) return invalid_argument("'stop' must be a string or an array of strings");
+  if (it->size() > static_cast<size_t>(limits.max_stop))
+    return invalid_argument("'stop' has more than " + std::to_string(limits.max_stop) + " strings");
+  for (const json& s : *it) {
+    if (!s.is_string()) return invalid_argument("'stop' must be a string or an array of strings");
+    if (!s.get_ref<const std::string&>().empty()) r.stop.push_back(s.get<std::string>());
+  }
+  return Status::ok();
+}
+
+Status add_image(const json& part, const RequestLimits& limits, ApiRequest& r, std::string& content) {
+  auto iu = part.find("image_url");
+  if (iu == part.end()) return invalid_argument("an 'image_url' part needs an 'image_url' object");
+  std::string url;
+  if (iu->is_string()) {
+    url = iu->get<std::string>();
+  } else if (iu->is_object() && iu->contains("url") && (*iu)["url"].is_string()) {
+    url = (*iu)["url"].get<std::string>();
+  } else {
+    return invalid_argument("'image_url' must be {\"url\": \"data:image/...;base64,...\"}");
+  }
+  if (static_cast<int64_t>(r.media.size()) >= limits.max_images)
+    return invalid_argument("more than " + std::to_string(limits.max_images) + " images in one request");
+  Result<Image> img = load_image_url(url, limits);
+  if (!img.is_ok()) return invalid_argument("image " + std::to_string(r.media.size() + 1) + ": " + img.status().message());
+  r.media.push_back(MediaItem{{std::move(img).value()}, false});
+  content += kMediaMarker;
+  return Status::ok();
+}
+
+// A message's content: a string, null, or parts (text and image_url) in order; each image
+// becomes one media marker at its place.
+Status read_content(const json& content, const RequestLimits& limits, ApiRequest& r, std::string& out) {
+  if (content.is_null()) return Status::ok();
+  if (content.is_string()) {
+    out = content.get<std::string>();
+    return Status::ok();
+  }
+  if (!content.is_array()) return invalid_argument("'content' must be a string or an array of parts");
+  for (const json& part : content) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      return invalid_argument("each content part must be an object with a 'type'");
+    const std::string& type = part["type"].get_ref<const std::string&>();
+    if (type == "text") {
+      if (!part.contains("text") || !part["text"].is_string())
+        return invalid_argument("a 'text' part needs a string 'text'");
+      out += part["text"].get_ref<const std::string&>();
+    } else if (type == "image_url") {
+      VLKV_RETURN_IF_ERROR(add_image(part, limits, r, out));
+    } else {
+      return invalid_argument("content part type '" + type + "' is not supported (text, image_url)");
+    }
+  }
+  return Status::ok();
+}
+
+Status read_messages(const json& body, const RequestLimits& limits, ApiRequest& r) {
+  auto it = body.find("messages");
+  if (it == body.end()) return invalid_argument("'messages' is required");
+  if (!it->is_array() || it->empty()) return invalid_argument("'messages' must be a non-empty array");
+  for (const json& m : *it) {
+    if (!m.is_object()) return invalid_argument("each message must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) return invalid_argument("each message needs a string 'role'");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+    if (role != "system" && role != "user" && role != "assistant")
+      return invalid_argument("message role '" + role + "' is not supported (system, user, assistant)");
+    if (!m.contains("content")) return invalid_argument("each message needs 'content'");
+    ChatTurn turn{role, {}};
+    VLKV_RETURN_IF_ERROR(read_content(m["content"], limits, r, turn.content));
+    r.conversation.push_back(std::move(turn));
+  }
+  return Status::ok();
+}
+
+Status read_prompt(const json& body, ApiRequest& r) {
+  auto it = body.find("prompt");
+  if (it == body.end()) return invalid_argument("'prompt' is required");
+  if (it->is_array() && it->size() == 1) it = it->begin();  // ["text"]: one prompt
+  if (!it->is_string()) return invalid_argument("'prompt' must be a string");
+  r.prompt = it->get<std::string>();
+  return Status::ok();
+}
+
+// A path under dir: both resolved (symlinks, ..) and compared by prefix + '/'.
+Result<std::string> resolve_under(const std::string& path, const std::string& dir) {
+  char* real_dir = realpath(dir.c_str(), nullptr);
+  if (!real_dir) return invalid_argument("--media-path is not a directory");
+  std::string root(real_dir);
+  std::free(real_dir);
+  char* real = realpath(path.c_str(), nullptr);
+  if (!real) return invalid_argument("file not found under --media-path");
+  std::string file(real);
+  std::free(real);
+  if (root != "/" && file.rfind(root + "/", 0) != 0) return invalid_argument("file:// URL outside --media-path");
+  return file;
+}
+
+}  // namespace
+
+Result<Image> load_image_url(const std::string& url, const RequestLimits& limits) {
+  if (url.rfind("data:", 0) == 0) {
+    Result<DataUri> uri = parse_data_uri(url, limits.media.max_file_bytes);
+    if (!uri.is_ok()) return uri.status();
+    if (!uri->media_type.empty() && uri->media_type.rfind("image/", 0) != 0)
+      return invalid_argument("data: URI of type '" + uri->media_type + "' is not an image");
+    return decode_image(uri->data.data(), uri->data.size(), limits.media);
+  }
+  if (url.rfind("file://", 0) == 0) {
+    if (limits.media_path.empty()) return invalid_argument("file:// URLs are refused (start the server with --media-path DIR)");
+    Result<std::string> path = resolve_under(url.substr(7), limits.media_path);
+    if (!path.is_ok()) return path.status();
+    return load_image(*path, limits.media);
+  }
+  return invalid_argument("only data: URIs (and file:// under --media-path) are accepted; remote URLs are not fetched");
+}
+
+Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, const RequestLimits& limits) {
+  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return invalid_argument("the request body is not valid JSON");
+  if (!body.is_object()) return invalid_argument("the request body must be a JSON object");
+  ApiRequest r;
+  r.endpoint = endpoint;
+  if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return invalid_argument("'model' must be a string");
+    r.model = it->get<std::string>();
+  }
+  VLKV_RETURN_IF_ERROR(endpoint == Endpoint::kChat ? read_messages(body, limits, r) : read_prompt(body, r));
+  // max_completion_tokens is OpenAI's newer name; n_predict llama-server's.
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"})
+    VLKV_RETURN_IF_ERROR(read_integer(body, key, key[0] == 'n' ? -1 : 0, INT32_MAX, &r.max_tokens));
+  VLKV_RETURN_IF_ERROR(read_sampling(body, r));
+  VLKV_RETURN_IF_ERROR(read_stop(body, limits, r));
+  VLKV_RETURN_IF_ERROR(read_bool(body, "stream", &r.stream));
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return invalid_argument("'stream_options' must be an object");
+    VLKV_RETURN_IF_ERROR(read_bool(*it, "include_usage", &r.include_usage));
+  }
+  if (auto it = body.find("kv"); it != body.end() && !it->is_null()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().empty())
+      return invalid_argument("'kv' must be a KV method name, e.g. \"kivi2\"");
+    r.kv_method = it->get<std::string>();
+  }
+  return r;
+}
+
+}  // namespace vlkv::server

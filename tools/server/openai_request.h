@@ -1,0 +1,47 @@
+// Parsing OpenAI request bodies (/v1/chat/completions, /v1/completions) into what the
+// server hands the engine: the conversation with one media marker per image, the decoded
+// images, sampling and the vlkv extensions. Everything a client sends is checked here;
+// any problem is an InvalidArgument whose message goes back as a 400.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vlkv/engine.h"
+#include "vlkv/media.h"
+#include "vlkv/status.h"
+
+namespace vlkv::server {
+
+struct RequestLimits {
+  int32_t max_images = 8;    // images in one request
+  MediaLimits media;         // per image: file bytes, pixels, side
+  std::string media_path;    // file:// URLs are read only under this directory ("" = refused)
+  int32_t max_stop = 16;     // stop strings
+};
+
+enum class Endpoint { kChat, kCompletion };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;                   // as given (informational: one model per server)
+  std::vector<ChatTurn> conversation;  // kChat: contents with kMediaMarker where images were
+  std::string prompt;                  // kCompletion: the text as given
+  std::vector<MediaItem> media;        // decoded images, in marker order
+  int64_t max_tokens = -1;             // -1: not given (until end of text or context)
+  SamplerParams sampling;              // defaults as vlkv run's
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  std::string kv_method;               // the "kv" extension ("" = the server's default)
+};
+
+// body: the raw request body. InvalidArgument names the offending field.
+Result<ApiRequest> parse_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits);
+
+// One image_url: a data: URI (base64 PNG, JPEG, ...) or file:// under limits.media_path.
+Result<Image> load_image_url(const std::string& url, const RequestLimits& limits);
+
+}  // namespace vlkv::server

@@ -1,0 +1,44 @@
+// OpenAI response bodies: chat.completion / text_completion objects, their streaming
+// chunks (chat.completion.chunk) and Server-Sent Event framing, as OpenAI and
+// llama-server send them, plus vlkv's "kv" extension object.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/generation_backend.h"
+#include "server/openai_request.h"
+
+namespace vlkv::server {
+
+// What every object of one response shares.
+struct ResponseIds {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string id;     // "chatcmpl-..." / "cmpl-..."
+  std::string model;  // the served model's name
+  int64_t created = 0;  // Unix seconds
+};
+
+ResponseIds make_response_ids(Endpoint endpoint, const std::string& model);
+
+// "stop" or "length" (ends other than these are errors and get no response object).
+const char* finish_reason(GenerationEnd end);
+
+nlohmann::json usage_json(const GenerationResult& r);
+nlohmann::json kv_json(const KvUsage& kv);
+
+// The whole answer (stream: false).
+nlohmann::json completion_json(const ResponseIds& ids, const std::string& text, const GenerationResult& r);
+
+// Streaming: a chunk with new text (first: with the assistant role), the final chunk
+// with finish_reason (and the kv object), and the usage chunk (empty choices).
+nlohmann::json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first, bool include_usage);
+nlohmann::json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool include_usage);
+nlohmann::json usage_chunk_json(const ResponseIds& ids, const GenerationResult& r);
+
+// "data: <json>\n\n"; the stream ends with sse_done().
+std::string sse_event(const nlohmann::json& j);
+inline const char* sse_done() { return "data: [DONE]\n\n"; }
+
+}  // namespace vlkv::server

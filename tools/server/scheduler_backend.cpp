@@ -1,0 +1,221 @@
+#include "server/scheduler_backend.h"
+
+#include <thread>
+
+#include "kv/method_registry.h"
+
+namespace vlkv::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct SchedulerBackend::Job {
+  uint64_t id = 0;
+  RequestId request = -1;  // the scheduler's id (-1 until submitted)
+  GenerationCallbacks callbacks;
+  std::string method;
+  Clock::time_point deadline, submitted, first_token;
+  int64_t n_prompt = 0, n_generated = 0;
+  std::atomic<bool> cancelled{false};
+  bool timed_out = false;
+};
+
+Result<std::unique_ptr<SchedulerBackend>> SchedulerBackend::create(const BackendOptions& options) {
+  if (options.kv_methods.empty()) return invalid_argument("no KV method");
+  if (options.max_queue < 0) return invalid_argument("--max-queue must be >= 0");
+  std::unique_ptr<SchedulerBackend> b(new SchedulerBackend(options));
+  EngineParams p = options.engine;
+  p.kv_method = options.kv_methods.front();
+  Result<std::unique_ptr<Engine>> e = Engine::load(p);
+  if (!e.is_ok()) return e.status();
+  b->engine_ = std::move(e).value();
+  const ModelInfo& m = b->engine_->info();
+  const KvGeometry geometry{static_cast<int>(m.n_layers), static_cast<int>(m.n_heads), static_cast<int>(m.n_kv_heads),
+                            static_cast<int>(m.head_dim), m.fingerprint};
+  for (const std::string& method : options.kv_methods) {
+    Result<std::unique_ptr<Method>> created = create_method(method, geometry);
+    if (!created.is_ok()) return created.status().with_context("--kv-allow '" + method + "'");
+    b->bits_[method] = (*created)->bits_per_element();
+  }
+  SchedulerParams sp;
+  sp.max_sequences = options.n_slots;
+  Result<std::unique_ptr<Scheduler>> s = Scheduler::create(*b->engine_, sp);
+  if (!s.is_ok()) return s.status();
+  b->scheduler_ = std::move(s).value();
+  if (Status st = b->scheduler_->start(); !st.is_ok()) return st;
+  return b;
+}
+
+SchedulerBackend::~SchedulerBackend() {
+  shutdown(std::chrono::milliseconds(0));
+  scheduler_.reset();  // its destructor may still deliver events to on_event
+}
+
+void SchedulerBackend::fail(GenerationCallbacks& callbacks, const std::string& method, Status status) {
+  GenerationResult r;
+  r.end = GenerationEnd::kError;
+  r.status = std::move(status);
+  r.kv.method = method;
+  callbacks.on_done(r);
+}
+
+uint64_t SchedulerBackend::submit(GenerationRequest request, GenerationCallbacks callbacks) {
+  auto job = std::make_shared<Job>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || !bits_.count(request.kv_method)) return 0;
+    if (static_cast<int64_t>(jobs_.size()) >= options_.n_slots + options_.max_queue) return 0;
+    job->id = next_id_++;
+    jobs_[job->id] = job;
+  }
+  job->callbacks = std::move(callbacks);
+  job->method = request.kv_method;
+  job->deadline = request.deadline;
+  job->submitted = Clock::now();
+  auto forget = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.erase(job->id);
+  };
+  if (!request.prompt.media.empty()) {
+    forget();
+    fail(job->callbacks, job->method,
+         invalid_argument("images are not batched yet: start the server with --backend sessions to send them"));
+    return job->id;
+  }
+  // The same assembly as vlkv run: text pieces tokenized by prepare_prompt, BOS first.
+  Result<PreparedPrompt> prepared = engine_->prepare_prompt(request.prompt, /*add_bos=*/true);
+  if (!prepared.is_ok()) {
+    forget();
+    fail(job->callbacks, job->method, prepared.status());
+    return job->id;
+  }
+  Request r;
+  for (const PromptChunk& c : prepared->chunks) r.prompt_tokens.insert(r.prompt_tokens.end(), c.tokens.begin(), c.tokens.end());
+  job->n_prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  const int64_t n_ctx = engine_->params().n_ctx;
+  if (job->n_prompt == 0 || job->n_prompt >= n_ctx) {
+    forget();
+    fail(job->callbacks, job->method,
+         invalid_argument(job->n_prompt == 0 ? "the prompt is empty after tokenization"
+                                             : "context full: " + std::to_string(job->n_prompt) +
+                                                   " prompt tokens leave no room in the context of " +
+                                                   std::to_string(n_ctx) + " (raise --ctx-size)"));
+    return job->id;
+  }
+  r.generate = request.params;
+  r.generate.max_tokens = std::min(r.generate.max_tokens, n_ctx - job->n_prompt);
+  r.kv_method = request.kv_method == options_.kv_methods.front() ? "" : request.kv_method;
+  Job* raw = job.get();
+  Result<RequestId> id = scheduler_->submit(r, [this, job](const TokenEvent& ev) { return on_event(*job, ev); });
+  if (!id.is_ok()) {
+    forget();
+    Status st = id.status();  // OutOfMemory here: it could never fit the budget, even alone
+    if (st.code() == StatusCode::kOutOfMemory) st = invalid_argument(st.message() + " (even alone)");
+    fail(job->callbacks, job->method, st);
+    return job->id;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    raw->request = *id;
+  }
+  if (raw->cancelled) (void)scheduler_->cancel(*id);
+  return job->id;
+}
+
+// On the scheduler's stepping thread, one event at a time per request.
+bool SchedulerBackend::on_event(Job& job, const TokenEvent& ev) {
+  if (!ev.finished) {
+    if (job.cancelled) return false;
+    if (Clock::now() >= job.deadline) {
+      job.timed_out = true;
+      return false;
+    }
+    if (job.n_generated++ == 0) job.first_token = Clock::now();
+    if (!job.callbacks.on_piece(ev.piece)) return false;
+    if (options_.token_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options_.token_delay_ms));
+    return true;
+  }
+  GenerationResult r;
+  const Clock::time_point now = Clock::now();
+  r.stats.n_prompt_tokens = job.n_prompt;
+  r.stats.n_generated = job.n_generated;
+  r.stats.stopped_at_eos = ev.reason == FinishReason::kEos;
+  // Per-request times as the client sees them (batched steps have no per-request split).
+  const Clock::time_point first = job.n_generated > 0 ? job.first_token : now;
+  r.stats.prefill_seconds = std::chrono::duration<double>(first - job.submitted).count();
+  r.stats.decode_seconds = std::chrono::duration<double>(now - first).count();
+  r.kv.method = job.method;
+  r.kv.bits_per_element = bits_.at(job.method);
+  Result<uint64_t> bound = scheduler_->kv_bytes_for(job.n_prompt + job.n_generated,
+                                                    job.method == options_.kv_methods.front() ? "" : job.method);
+  r.kv.held_bytes = bound.is_ok() ? static_cast<double>(*bound) : 0.0;
+  r.kv.held_is_bound = true;
+  r.kv.bytes_per_token = job.n_prompt + job.n_generated > 0 ? r.kv.held_bytes / (job.n_prompt + job.n_generated) : 0;
+  switch (ev.reason) {
+    case FinishReason::kEos: r.end = GenerationEnd::kEndOfText; break;
+    case FinishReason::kLength: r.end = GenerationEnd::kLength; break;
+    case FinishReason::kStopped:
+      r.end = job.timed_out ? GenerationEnd::kTimeout : job.cancelled ? GenerationEnd::kCancelled : GenerationEnd::kStopped;
+      break;
+    case FinishReason::kCancelled: r.end = job.timed_out ? GenerationEnd::kTimeout : GenerationEnd::kCancelled; break;
+    default:
+      r.end = GenerationEnd::kError;
+      r.status = ev.error.is_ok() ? Status(StatusCode::kInternal, "generation failed") : ev.error;
+  }
+  (void)scheduler_->release(ev.id);  // finished: the scheduler may forget it
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.erase(job.id);
+  }
+  job.callbacks.on_done(r);
+  return true;
+}
+
+void SchedulerBackend::cancel(uint64_t id) {
+  RequestId request = -1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return;
+    it->second->cancelled = true;
+    request = it->second->request;
+  }
+  if (request >= 0) (void)scheduler_->cancel(request);
+}
+
+BackendLoad SchedulerBackend::load() const {
+  const SchedulerStats s = scheduler_->stats();
+  BackendLoad l;
+  l.running = s.n_running;
+  l.queued = s.n_queued;
+  // One pool for every method: its bytes under the default method's name when it is the
+  // only one, else under "all".
+  const std::string& name = options_.kv_methods.size() == 1 ? options_.kv_methods.front() : std::string("all");
+  l.kv.push_back({name, s.kv_bytes_in_use, s.kv_budget_bytes, engine_->kv_bits_per_element()});
+  return l;
+}
+
+void SchedulerBackend::shutdown(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!scheduler_ || stopping_) return;
+    stopping_ = true;
+  }
+  const Clock::time_point until = Clock::now() + grace;
+  auto pending = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !jobs_.empty();
+  };
+  while (pending() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<uint64_t> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, job] : jobs_) left.push_back(id);
+  }
+  for (uint64_t id : left) cancel(id);
+  // Cancelled requests end at the scheduler's next step (bounded: a step is one forward pass).
+  const Clock::time_point hard = Clock::now() + std::chrono::seconds(10);
+  while (pending() && Clock::now() < hard) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  scheduler_->stop();
+}
+
+}  // namespace vlkv::server

@@ -1,0 +1,100 @@
+#include "server/server_metrics.h"
+
+#include <cstdio>
+
+namespace vlkv::server {
+
+void ServerMetrics::record_generation(const GenerationResult& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prompt_tokens_ += r.stats.n_prompt_tokens;
+  generated_tokens_ += r.stats.n_generated;
+  prefill_seconds_ += r.stats.prefill_seconds;
+  decode_seconds_ += r.stats.decode_seconds;
+  PerMethod& m = per_method_[r.kv.method];
+  ++m.requests;
+  m.prompt_tokens += r.stats.n_prompt_tokens;
+  m.generated_tokens += r.stats.n_generated;
+}
+
+void ServerMetrics::record_response(int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (status >= 200 && status < 300) {
+    ++done_;
+  } else {
+    ++failed_;
+    ++failed_by_status_[status];
+  }
+}
+
+void ServerMetrics::record_disconnect() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++disconnected_;
+}
+
+namespace {
+
+// Label values escaped as the exposition format asks (backslash, quote, newline).
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP vlkv:") + name + " " + help + "\n# TYPE vlkv:" + name + " " + type + "\n";
+}
+
+void value(std::string& out, const char* name, const std::string& labels, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += std::string("vlkv:") + name + (labels.empty() ? "" : "{" + labels + "}") + " " + buf + "\n";
+}
+
+}  // namespace
+
+std::string ServerMetrics::prometheus(const BackendLoad& load) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string o;
+  metric(o, "requests_running", "gauge", "Requests generating now.");
+  value(o, "requests_running", "", static_cast<double>(load.running));
+  metric(o, "requests_queued", "gauge", "Requests waiting for a slot.");
+  value(o, "requests_queued", "", static_cast<double>(load.queued));
+  metric(o, "requests_done_total", "counter", "Generation requests answered successfully.");
+  value(o, "requests_done_total", "", static_cast<double>(done_));
+  metric(o, "requests_failed_total", "counter", "Generation requests answered with an error, by HTTP status.");
+  value(o, "requests_failed_total", "", static_cast<double>(failed_));
+  for (const auto& [status, n] : failed_by_status_)
+    value(o, "requests_failed_total", "status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
+  metric(o, "requests_disconnected_total", "counter", "Streaming requests whose client left before the end.");
+  value(o, "requests_disconnected_total", "", static_cast<double>(disconnected_));
+  metric(o, "prompt_tokens_total", "counter", "Prompt tokens evaluated (text and visual).");
+  value(o, "prompt_tokens_total", "", static_cast<double>(prompt_tokens_));
+  metric(o, "tokens_predicted_total", "counter", "Tokens generated.");
+  value(o, "tokens_predicted_total", "", static_cast<double>(generated_tokens_));
+  metric(o, "prompt_tokens_seconds", "gauge", "Average prompt throughput, tokens/s of prefill time.");
+  value(o, "prompt_tokens_seconds", "", prefill_seconds_ > 0 ? prompt_tokens_ / prefill_seconds_ : 0.0);
+  metric(o, "predicted_tokens_seconds", "gauge", "Average generation throughput, tokens/s of decode time.");
+  value(o, "predicted_tokens_seconds", "", decode_seconds_ > 0 ? generated_tokens_ / decode_seconds_ : 0.0);
+  metric(o, "kv_bytes_in_use", "gauge", "KV cache bytes of pages held now, per KV method.");
+  for (const KvMethodLoad& m : load.kv) value(o, "kv_bytes_in_use", "method=\"" + label(m.method) + "\"", static_cast<double>(m.bytes_in_use));
+  metric(o, "kv_budget_bytes", "gauge", "KV cache budget, per KV method.");
+  for (const KvMethodLoad& m : load.kv) value(o, "kv_budget_bytes", "method=\"" + label(m.method) + "\"", static_cast<double>(m.budget_bytes));
+  metric(o, "kv_bits_per_element", "gauge", "Stored bits per K/V element incl. metadata, per KV method.");
+  for (const KvMethodLoad& m : load.kv) value(o, "kv_bits_per_element", "method=\"" + label(m.method) + "\"", m.bits_per_element);
+  metric(o, "kv_requests_total", "counter", "Generations run, per KV method.");
+  for (const auto& [method, m] : per_method_) value(o, "kv_requests_total", "method=\"" + label(method) + "\"", static_cast<double>(m.requests));
+  metric(o, "kv_prompt_tokens_total", "counter", "Prompt tokens, per KV method.");
+  for (const auto& [method, m] : per_method_) value(o, "kv_prompt_tokens_total", "method=\"" + label(method) + "\"", static_cast<double>(m.prompt_tokens));
+  metric(o, "kv_tokens_predicted_total", "counter", "Tokens generated, per KV method.");
+  for (const auto& [method, m] : per_method_) value(o, "kv_tokens_predicted_total", "method=\"" + label(method) + "\"", static_cast<double>(m.generated_tokens));
+  return o;
+}
+
+}  // namespace vlkv::server
