@@ -118,7 +118,13 @@ VLKV_TARGET_AVX512_VNNI void dot_q8_rows_avx512(const void* row, const Q8Activat
   const __m512i hi_pair = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // as u8: 128; x ^ 0x80 = x + 128
   __m512 acc0[NX], acc1[NX];
-  for (int t = 0; t < NX; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+  const int8_t* xq_base[NX];  // the rows' codes and scales, loaded once (not per block)
+  const float* xd_base[NX];
+  for (int t = 0; t < NX; ++t) {
+    acc0[t] = acc1[t] = _mm512_setzero_ps();
+    xq_base[t] = xs[t]->q.data();
+    xd_base[t] = xs[t]->d.data();
+  }
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4, p += 4 * kBytes) {
     __m128i dh = _mm_cvtsi32_si128(load_u16(p));
@@ -131,12 +137,12 @@ VLKV_TARGET_AVX512_VNNI void dot_q8_rows_avx512(const void* row, const Q8Activat
     const __m512i c23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w23);
 #pragma GCC unroll 8
     for (int t = 0; t < NX; ++t) {
-      const int8_t* xq = xs[t]->q.data() + b * kQk;
+      const int8_t* xq = xq_base[t] + b * kQk;
       const __m512i x01 = _mm512_xor_si512(_mm512_loadu_si512(xq), bias);
       const __m512i x23 = _mm512_xor_si512(_mm512_loadu_si512(xq + 2 * kQk), bias);
       const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x01, w01), c01);
       const __m512i p23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x23, w23), c23);
-      const __m512 sc = _mm512_zextps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(xs[t]->d.data() + b)));
+      const __m512 sc = _mm512_zextps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(xd_base[t] + b)));
       acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p01), _mm512_permutexvar_ps(lo_pair, sc), acc0[t]);
       acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), _mm512_permutexvar_ps(hi_pair, sc), acc1[t]);
     }
