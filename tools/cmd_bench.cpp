@@ -224,9 +224,11 @@ Result<int64_t> admitted_sequences(const BenchOptions& o, Engine& engine, int64_
   VLKV_ASSIGN_OR_RETURN(uint64_t per_seq, engine.kv_bytes_for_tokens(n_tokens));
   const uint64_t budget = engine.params().kv_budget_bytes;
   const int64_t n = per_seq > 0 ? static_cast<int64_t>(budget / per_seq) : 0;
-  std::fprintf(o.json ? stderr : stdout, "# %s: KV budget %.1f GiB: %lld sequences of %lld tokens, %.0fK tokens\n",
-               engine.params().kv_method.c_str(), static_cast<double>(budget) / (1ull << 30), static_cast<long long>(n),
-               static_cast<long long>(n_tokens), static_cast<double>(n * n_tokens) / 1000.0);
+  const bool gib = budget >= (1ull << 30);
+  std::fprintf(o.json ? stderr : stdout, "# %s: KV budget %.1f %s: %lld sequences of %lld tokens, %.0fK tokens\n",
+               engine.params().kv_method.c_str(), static_cast<double>(budget) / (gib ? 1ull << 30 : 1ull << 20),
+               gib ? "GiB" : "MiB", static_cast<long long>(n), static_cast<long long>(n_tokens),
+               static_cast<double>(n * n_tokens) / 1000.0);
   return n;
 }
 

@@ -2,7 +2,9 @@
 // bytes they will need, and then advance together, one batched forward pass per step
 // (prompt chunks of new requests and one decode token of each running one). When the KV
 // pool runs dry mid-generation the newest sequence is preempted (its pages freed, it is
-// requeued and its tokens recomputed later, vLLM's recompute policy).
+// requeued and its tokens recomputed later, vLLM's recompute policy; the recompute replays
+// the forward passes that fed it - same prompt chunks, decode tokens one a step - so it
+// resumes with the same cache bytes and continues exactly as if never preempted).
 #pragma once
 
 #include <cstdint>

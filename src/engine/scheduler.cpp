@@ -30,6 +30,12 @@ struct Active {
   RequestStatus status;
   SeqId seq = -1;          // -1: not in the cache (queued, preempted or finished)
   int64_t n_fed = 0;       // tokens of prompt + generated in the cache
+  // Sizes of the forward passes that fed them, in order. A preempted request replays the
+  // same chunks (its decode tokens one a step): its cache then holds the same bytes as
+  // before, so it resumes exactly where it left off (a one-chunk recompute would store
+  // slightly different K/V - f32 prefill vs 8-bit decode activations - and may change the text).
+  std::vector<int64_t> feeds;
+  size_t n_replayed = 0;   // feeds replayed since the last admission
   uint64_t reserved = 0;   // bytes admission counts for it while it runs
   int64_t admitted_at = 0; // admission order: the highest is the newest
   bool cancel = false;
@@ -263,6 +269,7 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
     queue.pop_front();
     a.seq = *seq;
     a.n_fed = 0;
+    a.n_replayed = 0;
     a.reserved = *bytes;
     reserved += *bytes;
     a.admitted_at = ++admissions;
@@ -318,9 +325,11 @@ Result<StepResult> Scheduler::step() {
     for (Active* a : s.running) {
       const int64_t remaining = a->n_to_feed() - a->n_fed;
       if (remaining <= 0) continue;  // cannot happen: a sampled token is always fed next
-      const int64_t n = remaining == 1 ? 1 : std::min({remaining, prompt_budget, n_batch});
-      if (n <= 0) continue;  // prompt budget spent: this one waits for the next step
-      if (remaining > 1) prompt_budget -= n;
+      const bool replay = a->n_replayed < a->feeds.size();
+      const int64_t n = replay ? a->feeds[a->n_replayed]
+                        : remaining == 1 ? 1 : std::min({remaining, prompt_budget, n_batch});
+      if (n <= 0 || (n > 1 && n > prompt_budget)) continue;  // prompt budget spent: it waits for the next step
+      if (n > 1) prompt_budget -= n;
       tokens.emplace_back();
       positions.emplace_back();
       for (int64_t i = 0; i < n; ++i) {
@@ -370,6 +379,8 @@ Result<StepResult> Scheduler::step() {
         if (b.in.n_tokens == 1) ++result.n_decode_tokens;
         else result.n_prompt_tokens += b.in.n_tokens;
         a.n_fed += b.in.n_tokens;
+        if (a.n_replayed == a.feeds.size()) a.feeds.push_back(b.in.n_tokens);
+        ++a.n_replayed;
         if (b.mode == LogitsMode::kNone) continue;
         // Sample the next token.
         const int32_t next = a.sampler.sample(a.logits.data(), static_cast<int>(s.e->hparams.n_vocab));

@@ -59,6 +59,10 @@ struct DecodeRows {
     static const Q8Activations kNone;
     return q8.empty() ? kNone : q8[static_cast<size_t>(t)];
   }
+  // Rows [t0, t0 + n).
+  DecodeRows slice(int64_t t0, int64_t n) const {
+    return {x + t0 * n_cols, n, n_cols, q8.empty() ? q8 : q8.subspan(static_cast<size_t>(t0), static_cast<size_t>(n))};
+  }
 };
 
 DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8) {
@@ -69,11 +73,24 @@ DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8)
   return {x, n_x, n_cols, std::span<const Q8Activations>(xq.data(), static_cast<size_t>(n_x))};
 }
 
-// y[t * ldy + r] = w[r] . x[t] for every decode row t: the weight row is read from memory
-// once and stays in L1 for the other rows.
+// y_r[t * ldy] = w[r] . x[t] for every decode row t: the weight row is read from memory
+// once and stays in L1 for the other rows; formats with dot_q8_rows also decode it once
+// per kMaxDotRows rows.
 inline void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r, const DecodeRows& xs,
-                     float* y, int64_t ldy) {
-  for (int64_t t = 0; t < xs.n_x; ++t) y[t * ldy + r] = row_dot(w, fmt, q8, r, xs.row(t), xs.rounded(t));
+                     float* y_r, int64_t ldy) {
+  if (q8 && fmt.dot_q8_rows && xs.n_x > 1) {
+    const uint8_t* row = w.data + r * w.row_bytes;
+    for (int64_t t0 = 0; t0 < xs.n_x; t0 += kMaxDotRows) {
+      const int nt = static_cast<int>(std::min<int64_t>(kMaxDotRows, xs.n_x - t0));
+      std::array<const Q8Activations*, kMaxDotRows> group;
+      std::array<float, kMaxDotRows> out;
+      for (int t = 0; t < nt; ++t) group[t] = &xs.rounded(t0 + t);
+      fmt.dot_q8_rows(row, group.data(), nt, w.n_cols, out.data());
+      for (int t = 0; t < nt; ++t) y_r[(t0 + t) * ldy] = out[t];
+    }
+    return;
+  }
+  for (int64_t t = 0; t < xs.n_x; ++t) y_r[t * ldy] = row_dot(w, fmt, q8, r, xs.row(t), xs.rounded(t));
 }
 
 // Prefill: for rows [r0, r1) (at most kRowBlock) and every token, y[t][r] = w[r] . x[t].
@@ -162,7 +179,10 @@ void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadP
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(r0, first_row[i]), e = std::min(r1, first_row[i + 1]);
       const WeightMatrix& w = *targets[i].w;
-      for (int64_t r = b; r < e; ++r) row_dots(w, *fmts[i], q8[i], r - first_row[i], xs, targets[i].y, w.n_rows);
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t wr = r - first_row[i];
+        row_dots(w, *fmts[i], q8[i], wr, xs, targets[i].y + wr, w.n_rows);
+      }
     }
   });
 }
@@ -180,10 +200,12 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
   pool.parallel_for_chunked(n_ff, matvec_grain(n_ff, 2 * gate.n_cols * n_x, pool.n_threads()),
                             [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t t = 0; t < n_x; ++t) {
-        const float g = row_dot(gate, fg, q8g, r, xs.row(t), xs.rounded(t));
-        const float u = row_dot(up, fu, q8u, r, xs.row(t), xs.rounded(t));
-        out[t * n_ff + r] = swiglu_one(g, u);
+      for (int64_t t0 = 0; t0 < n_x; t0 += kMaxDotRows) {
+        const DecodeRows group = xs.slice(t0, std::min<int64_t>(kMaxDotRows, n_x - t0));
+        std::array<float, kMaxDotRows> g, u;
+        row_dots(gate, fg, q8g, r, group, g.data(), 1);  // g[t] = gate_r . x[t0 + t]
+        row_dots(up, fu, q8u, r, group, u.data(), 1);
+        for (int64_t t = 0; t < group.n_x; ++t) out[(t0 + t) * n_ff + r] = swiglu_one(g[t], u[t]);
       }
     }
   });

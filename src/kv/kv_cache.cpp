@@ -22,9 +22,9 @@ Status check_method(const Method& method, const KvCacheConfig& config) {
   const KvGeometry& g = config.geometry;
   for (const Codec* c : method.codecs()) {
     VLKV_RETURN_IF_ERROR(c->check_head_dim(g.head_dim));
-    if (c->block_bytes(g.head_dim) > static_cast<int64_t>(config.page_bytes))
-      return invalid_argument("KV page_bytes " + std::to_string(config.page_bytes) + " is smaller than one block (" +
-                              std::to_string(c->block_bytes(g.head_dim)) + " bytes) of codec " + c->name());
+    if (c->block_bytes(g.head_dim) > (int64_t{1} << 30))  // a stream's page holds at least one block
+      return invalid_argument("codec " + c->name() + ": a block of " + std::to_string(c->block_bytes(g.head_dim)) +
+                              " bytes is too large");
   }
   for (int l = 0; l < g.n_layers; ++l) {
     const LayerPlan plan = method.layer_plan(l);
@@ -67,7 +67,10 @@ class KvCacheImpl final : public KvCache {
     // A step that folds a window holds its old pages until commit (deferred frees): at most
     // the window's bytes again, which is what the sequence holds beyond the steady state.
     const double window = std::max(0.0, codec - m->bytes_per_token() * static_cast<double>(n_tokens));
-    return static_cast<uint64_t>(codec + window) + 2 * n_streams * pool_.page_bytes();
+    // A stream's page: the pool's page size, or one block where a block is larger.
+    uint64_t page = pool_.page_bytes();
+    for (const Codec* c : m->codecs()) page = std::max<uint64_t>(page, static_cast<uint64_t>(c->block_bytes(g.head_dim)));
+    return static_cast<uint64_t>(codec + window) + 2 * n_streams * page;
   }
 
   void remove_sequence(SeqId seq) override { table_.remove(seq); }
@@ -124,7 +127,7 @@ class KvCacheImpl final : public KvCache {
     return bytes;
   }
   uint64_t sequence_bytes(SeqId seq) const override {
-    return static_cast<uint64_t>(table_.n_pages(seq)) * pool_.page_bytes();
+    return table_.n_bytes(seq);
   }
 
   Status read_back(SeqId seq_id, int layer, int kv_head, std::vector<float>* k,

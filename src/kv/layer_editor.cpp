@@ -26,6 +26,8 @@ int LayerEditor::real_index(int kv_head, int seg) const {
 int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag) {
   VLKV_CHECK(v_codec != nullptr);
   if (drop_k_) k_codec = nullptr;
+  // Each stream's pages hold as many whole blocks as fit the pool's page size (at least
+  // one), with no unused end: a stream wastes less than one page, at its tail.
   const uint32_t page_bytes = pool_.page_bytes();
   Segment seg;
   seg.tag = tag;
@@ -34,8 +36,7 @@ int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_c
     if (!c) continue;
     s->codec = c;
     s->block_bytes = static_cast<int32_t>(c->block_bytes(head_dim_));
-    s->blocks_per_page = static_cast<int32_t>(page_bytes / static_cast<uint32_t>(s->block_bytes));
-    VLKV_CHECK_MSG(s->blocks_per_page >= 1, "codec block larger than a page (checked at create)");
+    s->blocks_per_page = std::max<int32_t>(1, static_cast<int32_t>(page_bytes / static_cast<uint32_t>(s->block_bytes)));
   }
   const int visible_index = static_cast<int>(visible(kv_head).size());
   layer_.heads[kv_head].segments.push_back(std::move(seg));
@@ -51,7 +52,7 @@ Status LayerEditor::append_stream(Stream& s, int64_t first_token, const float* x
     const int64_t g = first_block + b;
     const size_t page = static_cast<size_t>(g / s.blocks_per_page);
     if (page == s.pages.size()) {
-      VLKV_ASSIGN_OR_RETURN(PageId id, pool_.allocate());
+      VLKV_ASSIGN_OR_RETURN(PageId id, pool_.allocate(s.page_bytes()));
       pending_.new_pages.push_back(id);
       s.pages.push_back(id);
       s.page_data.push_back(pool_.data(id));

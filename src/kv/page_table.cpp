@@ -49,6 +49,15 @@ std::vector<SeqId> PageTable::ids() const {
   return out;
 }
 
+uint64_t PageTable::n_bytes(SeqId seq) const {
+  const SeqCache* s = find(seq);
+  VLKV_CHECK_MSG(s != nullptr, "unknown sequence id");
+  uint64_t n = 0;
+  for (PageId p : s->pending.deferred_free) n += pool_.size_of(p);
+  for (const auto& layer : s->layers) layer.for_each_page([&](PageId p) { n += pool_.size_of(p); });
+  return n;
+}
+
 int64_t PageTable::n_pages(SeqId seq) const {
   const SeqCache* s = find(seq);
   VLKV_CHECK(s != nullptr);
@@ -60,7 +69,7 @@ int64_t PageTable::n_pages(SeqId seq) const {
 // Copies one stream's pages into fresh pages; on failure frees what it took.
 static Status copy_stream(PagePool& pool, Stream& s) {
   for (size_t i = 0; i < s.pages.size(); ++i) {
-    Result<PageId> page = pool.allocate();
+    Result<PageId> page = pool.allocate(pool.size_of(s.pages[i]));
     if (!page.is_ok()) {
       for (size_t j = 0; j < i; ++j) pool.free(s.pages[j]);
       s.pages.clear();
@@ -68,7 +77,7 @@ static Status copy_stream(PagePool& pool, Stream& s) {
       return page.status();
     }
     uint8_t* dst = pool.data(*page);
-    std::memcpy(dst, s.page_data[i], pool.page_bytes());
+    std::memcpy(dst, s.page_data[i], pool.size_of(s.pages[i]));
     s.pages[i] = *page;
     s.page_data[i] = dst;
   }

@@ -57,6 +57,8 @@ class PageTable {
   std::vector<SeqId> ids() const;
   // Pages held by seq (tree + pages awaiting a deferred free).
   int64_t n_pages(SeqId seq) const;
+  // Bytes of those pages (they differ in size by stream).
+  uint64_t n_bytes(SeqId seq) const;
 
   // Frees every page of the sequence's tree and pending step (helper for remove/copy).
   void release(SeqCache& seq);

@@ -16,8 +16,10 @@ namespace vlkv {
 // (a Q Cache lazy layer stores no K: its scores come from the base layer).
 struct Stream {
   const Codec* codec = nullptr;        // owned by the method, outlives the cache contents
-  int32_t blocks_per_page = 0;         // page_bytes / block_bytes
+  int32_t blocks_per_page = 0;         // blocks in each of the stream's pages
   int32_t block_bytes = 0;
+  // Bytes of each of the stream's pages: whole blocks, no unused end (PagePool::allocate(bytes)).
+  uint32_t page_bytes() const { return static_cast<uint32_t>(blocks_per_page) * static_cast<uint32_t>(block_bytes); }
   std::vector<PageId> pages;           // [n_pages] in token order
   std::vector<uint8_t*> page_data;     // [n_pages] pool.data(pages[i]), cached for views
 

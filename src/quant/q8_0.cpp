@@ -1,5 +1,6 @@
 // Q8_0: blocks of 32 weights, one f16 scale d and 32 signed bytes.
 // Layout (34 bytes): d | qs[32]; w = qs[j] * d.
+#include "base/check.h"
 #include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
@@ -50,10 +51,14 @@ using Kernels = BlockKernels<Traits, dequantize_ref>;
 // 64 products of two consecutive blocks (at pb) with their 64 activation codes, as 16 int32:
 // 8 partial sums per block, block 0 in the low half. VNNI takes unsigned x signed bytes, so
 // |w| times x with the sign of w moved onto x (AVX-512 has no vpsignb: a masked negate).
+// The 64 weight codes of two consecutive blocks at pb (block 0 in the low half).
+VLKV_TARGET_AVX512_VNNI inline __m512i load_block_pair(const uint8_t* pb) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kBytes + 2)), 1);
+}
+
 VLKV_TARGET_AVX512_VNNI inline __m512i block_pair_products(const uint8_t* pb, const int8_t* xq) {
-  const __m512i w = _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2))),
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kBytes + 2)), 1);
+  const __m512i w = load_block_pair(pb);
   const __m512i xv = _mm512_loadu_si512(xq);
   const __m512i xs = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(w), _mm512_setzero_si512(), xv);
   return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), xs);
@@ -99,10 +104,86 @@ float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
   return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
 }
 
+// dot_q8_avx512 of one weight row with NX activation rows, bit for bit: the same int32 lane
+// sums and the same f32 steps per row. The lane sums come as (x + 128) . w - 128 . sum(w) (x
+// as VNNI's unsigned operand, w signed) instead of |w| . (x signed by w), so the weight side
+// (loads, 128 . sum(w), the four f16 scales) is done once for all NX rows and each row costs
+// one xor, one dpbusd and one subtract per 64 weights. Integer sums are exact: equal lanes.
+template <int NX>
+VLKV_TARGET_AVX512_VNNI void dot_q8_rows_avx512(const void* row, const Q8Activations* const* xs, int64_t n,
+                                                float* out) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  const int64_t nb = n / kQk;
+  const __m512i lo_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i hi_pair = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // as u8: 128; x ^ 0x80 = x + 128
+  __m512 acc0[NX], acc1[NX];
+  const int8_t* xq_base[NX];  // the rows' codes and scales, loaded once (not per block)
+  const float* xd_base[NX];
+  for (int t = 0; t < NX; ++t) {
+    acc0[t] = acc1[t] = _mm512_setzero_ps();
+    xq_base[t] = xs[t]->q.data();
+    xd_base[t] = xs[t]->d.data();
+  }
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4, p += 4 * kBytes) {
+    __m128i dh = _mm_cvtsi32_si128(load_u16(p));
+    dh = _mm_insert_epi16(dh, load_u16(p + kBytes), 1);
+    dh = _mm_insert_epi16(dh, load_u16(p + 2 * kBytes), 2);
+    dh = _mm_insert_epi16(dh, load_u16(p + 3 * kBytes), 3);
+    const __m128 dw = _mm_cvtph_ps(dh);
+    const __m512i w01 = load_block_pair(p), w23 = load_block_pair(p + 2 * kBytes);
+    const __m512i c01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w01);  // 128 . w per lane
+    const __m512i c23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w23);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; ++t) {
+      const int8_t* xq = xq_base[t] + b * kQk;
+      const __m512i x01 = _mm512_xor_si512(_mm512_loadu_si512(xq), bias);
+      const __m512i x23 = _mm512_xor_si512(_mm512_loadu_si512(xq + 2 * kQk), bias);
+      const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x01, w01), c01);
+      const __m512i p23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x23, w23), c23);
+      const __m512 sc = _mm512_zextps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(xd_base[t] + b)));
+      acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p01), _mm512_permutexvar_ps(lo_pair, sc), acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), _mm512_permutexvar_ps(hi_pair, sc), acc1[t]);
+    }
+  }
+  for (int t = 0; t < NX; ++t) {
+    const __m512 acc = _mm512_add_ps(acc0[t], acc1[t]);
+    float sum = hsum_avx2(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
+    const uint8_t* pt = p;
+    const int8_t* xq = xs[t]->q.data() + b * kQk;
+    for (int64_t bt = b; bt < nb; ++bt, pt += kBytes, xq += kQk) {  // at most 3 blocks left, as dot_q8_avx512
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pt + 2));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+      const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+      sum += hsum_avx2(_mm256_cvtepi32_ps(d)) * (half_f16c(pt) * xs[t]->d[static_cast<size_t>(bt)]);
+    }
+    out[t] = sum;
+  }
+}
+
+void dot_q8_rows(const void* row, const Q8Activations* const* xs, int n_x, int64_t n, float* out) {
+  if (simd_level() != SimdLevel::kAvx512 || !cpu_features().avx512vnni) {
+    for (int t = 0; t < n_x; ++t) out[t] = dot_q8(row, *xs[t], n);
+    return;
+  }
+  switch (n_x) {
+    case 1: return dot_q8_rows_avx512<1>(row, xs, n, out);
+    case 2: return dot_q8_rows_avx512<2>(row, xs, n, out);
+    case 3: return dot_q8_rows_avx512<3>(row, xs, n, out);
+    case 4: return dot_q8_rows_avx512<4>(row, xs, n, out);
+    case 5: return dot_q8_rows_avx512<5>(row, xs, n, out);
+    case 6: return dot_q8_rows_avx512<6>(row, xs, n, out);
+    case 7: return dot_q8_rows_avx512<7>(row, xs, n, out);
+    case 8: return dot_q8_rows_avx512<8>(row, xs, n, out);
+    default: VLKV_CHECK_MSG(false, "dot_q8_rows: at most kMaxDotRows rows");
+  }
+}
+
 }  // namespace
 
 const WeightFormat kQ8_0Format = {GgmlType::kQ8_0, "q8_0", kQk, kBytes, dequantize_ref, quantize_ref,
                                   Kernels::dequantize, Kernels::dot,
-                                  dot_q8};
+                                  dot_q8, dot_q8_rows};
 
 }  // namespace vlkv::quant

@@ -32,7 +32,12 @@ struct WeightFormat {
   // (Q8Activations), by integer multiply-adds — llama.cpp's CPU semantics, several times
   // less compute per weight byte than the f32 path. Dispatched on simd_level().
   float (*dot_q8)(const void* row, const Q8Activations& x, int64_t n) = nullptr;
+  // Optional (a batched step's decode rows): out[t] = dot_q8(row, *xs[t], n) bit for bit for
+  // t < n_x <= kMaxDotRows, the weight bytes loaded and prepared once for all the rows.
+  void (*dot_q8_rows)(const void* row, const Q8Activations* const* xs, int n_x, int64_t n, float* out) = nullptr;
 };
+
+inline constexpr int kMaxDotRows = 8;
 
 // nullptr if the type is not one we implement.
 const WeightFormat* find_weight_format(GgmlType type);

@@ -245,5 +245,25 @@ TEST(Scheduler, StressRandomJoinStepLeave) {
   EXPECT_EQ((*sched)->stats().kv_bytes_reserved, 0u);
 }
 
+// Each request with its own KV method in one pool: each equals a run alone on an engine of
+// that method, and the pool's bytes return to zero.
+TEST(Scheduler, PerRequestKvMethodsInOnePool) {
+  auto engine = load("f16", 64ull << 20);
+  ASSERT_TRUE(engine);
+  auto sched = Scheduler::create(*engine);
+  ASSERT_TRUE(sched.is_ok());
+  const std::vector<std::string> methods = {"f16", "kivi2", "int4", "vidkv"};
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < methods.size(); ++i)
+    ids.push_back((*sched)->submit(greedy(prompt_of(static_cast<int>(i), 24), 40, methods[i])).value());
+  run_to_end(**sched);
+  for (size_t i = 0; i < methods.size(); ++i) {
+    auto alone = load(methods[i], 64ull << 20);
+    ASSERT_TRUE(alone);
+    EXPECT_EQ((*sched)->poll(ids[i])->tokens, solo_greedy(*alone, prompt_of(static_cast<int>(i), 24), 40)) << methods[i];
+  }
+  EXPECT_EQ(engine->kv_bytes_in_use(), 0u);
+}
+
 }  // namespace
 }  // namespace vlkv

@@ -263,8 +263,10 @@ TEST(KvCache, CreateRejectsBadMethodsAndGeometry) {
   kc.geometry = {2, 6, 4, 64};  // 6 % 4 != 0
   EXPECT_EQ(KvCache::create(kc).status().code(), StatusCode::kInvalidArgument);
   kc.geometry = {2, 8, 2, 64};
-  kc.page_bytes = 64;  // smaller than one f16 row of 64
+  kc.page_bytes = 100;  // not a multiple of 64
   EXPECT_EQ(KvCache::create(kc).status().code(), StatusCode::kInvalidArgument);
+  kc.page_bytes = 64;  // smaller than one f16 row of 64: each stream's pages then hold one block
+  EXPECT_TRUE(KvCache::create(kc).is_ok());
   kc.page_bytes = 4096;
   auto ok = KvCache::create(kc);
   ASSERT_TRUE(ok.is_ok());

@@ -58,5 +58,32 @@ TEST(PagePool, ZeroBudgetHasNoPages) {
   EXPECT_EQ(p.status().code(), StatusCode::kOutOfMemory);
 }
 
+// Pages of several sizes share the budget: exact bytes in use, recycling by size, and the
+// memory kept for freed pages of one size is returned when another size needs the room.
+TEST(PagePool, SizedPagesShareTheBudget) {
+  PagePool pool(10 * 1024, 1024);
+  const PageId a = pool.allocate(3000).value(), b = pool.allocate(1024).value(), c = pool.allocate(64).value();
+  EXPECT_EQ(pool.size_of(a), 3000u);
+  EXPECT_EQ(pool.bytes_in_use(), 3000u + 1024u + 64u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pool.data(a)) % 64, 0u);
+  std::memset(pool.data(a), 1, 3000);
+  std::memset(pool.data(b), 2, 1024);
+  EXPECT_EQ(pool.data(a)[2999], 1);
+  EXPECT_EQ(pool.allocate(7000).status().code(), StatusCode::kOutOfMemory);  // 4088 in use + 7000 > 10240
+  pool.free(a);
+  EXPECT_EQ(pool.bytes_in_use(), 1024u + 64u);
+  EXPECT_EQ(pool.bytes_reserved(), 3000u + 1024u + 64u);
+  const PageId d = pool.allocate(3000).value();  // recycled
+  EXPECT_EQ(pool.bytes_reserved(), 3000u + 1024u + 64u);
+  pool.free(d);
+  // 9000 fits next to the 1088 in use only if the freed 3000-byte page goes back to the OS.
+  const PageId e = pool.allocate(9000).value();
+  EXPECT_LE(pool.bytes_reserved(), 10u * 1024);
+  EXPECT_EQ(pool.bytes_in_use(), 9000u + 1024u + 64u);
+  for (PageId p : {b, c, e}) pool.free(p);
+  EXPECT_EQ(pool.bytes_in_use(), 0u);
+  EXPECT_EQ(pool.pages_in_use(), 0);
+}
+
 }  // namespace
 }  // namespace vlkv

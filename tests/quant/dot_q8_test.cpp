@@ -98,5 +98,40 @@ TEST(Q8Activations, SimdRoundingMatchesScalar) {
   EXPECT_EQ(ref.q[5], 1);   // 0.5 -> 1
 }
 
+// dot_q8_rows (one weight row with up to kMaxDotRows activation rows) equals dot_q8 of each
+// row bit for bit (tolerance 0: the same integer lane sums and f32 steps), at every level,
+// block counts with and without a tail of 1-3 blocks, weight codes of -128 included.
+TEST(DotQ8Rows, EqualsOneRowDotsBitForBit) {
+  for (const GgmlType type : {GgmlType::kQ8_0}) {
+    const WeightFormat* f = find_weight_format(type);
+    ASSERT_NE(f->dot_q8_rows, nullptr);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t n : {32, 96, 256, 2080}) {
+      std::vector<float> w(n);
+      for (auto& v : w) v = nd(rng);
+      std::vector<uint8_t> row(f->block_bytes * (n / f->block_elems));
+      f->quantize_row_ref(w.data(), row.data(), n);
+      row[2] = 0x80;  // a -128 code (not what ggml writes, but a file may hold it)
+      std::vector<Q8Activations> xs(kMaxDotRows);
+      std::vector<const Q8Activations*> ptrs;
+      for (auto& xq : xs) {
+        std::vector<float> x(n);
+        for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);
+        quantize_activations_q8(x.data(), n, xq);
+        ptrs.push_back(&xq);
+      }
+      for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+        set_simd_level_for_testing(level);
+        for (int n_x = 1; n_x <= kMaxDotRows; ++n_x) {
+          std::vector<float> out(n_x);
+          f->dot_q8_rows(row.data(), ptrs.data(), n_x, n, out.data());
+          for (int t = 0; t < n_x; ++t) EXPECT_EQ(out[t], f->dot_q8(row.data(), xs[t], n)) << n << " " << n_x << " " << t;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vlkv

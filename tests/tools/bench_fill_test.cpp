@@ -130,5 +130,31 @@ TEST(BenchFill, BadValuesAreFlagErrors) {
   EXPECT_EQ(ctx.err.rfind("vlkv: error: --ctx", 0), 0u) << ctx.err;
 }
 
+// --parallel: rows per count with the batched columns; max admits as many as the budget
+// reserves for and prints the capacity line; a bad count exits with status 2.
+TEST(BenchParallel, RowsCarryParallelColumnsAndMaxPrintsTheCapacity) {
+  const auto r = bench({"--ctx", "1K", "--prefill-tokens", "16", "--kv", "f16,kivi2", "--parallel", "1,3,max",
+                        "--kv-budget", "16M"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<nlohmann::json> rows = json_rows(r.out);
+  ASSERT_EQ(rows.size(), 6u) << r.out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = rows[i];
+    const int64_t parallel = j["parallel"].get<int64_t>();
+    if (i % 3 < 2) EXPECT_EQ(parallel, i % 3 == 0 ? 1 : 3);
+    else EXPECT_GT(parallel, 3);
+    EXPECT_NEAR(j["decode_tok_s"].get<double>(), j["seq_decode_tok_s"].get<double>() * parallel,
+                1e-6 * j["decode_tok_s"].get<double>());
+    EXPECT_GT(j["kv_stored_bytes_per_token"].get<double>(), 0);
+    EXPECT_GE(j["kv_held_bytes_per_token"].get<double>(), j["kv_stored_bytes_per_token"].get<double>());
+  }
+  EXPECT_GT(rows[5]["parallel"].get<int64_t>(), rows[2]["parallel"].get<int64_t>());  // kivi2 admits more than f16
+  EXPECT_NE(r.err.find("KV budget 16.0 MiB: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" sequences of 1026 tokens"), std::string::npos) << r.err;
+  const auto bad = bench({"--ctx", "64", "--kv", "f16", "--parallel", "0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--parallel"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace vlkv
