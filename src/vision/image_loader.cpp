@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "vision/image.h"
+#include "vision/jpeg_huffman_guard.h"
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
@@ -45,6 +46,9 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
   if (size > limits.max_file_bytes) return invalid_file(what + ": image data larger than the limit");
   if (size > static_cast<size_t>(INT32_MAX)) return invalid_file(what + ": image data too large");
   const int len = static_cast<int>(size);
+  if (!jpeg_huffman_tables_fit(data, size)) {  // before stb_image reads any table (stbi_info does)
+    return invalid_file(what + ": corrupt JPEG (a Huffman table of more than 256 codes)");
+  }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     return invalid_file(what + ": not a readable image (" + stbi_failure_reason() + ")");

@@ -1,0 +1,110 @@
+// The JPEG pre-check in front of stb_image 2.27: a DHT table of more than 256 codes
+// (which stb_image would write past its Huffman arrays) is refused wherever
+// stb_image would read it (before the frame, between scans) and only there (not
+// inside an APP segment it skips), and real JPEGs pass. Under `make test-sanitize`
+// a missed table is also an UBSan out-of-bounds report in stb_image.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "vision/jpeg_huffman_guard.h"
+#include "vlkv/media.h"
+
+namespace vlkv {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+// 0xff, marker, big-endian length (payload + 2), payload.
+Bytes segment(uint8_t marker, const Bytes& payload) {
+  const size_t len = payload.size() + 2;
+  Bytes b = {0xff, marker, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len)};
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+// One DHT table: class/id byte, 16 code-length counts, then one symbol per code.
+Bytes dht_table(uint8_t class_id, const std::array<uint8_t, 16>& counts) {
+  Bytes b = {class_id};
+  b.insert(b.end(), counts.begin(), counts.end());
+  int n = 0;
+  for (uint8_t c : counts) n += c;
+  b.insert(b.end(), static_cast<size_t>(n), 0x01);
+  return b;
+}
+
+Bytes operator+(Bytes a, const Bytes& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const Bytes kSoi = {0xff, 0xd8};
+const Bytes kEoi = {0xff, 0xd9};
+// 257 codes: one more than a table can hold (the counts of lengths 15 and 16).
+const Bytes kBadDht = segment(0xc4, dht_table(0x00, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 255}));
+// Exactly 256 codes: the most a table holds.
+const Bytes kFullDht = segment(0xc4, dht_table(0x10, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 255}));
+// SOF0 of an 8x8 one-component image, then a scan header for that component.
+const Bytes kSof = segment(0xc0, {8, 0, 8, 0, 8, 1, 1, 0x11, 0});
+const Bytes kSos = segment(0xda, {1, 1, 0x00, 0, 63, 0});
+// Entropy-coded bytes with a stuffed 0xff (ff 00), a restart marker and fill bytes.
+const Bytes kScanData = {0x12, 0xff, 0x00, 0x34, 0xff, 0xd0, 0x56, 0xff, 0xff};
+
+bool fits(const Bytes& b) { return jpeg_huffman_tables_fit(b.data(), b.size()); }
+
+TEST(JpegHuffmanGuard, RefusesAnOversizedTableBeforeTheFrame) {
+  EXPECT_FALSE(fits(kSoi + kBadDht + kSof + kSos + kScanData + kEoi));
+  EXPECT_TRUE(fits(kSoi + kFullDht + kSof + kSos + kScanData + kEoi));
+  // The bad table as the second one of a DHT segment holding two.
+  const Bytes two = segment(0xc4, dht_table(0x01, {0, 1}) + dht_table(0x11, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                             0, 0, 2, 255}));
+  EXPECT_FALSE(fits(kSoi + two + kSof));
+  // After padding between segments (stb_image skips it before the frame, not right after SOI).
+  const Bytes app0 = segment(0xe0, {'J', 'F', 'I', 'F', 0, 1, 2});
+  EXPECT_FALSE(fits(kSoi + app0 + Bytes{0x00, 0x17} + kBadDht + kSof));
+  EXPECT_TRUE(fits(kSoi + Bytes{0x00, 0x17} + kBadDht + kSof));
+}
+
+TEST(JpegHuffmanGuard, RefusesAnOversizedTableBetweenScans) {
+  // A progressive JPEG defines tables between scans, after entropy-coded data.
+  EXPECT_FALSE(fits(kSoi + kFullDht + kSof + kSos + kScanData + kBadDht + kSos + kEoi));
+  EXPECT_TRUE(fits(kSoi + kFullDht + kSof + kSos + kScanData + kFullDht + kSos + kEoi));
+}
+
+TEST(JpegHuffmanGuard, IgnoresBytesStbImageDoesNotReadAsTables) {
+  // A bad table inside an APP1 payload (skipped by its length), after EOI, or in a PNG.
+  EXPECT_TRUE(fits(kSoi + segment(0xe1, kBadDht) + kFullDht + kSof + kSos + kScanData + kEoi));
+  EXPECT_TRUE(fits(kSoi + kFullDht + kSof + kSos + kScanData + kEoi + kBadDht));
+  EXPECT_TRUE(fits(Bytes{0x89, 'P', 'N', 'G'} + kBadDht));
+  // A table whose class byte stb_image rejects stops it before any table is built.
+  EXPECT_TRUE(fits(kSoi + segment(0xc4, dht_table(0x24, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 255}))));
+  EXPECT_TRUE(fits({}));
+}
+
+TEST(JpegHuffmanGuard, DecodeImageRefusesTheTableWithAClearError) {
+  const Bytes bad = kSoi + kBadDht + kSof + kSos + kScanData + kEoi;
+  Result<Image> img = decode_image(bad.data(), bad.size());
+  ASSERT_FALSE(img.is_ok());
+  EXPECT_EQ(img.status().code(), StatusCode::kInvalidFile);
+  EXPECT_NE(img.status().message().find("Huffman table"), std::string::npos) << img.status().message();
+}
+
+TEST(JpegHuffmanGuard, RealJpegsPassAndDecode) {
+  // The image fuzzer's seeds (made by ffmpeg: fuzz/make_image_seeds.sh).
+  for (const char* name : {"rgb16x8.jpg", "gray8x8.jpg"}) {
+    const std::string path = std::string(VLKV_SOURCE_DIR) + "/fuzz/corpus/image/" + name;
+    std::ifstream f(path, std::ios::binary);
+    const Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(b.empty()) << path;
+    EXPECT_TRUE(fits(b)) << name;
+    Result<Image> img = decode_image(b.data(), b.size());
+    ASSERT_TRUE(img.is_ok()) << name << ": " << img.status().message();
+    EXPECT_TRUE(img->valid());
+  }
+}
+
+}  // namespace
+}  // namespace vlkv
