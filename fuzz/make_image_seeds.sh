@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates the image fuzzer's seed corpus (fuzz/corpus/image): one tiny file per
 # container stb_image reads, from FFmpeg's test pattern. Usage: fuzz/make_image_seeds.sh [dir]
-# (regress_*.jpg there are fuzzer finds kept as regression seeds, not made here.)
+# (regress_* there are the fuzzer's finds, kept as regression seeds; not made here.)
 set -e
 out=${1:-fuzz/corpus/image}
 mkdir -p "$out"

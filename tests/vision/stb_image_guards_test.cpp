@@ -1,8 +1,9 @@
-// The JPEG pre-check in front of stb_image 2.27: a DHT table of more than 256 codes
-// (which stb_image would write past its Huffman arrays) is refused wherever
-// stb_image would read it (before the frame, between scans) and only there (not
-// inside an APP segment it skips), and real JPEGs pass. Under `make test-sanitize`
-// a missed table is also an UBSan out-of-bounds report in stb_image.
+// The pre-checks in front of stb_image 2.27. JPEG: a DHT table of more than 256 codes
+// (which stb_image would write past its Huffman arrays) is refused wherever stb_image
+// would read it (before the frame, between scans) and only there (not inside an APP
+// segment it skips), and real JPEGs pass. PNM: a header number that overflows an int
+// is refused, real ones pass. Under `make test-sanitize` a missed input is also an
+// UBSan report in stb_image (out-of-bounds index, signed overflow).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "vision/jpeg_huffman_guard.h"
+#include "vision/stb_image_guards.h"
 #include "vlkv/media.h"
 
 namespace vlkv {
@@ -103,6 +104,54 @@ TEST(JpegHuffmanGuard, RealJpegsPassAndDecode) {
     Result<Image> img = decode_image(b.data(), b.size());
     ASSERT_TRUE(img.is_ok()) << name << ": " << img.status().message();
     EXPECT_TRUE(img->valid());
+  }
+}
+
+Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+bool pnm_fits(const std::string& s) {
+  const Bytes b = text(s);
+  return pnm_header_numbers_fit(b.data(), b.size());
+}
+
+TEST(PnmHeaderGuard, RefusesHeaderNumbersThatOverflowAnInt) {
+  EXPECT_FALSE(pnm_fits("P6\n44544444444444 4 255\n..."));  // the fuzzer's find, shortened
+  EXPECT_FALSE(pnm_fits("P5 4 2147483648 255\n"));            // INT_MAX + 1
+  EXPECT_FALSE(pnm_fits("P6 # a comment\n4\n# another\n4 99999999999\n"));
+  EXPECT_TRUE(pnm_fits("P5 4 2147483647 255\n"));             // INT_MAX: stb_image's own checks refuse it
+  EXPECT_TRUE(pnm_fits("P6\n# made by hand\n4 3\n255\n"));
+  EXPECT_TRUE(pnm_fits("P3 44544444444444 4 255\n"));  // ASCII PNM: not read by stb_image
+  EXPECT_TRUE(pnm_fits("P6"));
+}
+
+TEST(PnmHeaderGuard, DecodeImageRefusesTheHeaderWithAClearError) {
+  const Bytes bad = text("P6\n44544444444444 4 255\n") + Bytes(48, 0x80);
+  Result<Image> img = decode_image(bad.data(), bad.size());
+  ASSERT_FALSE(img.is_ok());
+  EXPECT_EQ(img.status().code(), StatusCode::kInvalidFile);
+  EXPECT_NE(img.status().message().find("PNM header"), std::string::npos) << img.status().message();
+  // The fuzzer's seed passes and decodes.
+  std::ifstream f(std::string(VLKV_SOURCE_DIR) + "/fuzz/corpus/image/rgb4x4.ppm", std::ios::binary);
+  const Bytes ppm((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(pnm_header_numbers_fit(ppm.data(), ppm.size()));
+  Result<Image> good = decode_image(ppm.data(), ppm.size());
+  ASSERT_TRUE(good.is_ok()) << good.status().message();
+  EXPECT_EQ(good->width, 4);
+}
+
+TEST(ImageChannels, SixteenBitGreyPgmAndGreyAlphaPngBecomeRgb) {
+  // 2x1 16-bit PGM (maximum 65535): stb_image 2.27 overflowed its buffer turning it into RGB.
+  const Bytes pgm = text("P5 2 1 65535\n") + Bytes{0xff, 0xff, 0x00, 0x00};
+  Result<Image> img = decode_image(pgm.data(), pgm.size());
+  ASSERT_TRUE(img.is_ok()) << img.status().message();
+  EXPECT_EQ(img->pixels, (Bytes{255, 255, 255, 0, 0, 0}));
+  // The fuzzer's seeds in 1, 3 and 4 channels give RGB of the right size.
+  for (const char* name : {"gray5x3.png", "rgb8x6.png", "rgba6x4.png"}) {
+    std::ifstream f(std::string(VLKV_SOURCE_DIR) + "/fuzz/corpus/image/" + name, std::ios::binary);
+    const Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    Result<Image> im = decode_image(b.data(), b.size());
+    ASSERT_TRUE(im.is_ok()) << name;
+    EXPECT_TRUE(im->valid()) << name;
   }
 }
 

@@ -1,4 +1,6 @@
-#include "vision/jpeg_huffman_guard.h"
+#include "vision/stb_image_guards.h"
+
+#include <climits>
 
 namespace vlkv {
 namespace {
@@ -104,6 +106,9 @@ Step read_segment(Reader& r, int m) {
 // may stop there, and going on past its stop only checks more than it reads.
 void skip_by_length(Reader& r) { r.skip(r.get16() - 2); }
 
+// stbi__pnm_isspace
+bool pnm_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
 }  // namespace
 
 bool jpeg_huffman_tables_fit(const uint8_t* data, size_t size) {
@@ -138,6 +143,29 @@ bool jpeg_huffman_tables_fit(const uint8_t* data, size_t size) {
       if (s != Step::kNext) return s != Step::kUnsafe;
     }
     m = r.marker();
+  }
+  return true;
+}
+
+bool pnm_header_numbers_fit(const uint8_t* data, size_t size) {
+  if (size < 2 || data[0] != 'P' || (data[1] != '5' && data[1] != '6')) return true;
+  // stb_image keeps the last byte read in `c`; "at the end" means no byte is left after it.
+  size_t pos = 2;
+  auto at_end = [&] { return pos >= size; };
+  auto get8 = [&] { return pos < size ? static_cast<int>(data[pos++]) : 0; };
+  int c = get8();
+  for (int number = 0; number < 3; ++number) {  // width, height, maximum value
+    for (;;) {  // stbi__pnm_skip_whitespace
+      while (!at_end() && pnm_space(c)) c = get8();
+      if (at_end() || c != '#') break;
+      while (!at_end() && c != '\n' && c != '\r') c = get8();
+    }
+    int value = 0;  // stbi__pnm_getinteger
+    while (!at_end() && c >= '0' && c <= '9') {
+      if (value > (INT_MAX - (c - '0')) / 10) return false;
+      value = value * 10 + (c - '0');
+      c = get8();
+    }
   }
   return true;
 }
