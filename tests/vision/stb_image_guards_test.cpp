@@ -20,25 +20,31 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 
 // 0xff, marker, big-endian length (payload + 2), payload.
+// (Built by reserve + push_back: GCC 12's -Warray-bounds misfires on insert into a short vector.)
 Bytes segment(uint8_t marker, const Bytes& payload) {
   const size_t len = payload.size() + 2;
-  Bytes b = {0xff, marker, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len)};
-  b.insert(b.end(), payload.begin(), payload.end());
+  Bytes b;
+  b.reserve(len + 2);
+  for (uint8_t x : {uint8_t{0xff}, marker, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len)}) b.push_back(x);
+  for (uint8_t x : payload) b.push_back(x);
   return b;
 }
 
 // One DHT table: class/id byte, 16 code-length counts, then one symbol per code.
 Bytes dht_table(uint8_t class_id, const std::array<uint8_t, 16>& counts) {
   Bytes b = {class_id};
-  b.insert(b.end(), counts.begin(), counts.end());
   int n = 0;
-  for (uint8_t c : counts) n += c;
-  b.insert(b.end(), static_cast<size_t>(n), 0x01);
+  for (uint8_t c : counts) {
+    b.push_back(c);
+    n += c;
+  }
+  b.resize(b.size() + static_cast<size_t>(n), 0x01);
   return b;
 }
 
 Bytes operator+(Bytes a, const Bytes& b) {
-  a.insert(a.end(), b.begin(), b.end());
+  a.reserve(a.size() + b.size());
+  for (uint8_t x : b) a.push_back(x);
   return a;
 }
 
