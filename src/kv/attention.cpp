@@ -180,6 +180,14 @@ struct Scratch {
   std::vector<double> l;
 };
 
+// The calling thread's Scratch. A block-scope thread_local is constructed, and its destructor
+// registered, only in a thread that runs its declaration: declared in attend_layer and named
+// in a pool task, the workers' copies were used unconstructed and their buffers leaked at exit.
+Scratch& thread_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 }  // namespace
 
 void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
@@ -273,7 +281,6 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       std::memcpy(qt + static_cast<int64_t>(r) * d, qs + (i * n_heads + g * group + r % group) * d, sizeof(float) * d);
     }
   };
-  thread_local Scratch scratch;
   auto prepare = [&](Scratch& s) {
     s.qt.resize(static_cast<size_t>(tile_rows) * d);
     if (vla) s.qb.resize(static_cast<size_t>(tile_rows) * d);
@@ -288,7 +295,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
 
   // Phase A: cached chunks, task = (kv head, tile, split).
   pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end, int) {
-    Scratch& s = scratch;
+    Scratch& s = thread_scratch();
     prepare(s);
     for (int64_t task = begin; task < end; ++task) {
       const int split = static_cast<int>(task % n_splits);
@@ -393,7 +400,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   // A decode step's phase B is a few microseconds: run it on the calling thread.
   const int64_t n_tasks_b = static_cast<int64_t>(n_kv) * n_tiles;
   pool.parallel_for(n_tasks_b, [&](int64_t begin, int64_t end, int) {
-    Scratch& s = scratch;
+    Scratch& s = thread_scratch();
     prepare(s);
     for (int64_t task = begin; task < end; ++task) {
       const int tile = static_cast<int>(task % n_tiles), g = static_cast<int>(task / n_tiles);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "vision/image.h"
+#include "vision/stb_image_guards.h"
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
@@ -45,20 +46,38 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
   if (size > limits.max_file_bytes) return invalid_file(what + ": image data larger than the limit");
   if (size > static_cast<size_t>(INT32_MAX)) return invalid_file(what + ": image data too large");
   const int len = static_cast<int>(size);
+  if (!jpeg_huffman_tables_fit(data, size)) {  // before stb_image reads any table (stbi_info does)
+    return invalid_file(what + ": corrupt JPEG (a Huffman table of more than 256 codes)");
+  }
+  if (!pnm_header_numbers_fit(data, size)) return invalid_file(what + ": corrupt PNM header (a number too large)");
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     return invalid_file(what + ": not a readable image (" + stbi_failure_reason() + ")");
   }
   VLKV_RETURN_IF_ERROR(check_dims(w, h, limits, what));
-  int dw = 0, dh = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_memory(data, len, &dw, &dh, &channels, 3),
+  // In the file's own channels: stb_image 2.27 converts a 16-bit greyscale PGM to RGB as if
+  // it were 8-bit and then reads twice the buffer it made (a heap overflow, found by
+  // fuzz/image_fuzzer), so the conversion to RGB is ours.
+  int dw = 0, dh = 0, dc = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_memory(data, len, &dw, &dh, &dc, 0),
                                                    stbi_image_free);
   if (!pixels) return invalid_file(what + ": cannot decode the image (" + stbi_failure_reason() + ")");
   if (dw != w || dh != h) return invalid_file(what + ": image dimensions changed while decoding");
+  if (dc < 1 || dc > 4) return invalid_file(what + ": unexpected channel count " + std::to_string(dc));
   Image img;
   img.width = w;
   img.height = h;
-  img.pixels.assign(pixels.get(), pixels.get() + static_cast<size_t>(w) * h * 3);
+  const size_t n = static_cast<size_t>(w) * h;
+  img.pixels.resize(n * 3);
+  const stbi_uc* src = pixels.get();  // [h, w, dc]: grey, grey+alpha, RGB or RGBA
+  for (size_t i = 0; i < n; ++i, src += dc) {
+    uint8_t* dst = &img.pixels[i * 3];
+    if (dc >= 3) {
+      dst[0] = src[0], dst[1] = src[1], dst[2] = src[2];  // alpha dropped, as stb_image does
+    } else {
+      dst[0] = dst[1] = dst[2] = src[0];
+    }
+  }
   return img;
 }
 

@@ -438,7 +438,10 @@ TEST(IntCodec, RotatedAttentionThroughCache) {
     // Against the stored rows: f32 sums, or 16-bit rounded inputs of the tiled VNNI ops
     // (as in method_conformance_test.cpp).
     double tol = 1e-4;
-    for (const Codec* c : create_method(m, geo).value()->codecs())
+    // Named: the codecs belong to the method, which must outlive the loop.
+    const auto method = create_method(m, geo);
+    ASSERT_TRUE(method.is_ok()) << m;
+    for (const Codec* c : (*method)->codecs())
       if (c->fused_rounding(d).query_bits || c->fused_rounding(d).prob_bits) tol = 5e-3;
     std::vector<double> ref(d), ref32(d);
     double err = 0;
