@@ -91,8 +91,10 @@ Status lay_out_prepared(const Engine::Impl& e, Active& a) {
   if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
   const int64_t n_embd = e.hparams.n_embd;
   const bool qwen2vl = e.hparams.arch == TextArch::kQwen2Vl;
+  // Computed whenever there are visual tokens (a dot product each): the request's own KV
+  // method may read it (VidKV) even when the engine's does not; others ignore it.
   std::vector<std::vector<float>> similarity;
-  if (e.kv->uses_visual_similarity() && p.n_visual_tokens() > 0) {
+  if (p.n_visual_tokens() > 0) {
     const Tokenizer& tok = *e.tokenizer;
     similarity = visual_text_similarity(p, e.weights.token_embd,
                                         [&](int32_t t) { return tok.token_type(t) != TokenType::kControl; });

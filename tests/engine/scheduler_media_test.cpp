@@ -156,6 +156,44 @@ TEST(SchedulerMedia, PreemptedImageRequestRecomputesAndMatches) {
   EXPECT_EQ(e->kv_bytes_in_use(), 0u);
 }
 
+// Per-request KV methods on image prompts in one pool: each equals a Session on an engine
+// of that method (vidkv reads the visual tokens' similarity to the text, which the
+// scheduler computes for it although the engine's f16 does not).
+TEST(SchedulerMedia, PerRequestKvMethodsOnImagePrompts) {
+  auto e = load_vlm(64ull << 20);
+  ASSERT_TRUE(e);
+  const GenerateParams g = greedy(64, /*ignore_eos=*/true);
+  SchedulerParams sp;
+  // Every prompt chunk whole, as a Session feeds it: VidKV's stored bytes depend on how a
+  // prefill is split (with the default 512-token step budget, 12 prompts of ~180 tokens are
+  // split at other points and item 8's text drifts after ~40 tokens).
+  sp.max_step_prompt_tokens = 1 << 14;
+  auto sched = Scheduler::create(*e, sp);
+  ASSERT_TRUE(sched.is_ok());
+  const std::vector<std::string> methods = {"vidkv:p=0.5", "kivi2", "f16"};
+  const size_t items[] = {5, 6, 8, 10};
+  std::vector<RequestId> ids;
+  for (size_t item : items)
+    for (const std::string& m : methods) {
+      Request r = prepared_request(*e, item_prompt(*e, item), g);
+      r.kv_method = m;
+      ids.push_back((*sched)->submit(r).value());
+    }
+  run_to_end(**sched);
+  for (size_t i = 0; i < methods.size(); ++i) {
+    EngineParams p = e->params();
+    p.kv_method = methods[i];
+    auto alone = Engine::load(p);
+    ASSERT_TRUE(alone.is_ok()) << alone.status().message();
+    for (size_t j = 0; j < std::size(items); ++j) {
+      const RequestStatus st = (*sched)->poll(ids[j * methods.size() + i]).value();
+      EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
+      EXPECT_EQ(st.text, session_text(**alone, item_prompt(*e, items[j]), g)) << methods[i] << ", item " << items[j];
+    }
+  }
+  EXPECT_EQ(e->kv_bytes_in_use(), 0u);
+}
+
 TEST(SchedulerMedia, RejectsAMalformedPreparedPrompt) {
   auto e = load_vlm(64ull << 20);
   ASSERT_TRUE(e);
