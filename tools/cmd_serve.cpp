@@ -73,7 +73,7 @@ int serve(const ServeOptions& o_in) {
 
   // auto: the batched scheduler for text models; sessions for vision models (the
   // scheduler takes token prompts only, no images yet).
-  const bool batch = o.backend_kind == "batch" || (o.backend_kind == "auto" && o.backend.engine.mmproj_path.empty());
+  const bool batch = o.backend_kind == "batch" || o.backend_kind == "auto";
   Result<std::unique_ptr<server::GenerationBackend>> backend = [&]() -> Result<std::unique_ptr<server::GenerationBackend>> {
     if (batch) {
       Result<std::unique_ptr<server::SchedulerBackend>> b = server::SchedulerBackend::create(o.backend);
@@ -148,8 +148,8 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "Directory file:// image URLs may be read from (default: file:// refused)")
       ->check(CLI::ExistingDirectory);
   app->add_option("--backend", o->backend_kind,
-                  "batch: continuous batching (one KV pool for every method, text prompts only); sessions: one "
-                  "Session per request, one model instance per KV method (images); auto: batch without --mmproj")
+                  "batch: continuous batching (one KV pool for every method; text and image prompts); sessions: one "
+                  "Session per request, one model instance per KV method; auto: batch")
       ->check(CLI::IsMember({"auto", "batch", "sessions"}))->capture_default_str();
   app->add_option("-t,--threads", o->backend.engine.n_threads, "Threads per model instance (0: all cores)")
       ->capture_default_str();

@@ -25,6 +25,11 @@ struct Request {
   // tokenized with BOS as the tokenizer's metadata says and special tokens parsed.
   std::vector<int32_t> prompt_tokens;
   std::string prompt_text;
+  // When set, the prompt instead (prompt_tokens and prompt_text ignored): text and media
+  // chunks from Engine::prepare_prompt (BOS as prepared), fed as Session::eval_prompt
+  // feeds them - token kinds, visual embeddings, M-RoPE positions for qwen2vl - and kept
+  // by the scheduler for as long as the request lives (a preempted one replays it).
+  std::shared_ptr<const PreparedPrompt> prepared;
   GenerateParams generate;  // max_tokens, ignore_eos, sampling (a fixed seed makes a run repeatable)
   // "" : the engine's KV method; else this request's own method spec ("f16", "kivi:bits=2").
   std::string kv_method;

@@ -13,16 +13,32 @@
 
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
+#include "engine/visual_similarity.h"
 #include "kv/page_pool.h"
+#include "vision/qwen2vl_positions.h"
 
 namespace vlkv {
 
 namespace {
 
+// A run of prompt tokens fed as one kind of DecoderInput: a prepared prompt's chunk (text
+// ids or media embeddings), or a whole token prompt. A forward pass never crosses one.
+struct PromptSegment {
+  int64_t begin = 0, end = 0;              // prompt token range
+  const float* embeddings = nullptr;       // media: [end - begin, n_embd]; null for text
+  std::vector<int64_t> mrope;              // qwen2vl media: [end - begin, 3] (t, h, w) positions
+  std::vector<float> similarity;           // VidKV media: [end - begin], else empty
+};
+
 // One request and its sequence.
 struct Active {
   RequestId id = 0;
-  std::vector<int32_t> prompt;
+  std::vector<int32_t> prompt;             // [n_prompt] ids (0 where a media token stands)
+  std::shared_ptr<const PreparedPrompt> prepared;  // keeps the media embeddings alive
+  std::vector<PromptSegment> segments;     // in order, covering [0, n_prompt)
+  std::vector<int64_t> positions;          // [n_prompt] RoPE positions
+  std::vector<TokenKind> kinds;            // [n_prompt]
+  int64_t next_pos = 0;                    // position of the first generated token
   GenerateParams params;
   std::string kv_method;
   TokenCallback on_token;
@@ -49,7 +65,81 @@ struct Active {
     const int64_t np = static_cast<int64_t>(prompt.size());
     return i < np ? prompt[static_cast<size_t>(i)] : status.tokens[static_cast<size_t>(i - np)];
   }
+  // The segment holding prompt token i, or null for a generated token.
+  const PromptSegment* segment_at(int64_t i) const {
+    for (const PromptSegment& sg : segments)
+      if (i >= sg.begin && i < sg.end) return &sg;
+    return nullptr;
+  }
 };
+
+// A token prompt as one text segment at positions 0.. (what Session::eval feeds).
+void lay_out_tokens(Active& a) {
+  const int64_t n = static_cast<int64_t>(a.prompt.size());
+  a.segments.assign(1, PromptSegment{0, n, nullptr, {}, {}});
+  a.positions.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) a.positions[static_cast<size_t>(i)] = i;
+  a.kinds.assign(static_cast<size_t>(n), TokenKind::kText);
+  a.next_pos = n;
+}
+
+// A prepared prompt laid out as Session::eval_prompt feeds it: control tokens kSpecial,
+// media kVisual with their embeddings, qwen2vl media at M-RoPE positions (advancing the
+// text position by the grid's extent, not its token count), VidKV similarities.
+Status lay_out_prepared(const Engine::Impl& e, Active& a) {
+  const PreparedPrompt& p = *a.prepared;
+  if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
+  const int64_t n_embd = e.hparams.n_embd;
+  const bool qwen2vl = e.hparams.arch == TextArch::kQwen2Vl;
+  // Computed whenever there are visual tokens (a dot product each): the request's own KV
+  // method may read it (VidKV) even when the engine's does not; others ignore it.
+  std::vector<std::vector<float>> similarity;
+  if (p.n_visual_tokens() > 0) {
+    const Tokenizer& tok = *e.tokenizer;
+    similarity = visual_text_similarity(p, e.weights.token_embd,
+                                        [&](int32_t t) { return tok.token_type(t) != TokenType::kControl; });
+  }
+  int64_t pos = 0;
+  for (size_t c = 0; c < p.chunks.size(); ++c) {
+    const PromptChunk& chunk = p.chunks[c];
+    const int64_t begin = static_cast<int64_t>(a.prompt.size());
+    const bool media = chunk.kind == PromptChunk::Kind::kMedia;
+    if (chunk.n_tokens <= 0) continue;
+    PromptSegment sg{begin, begin + chunk.n_tokens, nullptr, {}, {}};
+    if (media) {
+      if (static_cast<int64_t>(chunk.embeddings.size()) != chunk.n_tokens * n_embd)
+        return invalid_argument("a media chunk's embeddings do not match its token count");
+      sg.embeddings = chunk.embeddings.data();
+      if (c < similarity.size()) sg.similarity = similarity[c];
+      if (qwen2vl) {
+        if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != chunk.n_tokens)
+          return invalid_argument("media chunk grid does not match its token count");
+        sg.mrope = qwen2vl_visual_positions(pos, chunk.grid_t, chunk.grid_h, chunk.grid_w);
+      }
+      for (int64_t i = 0; i < chunk.n_tokens; ++i) {
+        a.prompt.push_back(0);
+        a.positions.push_back(pos + i);
+        a.kinds.push_back(TokenKind::kVisual);
+      }
+      pos += qwen2vl ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w) : chunk.n_tokens;
+    } else {
+      if (static_cast<int64_t>(chunk.tokens.size()) != chunk.n_tokens)
+        return invalid_argument("a text chunk's tokens do not match its token count");
+      for (int32_t t : chunk.tokens) {
+        if (t < 0 || t >= e.hparams.n_vocab)
+          return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                  std::to_string(e.hparams.n_vocab) + ")");
+        a.prompt.push_back(t);
+        a.positions.push_back(pos++);
+        a.kinds.push_back(e.tokenizer->token_type(t) == TokenType::kControl ? TokenKind::kSpecial : TokenKind::kText);
+        a.sampler.accept(t);
+      }
+    }
+    a.segments.push_back(std::move(sg));
+  }
+  a.next_pos = pos;
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -148,17 +238,26 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   const GenerateParams& gp = request.generate;
   if (gp.max_tokens <= 0) return invalid_argument("max_tokens must be positive");
   VLKV_RETURN_IF_ERROR(validate_sampler_params(gp.sampling));
-  if (request.prompt_tokens.empty() && request.prompt_text.empty()) return invalid_argument("the prompt is empty");
-  std::vector<int32_t> prompt = request.prompt_tokens;
-  if (prompt.empty()) prompt = s.e->tokenizer->encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-  if (prompt.empty()) return invalid_argument("the prompt is empty");
-  for (int32_t t : prompt)
-    if (t < 0 || t >= s.e->hparams.n_vocab)
-      return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                              std::to_string(s.e->hparams.n_vocab) + ")");
-  const int64_t n_total = static_cast<int64_t>(prompt.size()) + gp.max_tokens;
+  auto a = std::make_unique<Active>(gp.sampling);
+  if (request.prepared) {
+    a->prepared = request.prepared;
+    VLKV_RETURN_IF_ERROR(lay_out_prepared(*s.e, *a));
+  } else {
+    if (request.prompt_tokens.empty() && request.prompt_text.empty()) return invalid_argument("the prompt is empty");
+    a->prompt = request.prompt_tokens;
+    if (a->prompt.empty())
+      a->prompt = s.e->tokenizer->encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+    if (a->prompt.empty()) return invalid_argument("the prompt is empty");
+    for (int32_t t : a->prompt)
+      if (t < 0 || t >= s.e->hparams.n_vocab)
+        return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                std::to_string(s.e->hparams.n_vocab) + ")");
+    lay_out_tokens(*a);
+    for (int32_t t : a->prompt) a->sampler.accept(t);
+  }
+  const int64_t n_total = static_cast<int64_t>(a->prompt.size()) + gp.max_tokens;
   if (n_total > s.e->params.n_ctx)
-    return invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+    return invalid_argument("prompt (" + std::to_string(a->prompt.size()) + " tokens) + max_tokens (" +
                             std::to_string(gp.max_tokens) + ") exceed the context size of " +
                             std::to_string(s.e->params.n_ctx));
   VLKV_ASSIGN_OR_RETURN(uint64_t bytes, s.need(n_total, request.kv_method));
@@ -167,13 +266,10 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
     return out_of_memory("the request needs up to " + format_bytes(bytes) + " of KV cache (" + std::to_string(n_total) +
                          " tokens, method " + (request.kv_method.empty() ? s.e->kv->method_name() : request.kv_method) +
                          ") but the KV budget is " + format_bytes(budget) + ": it can never run");
-  auto a = std::make_unique<Active>(gp.sampling);
-  a->prompt = std::move(prompt);
   a->params = gp;
   a->kv_method = request.kv_method;
   a->on_token = std::move(on_token);
   a->status.n_prompt_tokens = static_cast<int64_t>(a->prompt.size());
-  for (int32_t t : a->prompt) a->sampler.accept(t);
   std::lock_guard<std::mutex> lock(s.mutex);
   a->id = s.next_id++;
   const RequestId id = a->id;
@@ -311,10 +407,12 @@ Result<StepResult> Scheduler::step() {
   std::vector<TokenEvent> events;
   std::vector<BatchSequence> batch;
   std::vector<Active*> who;
-  // Inputs of the step, [batch] each: token ids, positions, kinds.
-  std::vector<std::vector<int32_t>> tokens;
-  std::vector<std::vector<int64_t>> positions;
-  std::vector<std::vector<TokenKind>> kinds;
+  // Inputs of the step's decode tokens, [batch] each: token id, position, kind (prompt
+  // chunks point into their request's layout instead).
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> positions;
+  std::vector<TokenKind> kinds;
+  std::vector<int64_t> n_feed;  // [batch] tokens fed
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (Active* a : std::vector<Active*>(s.running))
@@ -323,30 +421,44 @@ Result<StepResult> Scheduler::step() {
     int64_t prompt_budget = s.params.max_step_prompt_tokens;
     const int64_t n_batch = s.e->params.n_batch;
     for (Active* a : s.running) {
-      const int64_t remaining = a->n_to_feed() - a->n_fed;
+      int64_t remaining = a->n_to_feed() - a->n_fed;
       if (remaining <= 0) continue;  // cannot happen: a sampled token is always fed next
+      // A prompt chunk stops at its segment's end (text ids and media embeddings are
+      // separate inputs), as Session::eval_prompt splits it.
+      if (const PromptSegment* sg = a->segment_at(a->n_fed)) remaining = sg->end - a->n_fed;
       const bool replay = a->n_replayed < a->feeds.size();
       const int64_t n = replay ? a->feeds[a->n_replayed]
                         : remaining == 1 ? 1 : std::min({remaining, prompt_budget, n_batch});
       if (n <= 0 || (n > 1 && n > prompt_budget)) continue;  // prompt budget spent: it waits for the next step
       if (n > 1) prompt_budget -= n;
-      tokens.emplace_back();
-      positions.emplace_back();
-      for (int64_t i = 0; i < n; ++i) {
-        tokens.back().push_back(a->token_at(a->n_fed + i));
-        positions.back().push_back(a->n_fed + i);
-      }
-      kinds.emplace_back(static_cast<size_t>(n), TokenKind::kText);
+      n_feed.push_back(n);
       who.push_back(a);
     }
+    tokens.resize(who.size());
+    positions.resize(who.size());
+    kinds.assign(who.size(), TokenKind::kText);
     for (size_t i = 0; i < who.size(); ++i) {
+      const Active& a = *who[i];
       BatchSequence b;
-      b.seq = who[i]->seq;
-      b.in.n_tokens = static_cast<int64_t>(tokens[i].size());
-      b.in.tokens = tokens[i].data();
-      b.in.positions = positions[i].data();
-      b.in.kinds = kinds[i].data();
-      const bool last = who[i]->n_fed + b.in.n_tokens == who[i]->n_to_feed();
+      b.seq = a.seq;
+      b.in.n_tokens = n_feed[i];
+      if (const PromptSegment* sg = a.segment_at(a.n_fed)) {
+        const int64_t off = a.n_fed - sg->begin;  // within the segment
+        const size_t at = static_cast<size_t>(a.n_fed);
+        if (sg->embeddings) b.in.embeddings = sg->embeddings + off * s.e->hparams.n_embd;
+        else b.in.tokens = a.prompt.data() + at;
+        if (!sg->mrope.empty()) b.in.mrope_positions = sg->mrope.data() + off * 3;
+        if (!sg->similarity.empty()) b.in.visual_similarity = sg->similarity.data() + off;
+        b.in.positions = a.positions.data() + at;
+        b.in.kinds = a.kinds.data() + at;
+      } else {  // a generated token (fed one a step)
+        tokens[i] = a.token_at(a.n_fed);
+        positions[i] = a.next_pos + (a.n_fed - static_cast<int64_t>(a.prompt.size()));
+        b.in.tokens = &tokens[i];
+        b.in.positions = &positions[i];
+        b.in.kinds = &kinds[i];
+      }
+      const bool last = a.n_fed + b.in.n_tokens == a.n_to_feed();
       b.mode = last ? LogitsMode::kLast : LogitsMode::kNone;
       b.logits = &who[i]->logits;
       batch.push_back(b);

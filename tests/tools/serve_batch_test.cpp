@@ -1,9 +1,10 @@
-// vlkv serve on the batched scheduler (--backend batch, the default for text models):
+// vlkv serve on the batched scheduler (--backend batch, the default):
 // greedy answers equal vlkv run's, per-request KV methods in one pool, many concurrent
-// clients, and images refused with a clear 400.
+// clients, and image requests on the bundled VLM batched with the same answers as vlkv run.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 
 #include "cli_util.h"
 #include "serve_util.h"
@@ -45,13 +46,6 @@ TEST(ServeBatch, AnswersEqualRunAndKvMethodsShareOnePool) {
   HttpReply r = post(c, "/v1/chat/completions", chat.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json["choices"][0]["message"]["content"], run_answer({"--chat", "-p", "Lily and Ben"}));
-  // Images need the session backend: a 400 that says so.
-  json image = {{"messages",
-                 {{{"role", "user"},
-                   {"content", {{{"type", "image_url"}, {"image_url", {{"url", image_data_uri(demo_image("005.png"))}}}}}}}}}};
-  HttpReply refused = post(c, "/v1/chat/completions", image.dump());
-  EXPECT_EQ(refused.status, 400) << refused.body;
-  EXPECT_EQ(refused.json["error"]["type"], "invalid_request_error");
 
   // 32 clients x 3 requests, mixed methods, in one batch: every answer equals its solo answer.
   std::string expected[3];
@@ -80,6 +74,43 @@ TEST(ServeBatch, AnswersEqualRunAndKvMethodsShareOnePool) {
   EXPECT_EQ(metric_value(metrics, "vlkv:requests_running"), 0) << metrics;
   EXPECT_EQ(metric_value(metrics, "vlkv:kv_bytes_in_use{method=\"all\"}"), 0) << metrics;
   EXPECT_EQ(server.stop(), 0);
+}
+
+// Image chat through the scheduler: prompts built as vlkv run --image builds them, image
+// embeddings fed through the batched decoder, two different pictures decoding together.
+TEST(ServeBatch, ImageRequestsEqualRun) {
+  ServerProcess server({"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "-np", "4", "--backend", "batch",
+                        "--kv-budget", "64M"});
+  ASSERT_TRUE(server.running()) << server.log();
+  EXPECT_NE(server.log().find("batch backend"), std::string::npos) << server.log();
+  const std::pair<const char*, const char*> asks[] = {{"005.png", "Where is the blue circle?"},
+                                                      {"009.png", "Describe the image."}};
+  std::string answers[2];
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 2; ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c = server.client();
+      json body = {{"messages",
+                    {{{"role", "user"},
+                      {"content",
+                       {{{"type", "image_url"}, {"image_url", {{"url", image_data_uri(demo_image(asks[i].first))}}}},
+                        {{"type", "text"}, {"text", asks[i].second}}}}}}},
+                   {"temperature", 0},
+                   {"max_tokens", 24}};
+      HttpReply r = post(c, "/v1/chat/completions", body.dump());
+      EXPECT_EQ(r.status, 200) << r.body;
+      if (r.status == 200) answers[i] = r.json["choices"][0]["message"]["content"];
+    });
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < 2; ++i) {
+    testing_cli::CliResult run = testing_cli::run_cli({"run", "-m", model_path(), "--mmproj", mmproj_path(), "-t", "1",
+                                                       "-q", "--temp", "0", "-n", "24", "--image",
+                                                       demo_image(asks[i].first), "-p", asks[i].second});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    if (!run.out.empty() && run.out.back() == '\n') run.out.pop_back();
+    EXPECT_FALSE(answers[i].empty());
+    EXPECT_EQ(answers[i], run.out) << asks[i].first;
+  }
 }
 
 }  // namespace

@@ -75,13 +75,8 @@ uint64_t SchedulerBackend::submit(GenerationRequest request, GenerationCallbacks
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_.erase(job->id);
   };
-  if (!request.prompt.media.empty()) {
-    forget();
-    fail(job->callbacks, job->method,
-         invalid_argument("images are not batched yet: start the server with --backend sessions to send them"));
-    return job->id;
-  }
-  // The same assembly as vlkv run: text pieces tokenized by prepare_prompt, BOS first.
+  // The same assembly as vlkv run and the session backend: text pieces tokenized by
+  // prepare_prompt, BOS first, images encoded (here, on the HTTP thread, not the stepping one).
   Result<PreparedPrompt> prepared = engine_->prepare_prompt(request.prompt, /*add_bos=*/true);
   if (!prepared.is_ok()) {
     forget();
@@ -89,8 +84,8 @@ uint64_t SchedulerBackend::submit(GenerationRequest request, GenerationCallbacks
     return job->id;
   }
   Request r;
-  for (const PromptChunk& c : prepared->chunks) r.prompt_tokens.insert(r.prompt_tokens.end(), c.tokens.begin(), c.tokens.end());
-  job->n_prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  r.prepared = std::make_shared<const PreparedPrompt>(std::move(prepared).value());
+  job->n_prompt = r.prepared->n_tokens();
   const int64_t n_ctx = engine_->params().n_ctx;
   if (job->n_prompt == 0 || job->n_prompt >= n_ctx) {
     forget();

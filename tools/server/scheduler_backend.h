@@ -1,9 +1,9 @@
 // GenerationBackend over the continuous-batching Scheduler (include/vlkv/scheduler.h):
 // one Engine, one KV pool and budget shared by every request, each request with its own
 // KV method; running requests advance together, one batched forward pass per step.
-// The Scheduler takes token prompts only, so requests with images are refused here
-// (InvalidArgument naming --backend sessions): the prompt is assembled and tokenized by
-// Engine::prepare_prompt, the function vlkv run and the session backend use.
+// Every prompt, with or without images, is assembled by Engine::prepare_prompt (the function
+// vlkv run and the session backend use; images encoded on the submitting HTTP thread, under
+// the engine's forward lock) and handed to the Scheduler as a PreparedPrompt.
 #pragma once
 
 #include <atomic>
