@@ -40,7 +40,7 @@ demo: build
 	    ans=$$(./$(BUILD)/vlkv run -m $(DEMO_MODEL) --mmproj $(DEMO_MMPROJ) --image "$$img" -p "$$q" \
 	           --temp 0 -n 32 --kv "$$kv" 2>/tmp/vlkv-demo.$$$$) || { sed 's/^/  /' /tmp/vlkv-demo.$$$$; continue; }; \
 	    bpt=$$(sed -n 's/.*bits\/elem, \([0-9.]*\) B\/token.*/\1/p' /tmp/vlkv-demo.$$$$); \
-	    kib=$$(sed -n 's/.*B\/token, \([0-9.]*\) KiB of pages.*/\1/p' /tmp/vlkv-demo.$$$$); \
+	    kib=$$(sed -n 's/.* \([0-9.]*\) KiB of pages.*/\1/p' /tmp/vlkv-demo.$$$$); \
 	    bits=$$(sed -n 's/.*kv [^:]*: \([0-9.]*\) bits\/elem.*/\1/p' /tmp/vlkv-demo.$$$$); \
 	    printf '  %-10s %-40s %11s %10s %10s\n' "$$kv" "$${ans# }" "$$bpt" "$$bits" "$$kib"; \
 	  done; done; rm -f /tmp/vlkv-demo.$$$$
