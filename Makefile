@@ -62,10 +62,10 @@ test-sanitize: deps
 	$(SAN_OPTIONS) ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE slow
 
 # Bounded libFuzzer runs (clang, ASan + UBSan), each stopped by an execution cap or a time cap,
-# whichever comes first. The seed is fixed and the corpus folders start empty, so a run is a
-# prefix of one deterministic sequence that was run clean to its cap before it was committed:
-# a red `make test` means a regression, not a lucky draw (stb_image 2.27 has bugs a long
-# unseeded run can still find: run the fuzzers longer by hand, FUZZ_SEED=0 for a random seed).
+# whichever comes first. The seed is fixed and the corpus folders start empty, so a run is
+# repeatable for one build (another build folder changes the binary and so the sequence).
+# stb_image 2.27 has bugs that runs can still find: each find gets a guard in
+# src/vision/stb_image_guards.* and a regress_* seed. Run longer by hand, FUZZ_SEED=0 for a random seed.
 # New inputs go to $(FUZZ_BUILD)/corpus-*; a crashing input is written to $(FUZZ_BUILD)/crash-*.
 FUZZ_SEED         ?= 1
 GGUF_FUZZ_RUNS    ?= 2000000

@@ -1,5 +1,7 @@
 #include "vision/stb_image_guards.h"
 
+#include <cstring>
+
 #include <climits>
 
 namespace vlkv {
@@ -166,6 +168,20 @@ bool pnm_header_numbers_fit(const uint8_t* data, size_t size) {
       value = value * 10 + (c - '0');
       c = get8();
     }
+  }
+  return true;
+}
+
+bool png_chunks_fit(const uint8_t* data, size_t size) {
+  static constexpr uint8_t kSignature[8] = {137, 'P', 'N', 'G', '\r', '\n', 26, '\n'};
+  if (size < 8 || std::memcmp(data, kSignature, 8) != 0) return true;
+  size_t pos = 8;
+  while (size - pos >= 8) {  // length + type; a shorter tail is stb_image's "outofdata"
+    const uint64_t length = (uint64_t{data[pos]} << 24) | (uint64_t{data[pos + 1]} << 16) |
+                            (uint64_t{data[pos + 2]} << 8) | data[pos + 3];
+    if (std::memcmp(data + pos + 4, "IEND", 4) == 0) break;  // stb_image stops here, CRC unread
+    if (length + 4 > size - pos - 8) return false;  // data + CRC past the end of the file
+    pos += 8 + static_cast<size_t>(length) + 4;
   }
   return true;
 }

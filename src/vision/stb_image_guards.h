@@ -5,6 +5,8 @@
 //   writes one byte per code into 257- and 256-byte arrays, over the decoder's state.
 // - PNM (P5/P6): a header number of more than 10 digits overflows stb_image's int
 //   (signed overflow: undefined behaviour).
+// - PNG: an IDAT chunk's 32-bit length is trusted before its bytes are read; stb_image
+//   grows its buffer to it (up to 4 GiB for a 100-byte file: a memory bomb).
 #pragma once
 
 #include <cstddef>
@@ -23,5 +25,9 @@ bool jpeg_huffman_tables_fit(const uint8_t* data, size_t size);
 // reading the header's width, height or maximum value (read as stb_image does: blanks
 // and # comments between them). Data that is not a P5/P6 PNM is true.
 bool pnm_header_numbers_fit(const uint8_t* data, size_t size);
+
+// False when a chunk of `data`, read as a PNG, claims more bytes (data + CRC) than the
+// file has after its header. Data that is not a PNG (no signature) is true.
+bool png_chunks_fit(const uint8_t* data, size_t size);
 
 }  // namespace vlkv

@@ -161,5 +161,35 @@ TEST(ImageChannels, SixteenBitGreyPgmAndGreyAlphaPngBecomeRgb) {
   }
 }
 
+Bytes read_seed(const std::string& name) {
+  std::ifstream f(std::string(VLKV_SOURCE_DIR) + "/fuzz/corpus/image/" + name, std::ios::binary);
+  return Bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A PNG whose IDAT claims 0x7fffff00 bytes while the file ends after a few: stb_image 2.27
+// reallocates its buffer to the claim (2 GiB) before it reads (the fuzzer's out-of-memory find).
+TEST(PngChunkGuard, RefusesAChunkLongerThanTheFile) {
+  const Bytes png = read_seed("rgb8x6.png");
+  ASSERT_GT(png.size(), 33u);
+  EXPECT_TRUE(png_chunks_fit(png.data(), png.size()));
+  // Signature (8) + IHDR (4 + 4 + 13 + 4): the next chunk starts at 33.
+  Bytes bomb(png.begin(), png.begin() + 33);
+  for (uint8_t x : {uint8_t{0x7f}, uint8_t{0xff}, uint8_t{0xff}, uint8_t{0x00}, uint8_t{'I'}, uint8_t{'D'},
+                    uint8_t{'A'}, uint8_t{'T'}, uint8_t{0x78}, uint8_t{0x9c}})
+    bomb.push_back(x);
+  EXPECT_FALSE(png_chunks_fit(bomb.data(), bomb.size()));
+  Result<Image> img = decode_image(bomb.data(), bomb.size());
+  ASSERT_FALSE(img.is_ok());
+  EXPECT_EQ(img.status().code(), StatusCode::kInvalidFile);
+  EXPECT_NE(img.status().message().find("chunk longer than the file"), std::string::npos) << img.status().message();
+  // A real PNG cut inside its IDAT is refused too; IEND's CRC and bytes after IEND are not read.
+  EXPECT_FALSE(png_chunks_fit(png.data(), png.size() - 20));
+  EXPECT_TRUE(png_chunks_fit(png.data(), png.size() - 4));
+  Bytes trailing = png;
+  trailing.push_back(0x55);
+  EXPECT_TRUE(png_chunks_fit(trailing.data(), trailing.size()));
+  EXPECT_TRUE(png_chunks_fit(kSoi.data(), kSoi.size()));  // not a PNG
+}
+
 }  // namespace
 }  // namespace vlkv
