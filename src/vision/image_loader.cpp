@@ -50,7 +50,7 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
     return invalid_file(what + ": corrupt JPEG (a Huffman table of more than 256 codes)");
   }
   if (!pnm_header_numbers_fit(data, size)) return invalid_file(what + ": corrupt PNM header (a number too large)");
-  if (!png_chunks_fit(data, size)) return invalid_file(what + ": corrupt PNG (a chunk longer than the file)");
+  if (!png_chunks_fit(data, size)) return invalid_file(what + ": corrupt or truncated PNG image (a chunk longer than the file)");
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     return invalid_file(what + ": not a readable image (" + stbi_failure_reason() + ")");
