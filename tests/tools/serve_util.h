@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -42,6 +43,9 @@ class ServerProcess {
     log_path_ = ::testing::TempDir() + "vlkv_serve_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".log";
     std::vector<std::string> argv = {VLKV_CLI_PATH, "serve", "--host", "127.0.0.1", "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
+    // A log left by an earlier test process with the same pid would read as "ready" on a
+    // dead port before the child truncates it: start from no file.
+    std::remove(log_path_.c_str());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* log = std::freopen(log_path_.c_str(), "w", stderr);
@@ -68,7 +72,10 @@ class ServerProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  ~ServerProcess() { stop(); }
+  ~ServerProcess() {
+    stop();
+    std::remove(log_path_.c_str());
+  }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
