@@ -280,11 +280,19 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
 }
 
 Status Scheduler::cancel(RequestId id) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  auto it = impl_->requests.find(id);
-  if (it == impl_->requests.end()) return not_found("no request " + std::to_string(id));
-  it->second->cancel = true;
-  impl_->changed.notify_all();
+  std::vector<TokenEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto it = impl_->requests.find(id);
+    if (it == impl_->requests.end()) return not_found("no request " + std::to_string(id));
+    Active& a = *it->second;
+    a.cancel = true;
+    // A waiting request (queued or preempted) holds no sequence: it ends now rather than
+    // when it reaches the queue's front. A running one ends at the next step.
+    if (a.status.state == RequestState::kQueued && a.seq < 0) impl_->finish(a, FinishReason::kCancelled, Status::ok(), events);
+    impl_->changed.notify_all();
+  }
+  impl_->deliver(events);
   return Status::ok();
 }
 

@@ -186,6 +186,36 @@ TEST(Scheduler, CancelAndCallbackStopFreeTheirPages) {
   EXPECT_EQ((*sched)->poll(a).status().code(), StatusCode::kNotFound);
 }
 
+TEST(Scheduler, CancelOfAQueuedRequestEndsItAtOnce) {
+  auto engine = load("f16", 8ull << 20);
+  ASSERT_TRUE(engine);
+  SchedulerParams sp;
+  sp.max_sequences = 1;  // b and c wait behind a
+  auto sched = Scheduler::create(*engine, sp);
+  ASSERT_TRUE(sched.is_ok());
+  const RequestId a = (*sched)->submit(greedy(prompt_of(0, 10), 8)).value();
+  const RequestId b = (*sched)->submit(greedy(prompt_of(1, 10), 4)).value();
+  std::vector<TokenEvent> c_events;
+  const RequestId c = (*sched)->submit(greedy(prompt_of(2, 10), 4), [&c_events](const TokenEvent& ev) {
+    c_events.push_back(ev);
+    return true;
+  }).value();
+  (*sched)->step().value();
+  EXPECT_EQ((*sched)->stats().n_queued, 2);
+  // No step in between: c leaves the queue (it was behind b, not at the front) and hears its end.
+  ASSERT_TRUE((*sched)->cancel(c).is_ok());
+  EXPECT_EQ((*sched)->poll(c)->state, RequestState::kFinished);
+  EXPECT_EQ((*sched)->poll(c)->reason, FinishReason::kCancelled);
+  ASSERT_EQ(c_events.size(), 1u);
+  EXPECT_TRUE(c_events[0].finished);
+  EXPECT_EQ((*sched)->stats().n_queued, 1);
+  run_to_end(**sched);
+  EXPECT_EQ((*sched)->poll(a)->tokens.size(), 8u);
+  EXPECT_EQ((*sched)->poll(b)->tokens.size(), 4u);
+  EXPECT_EQ(c_events.size(), 1u);  // no second end
+  EXPECT_EQ(engine->kv_bytes_in_use(), 0u);
+}
+
 TEST(Scheduler, BackgroundThreadAndWait) {
   auto engine = load("f16", 8ull << 20);
   ASSERT_TRUE(engine);

@@ -1,6 +1,7 @@
 // vlkv serve under load and at its edges, over real HTTP on 127.0.0.1: 64 concurrent
-// clients x 4 requests all answered and well formed; a client that hangs up mid-stream
-// has its sequence cancelled and its KV pages freed (/metrics); SIGTERM exits 0.
+// clients x 4 requests all answered and well formed; a client that hangs up (mid-stream,
+// waiting for a non-streamed answer, or queued) has its request cancelled and its KV
+// pages freed (/metrics); SIGTERM exits 0.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -128,6 +129,75 @@ TEST_P(ServeBackends, DisconnectMidStreamCancelsAndFreesKv) {
   // And the server still answers.
   HttpReply r = post(c, "/v1/completions", json({{"prompt", "Once"}, {"max_tokens", 3}}).dump());
   EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Polls /metrics until pred holds (or ~4 s): the last text read.
+template <class Pred>
+std::string metrics_when(httplib::Client& c, Pred pred) {
+  std::string m;
+  for (int i = 0; i < 400; ++i) {
+    m = get(c, "/metrics").body;
+    if (pred(m)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return m;
+}
+
+TEST_P(ServeBackends, DisconnectWhileANonStreamedAnswerGeneratesCancelsIt) {
+  // 400 tokens x 20 ms = 8 s; the client gives up after its 1 s read timeout.
+  ServerProcess server({"-m", stories_path(), "-t", "1", "-np", "2", "--kv-budget", "64M", "--token-delay-ms", "20",
+                        "--backend", GetParam()});
+  ASSERT_TRUE(server.running()) << server.log();
+  httplib::Client c = server.client();
+  const double kv_before = metric_value(get(c, "/metrics").body, "vlkv:kv_bytes_in_use{method=\"f16\"}");
+  {
+    httplib::Client impatient = server.client(/*read_timeout_s=*/1);
+    HttpReply r = post(impatient, "/v1/completions",
+                       json({{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"temperature", 0}}).dump());
+    EXPECT_EQ(r.status, 0) << "expected a read timeout, got " << r.body;
+  }
+  const std::string after = metrics_when(c, [](const std::string& m) {
+    return metric_value(m, "vlkv:requests_running") == 0 && metric_value(m, "vlkv:requests_disconnected_total") == 1;
+  });
+  EXPECT_EQ(metric_value(after, "vlkv:requests_running"), 0) << after;
+  EXPECT_EQ(metric_value(after, "vlkv:requests_disconnected_total"), 1) << after;
+  EXPECT_EQ(metric_value(after, "vlkv:kv_bytes_in_use{method=\"f16\"}"), kv_before) << after;
+  // Cancelled about when the client left (~50 tokens in), not after 400.
+  EXPECT_LT(metric_value(after, "vlkv:tokens_predicted_total"), 200) << after;
+  HttpReply r = post(c, "/v1/completions", json({{"prompt", "Once"}, {"max_tokens", 3}}).dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST_P(ServeBackends, DisconnectWhileQueuedLeavesTheQueue) {
+  // One slot: a 2 s answer holds it while a second request waits behind it.
+  ServerProcess server({"-m", stories_path(), "-t", "1", "-np", "1", "--kv-budget", "64M", "--token-delay-ms", "20",
+                        "--backend", GetParam()});
+  ASSERT_TRUE(server.running()) << server.log();
+  HttpReply first;
+  std::thread holder([&] {
+    httplib::Client hc = server.client();
+    first = post(hc, "/v1/completions", json({{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"temperature", 0}}).dump());
+  });
+  httplib::Client c = server.client();
+  metrics_when(c, [](const std::string& m) { return metric_value(m, "vlkv:requests_running") == 1; });
+  {
+    httplib::Client impatient = server.client(/*read_timeout_s=*/1);
+    HttpReply r = post(impatient, "/v1/completions", json({{"prompt", "Once"}, {"max_tokens", 5}}).dump());
+    EXPECT_EQ(r.status, 0) << "expected a read timeout, got " << r.body;
+  }
+  // It left the queue while the first still generates.
+  const std::string during = metrics_when(c, [](const std::string& m) {
+    return metric_value(m, "vlkv:requests_disconnected_total") == 1 && metric_value(m, "vlkv:requests_queued") == 0;
+  });
+  EXPECT_EQ(metric_value(during, "vlkv:requests_disconnected_total"), 1) << during;
+  EXPECT_EQ(metric_value(during, "vlkv:requests_queued"), 0) << during;
+  EXPECT_EQ(metric_value(during, "vlkv:requests_running"), 1) << during;
+  holder.join();
+  EXPECT_EQ(first.status, 200) << first.body;
+  const std::string after = get(c, "/metrics").body;
+  EXPECT_EQ(metric_value(after, "vlkv:requests_done_total"), 1) << after;
   EXPECT_EQ(server.stop(), 0);
 }
 

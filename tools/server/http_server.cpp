@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "server/client_connection.h"
 #include "server/openai_response.h"
 #include "server/request_channel.h"
 
@@ -201,8 +202,22 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
   const uint64_t id = backend->submit(std::move(g), std::move(callbacks));
   if (id == 0) return fail(stopping_ ? unavailable("the server is shutting down")
                                      : unavailable("the server is busy: the request queue is full (--max-queue)"));
+  // While nothing is written the client's hang-up shows only on its socket: asked every
+  // kHangUpPoll while queued, prefilled, and generating a non-streamed answer.
+  const std::optional<ClientConnection> conn =
+      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  auto client_left = [&] {
+    if (!conn || !conn->peer_closed()) return false;
+    channel->abandon();
+    backend->cancel(id);
+    metrics_.record_disconnect();
+    metrics_.record_response(499);  // nginx's "client closed request"
+    send_error(res, {499, "invalid_request_error", "the client closed the connection"});  // nobody reads it
+    return true;
+  };
   // Until the first text the answer may still be an error with its own status.
-  channel->wait_started();
+  while (!channel->wait_started(kHangUpPoll))
+    if (client_left()) return;
   const int timeout = options_.timeout_seconds;
   if (channel->done() && !channel->has_text() && !answered(channel->result().end))
     return fail(error_for(channel->result(), timeout, backend->load().running > 0));
@@ -210,8 +225,8 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
 
   if (!a.stream) {
     std::string text;
-    while (!channel->wait_take(&text, std::chrono::milliseconds(1000))) {
-    }
+    while (!channel->wait_take(&text, kHangUpPoll))
+      if (client_left()) return;
     const GenerationResult& r = channel->result();
     if (!answered(r.end)) return fail(error_for(r, timeout, backend->load().running > 0));
     metrics_.record_response(200);

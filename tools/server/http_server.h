@@ -61,6 +61,7 @@ class HttpServer {
   std::atomic<int> active_streams_{0};
   int listen_socket_ = -1;  // the bound socket (set by httplib's socket-options hook)
   static constexpr int kListenBacklog = 1024;
+  static constexpr std::chrono::milliseconds kHangUpPoll{100};  // how often a waiting handler asks the socket
 };
 
 }  // namespace vlkv::server

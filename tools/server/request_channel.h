@@ -43,10 +43,11 @@ class RequestChannel {
     pending_.clear();
     return done_;
   }
-  // Waits until there is text or the result, leaving the text for wait_take.
-  void wait_started() {
+  // Waits up to timeout for text or the result, leaving the text for wait_take; true once
+  // either is there.
+  bool wait_started(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return done_ || !pending_.empty(); });
+    return cv_.wait_for(lock, timeout, [&] { return done_ || !pending_.empty(); });
   }
   bool done() const {
     std::lock_guard<std::mutex> lock(mutex_);

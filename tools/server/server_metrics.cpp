@@ -72,7 +72,7 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
   value(o, "requests_failed_total", "", static_cast<double>(failed_));
   for (const auto& [status, n] : failed_by_status_)
     value(o, "requests_failed_total", "status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
-  metric(o, "requests_disconnected_total", "counter", "Streaming requests whose client left before the end.");
+  metric(o, "requests_disconnected_total", "counter", "Requests whose client left before the end (queued, prefilling or generating).");
   value(o, "requests_disconnected_total", "", static_cast<double>(disconnected_));
   metric(o, "prompt_tokens_total", "counter", "Prompt tokens evaluated (text and visual).");
   value(o, "prompt_tokens_total", "", static_cast<double>(prompt_tokens_));

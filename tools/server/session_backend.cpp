@@ -56,9 +56,21 @@ uint64_t SessionBackend::submit(GenerationRequest request, GenerationCallbacks c
 }
 
 void SessionBackend::cancel(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = jobs_.find(id);
-  if (it != jobs_.end()) it->second->cancelled = true;
+  std::shared_ptr<Job> queued;  // still waiting: it leaves the queue now, not when a worker frees
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return;
+    it->second->cancelled = true;
+    auto q = std::find(queue_.begin(), queue_.end(), it->second);
+    if (q == queue_.end()) return;  // running: it stops at its next token
+    queued = *q;
+    queue_.erase(q);
+    jobs_.erase(it);
+  }
+  GenerationResult r;
+  r.end = GenerationEnd::kCancelled;
+  queued->callbacks.on_done(r);
 }
 
 BackendLoad SessionBackend::load() const {
