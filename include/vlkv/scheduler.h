@@ -48,6 +48,7 @@ struct TokenEvent {
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   Status error;             // reason kError: why
+  double kv_stored_bytes = 0;  // the end event: exact codec bytes its cache held then (0 if none)
 };
 // Return false to stop the request (it ends with kStopped). Called without the
 // scheduler's lock held: it may call submit/cancel/poll, but not step().

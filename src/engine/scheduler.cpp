@@ -178,6 +178,11 @@ struct Scheduler::Impl {
     a.reserved = 0;
   }
   void finish(Active& a, FinishReason reason, Status error, std::vector<TokenEvent>& events) {
+    double stored = 0;
+    if (a.seq >= 0) {
+      std::lock_guard<std::mutex> lock(e->forward_mutex);
+      stored = e->kv->stored_bytes(a.seq);
+    }
     drop_sequence(a);
     running.erase(std::remove(running.begin(), running.end(), &a), running.end());
     queue.erase(std::remove(queue.begin(), queue.end(), &a), queue.end());
@@ -190,6 +195,7 @@ struct Scheduler::Impl {
     ev.reason = reason;
     ev.error = error;
     ev.index = static_cast<int64_t>(a.status.tokens.size());
+    ev.kv_stored_bytes = stored;
     events.push_back(ev);
   }
   void preempt(Active& a) {

@@ -37,7 +37,6 @@ struct KvUsage {
   double bits_per_element = 0;  // stored bits per K/V element incl. metadata
   double bytes_per_token = 0;   // the method's steady-state report
   double held_bytes = 0;        // exact codec bytes this request's cache held at its end
-  bool held_is_bound = false;   // true: held_bytes is the admission bound for its tokens, not exact
 };
 
 struct GenerationResult {

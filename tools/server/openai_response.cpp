@@ -37,8 +37,7 @@ json kv_json(const KvUsage& kv) {
   return {{"method", kv.method},
           {"bits_per_element", kv.bits_per_element},
           {"bytes_per_token", kv.bytes_per_token},
-          {"held_bytes", kv.held_bytes},
-          {"held_bytes_is_bound", kv.held_is_bound}};
+          {"held_bytes", kv.held_bytes}};
 }
 
 namespace {

@@ -140,10 +140,7 @@ bool SchedulerBackend::on_event(Job& job, const TokenEvent& ev) {
   r.stats.decode_seconds = std::chrono::duration<double>(now - first).count();
   r.kv.method = job.method;
   r.kv.bits_per_element = bits_.at(job.method);
-  Result<uint64_t> bound = scheduler_->kv_bytes_for(job.n_prompt + job.n_generated,
-                                                    job.method == options_.kv_methods.front() ? "" : job.method);
-  r.kv.held_bytes = bound.is_ok() ? static_cast<double>(*bound) : 0.0;
-  r.kv.held_is_bound = true;
+  r.kv.held_bytes = ev.kv_stored_bytes;
   r.kv.bytes_per_token = job.n_prompt + job.n_generated > 0 ? r.kv.held_bytes / (job.n_prompt + job.n_generated) : 0;
   switch (ev.reason) {
     case FinishReason::kEos: r.end = GenerationEnd::kEndOfText; break;
