@@ -1,13 +1,15 @@
 // `vlkv bench-serve`: a load generator for an OpenAI-compatible server (vlkv serve,
 // llama-server, vLLM). At each concurrency level it keeps that many streaming chat
 // requests in flight until --requests are done and reports what vLLM's serving benchmark
-// reports: request throughput, output tok/s, TTFT, TPOT and ITL (mean, p50, p99), failures.
+// reports: request throughput, output tok/s, TTFT, TPOT and ITL (mean, p50, p99), failures,
+// and the server's own peak of requests running at once and KV bytes in use (/metrics).
 #include <httplib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -111,7 +113,59 @@ Sample one_request(httplib::Client& client, const std::string& body, const std::
   return s;
 }
 
+// The server's own gauges while a level runs, from its Prometheus /metrics (every 100 ms):
+// the most requests it had generating at once and the most KV bytes in use. vlkv serve
+// names them vlkv:requests_running and vlkv:kv_bytes_in_use{method=...}; llama-server
+// (with --metrics) llamacpp:requests_processing. -1: the server reports neither.
+class ServerGaugePoller {
+ public:
+  ServerGaugePoller(const std::string& url, const std::string& api_key) {
+    thread_ = std::thread([this, url, api_key] {
+      httplib::Client c(url);
+      c.set_connection_timeout(2, 0);
+      c.set_read_timeout(2, 0);
+      httplib::Headers h;
+      if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
+      while (!stop_) {
+        if (auto res = c.Get("/metrics", h); res && res->status == 200) read(res->body);
+        for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+  ~ServerGaugePoller() { finish(); }
+  void finish() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  double peak_running() const { return peak_running_; }
+  double peak_kv_bytes() const { return peak_kv_; }
+
+ private:
+  void read(const std::string& text) {
+    double running = -1, kv = -1;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(pos, end - pos);
+      pos = end + 1;
+      const size_t sp = line.rfind(' ');
+      if (line.empty() || line[0] == '#' || sp == std::string::npos) continue;
+      const std::string name = line.substr(0, sp);
+      const double v = std::strtod(line.c_str() + sp + 1, nullptr);
+      if (name == "vlkv:requests_running" || name == "llamacpp:requests_processing") running = v;
+      else if (name.rfind("vlkv:kv_bytes_in_use", 0) == 0) kv = std::max(kv, 0.0) + v;  // summed over methods
+    }
+    peak_running_ = std::max(peak_running_, running);
+    peak_kv_ = std::max(peak_kv_, kv);
+  }
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  double peak_running_ = -1, peak_kv_ = -1;  // written by the thread only, read after finish()
+};
+
 json run_level(const BenchServeOptions& o, int concurrency, const std::string& body) {
+  ServerGaugePoller gauges(o.url, o.api_key);
   std::atomic<int> next{0};
   std::vector<Sample> samples(static_cast<size_t>(o.requests));
   const Clock::time_point t0 = Clock::now();
@@ -126,6 +180,7 @@ json run_level(const BenchServeOptions& o, int concurrency, const std::string& b
   }
   for (std::thread& t : workers) t.join();
   const double duration = std::chrono::duration<double>(Clock::now() - t0).count();
+  gauges.finish();
   int ok = 0;
   int64_t tokens = 0;
   std::vector<double> ttft, tpot, itl, e2e;
@@ -148,7 +203,8 @@ json run_level(const BenchServeOptions& o, int concurrency, const std::string& b
   return {{"concurrency", concurrency}, {"requests", o.requests}, {"completed", ok}, {"failed", o.requests - ok},
           {"duration_s", duration}, {"request_throughput", ok / duration}, {"output_tokens", tokens},
           {"output_tok_s", tokens / duration}, {"ttft_ms", stats(ttft)}, {"tpot_ms", stats(tpot)},
-          {"itl_ms", stats(itl)}, {"e2e_ms", stats(e2e)}};
+          {"itl_ms", stats(itl)}, {"e2e_ms", stats(e2e)}, {"server_peak_running", gauges.peak_running()},
+          {"server_peak_kv_bytes", gauges.peak_kv_bytes()}};
 }
 
 int bench_serve(const BenchServeOptions& o) {
@@ -177,9 +233,9 @@ int bench_serve(const BenchServeOptions& o) {
   }
   json rows = json::array();
   if (!o.as_json)
-    std::printf("%5s %6s %6s %8s %9s | %8s %8s %8s | %7s %7s %7s | %7s %7s %7s\n", "conc", "ok", "failed", "req/s",
-                "out tok/s", "TTFTmean", "TTFTp50", "TTFTp99", "TPOTavg", "TPOTp50", "TPOTp99", "ITLmean", "ITLp50",
-                "ITLp99");
+    std::printf("%5s %6s %6s %8s %9s | %8s %8s %8s | %7s %7s %7s | %7s %7s %7s | %7s %8s\n", "conc", "ok", "failed",
+                "req/s", "out tok/s", "TTFTmean", "TTFTp50", "TTFTp99", "TPOTavg", "TPOTp50", "TPOTp99", "ITLmean",
+                "ITLp50", "ITLp99", "run max", "KV MiB");
   for (int c : levels) {
     json r = run_level(o, c, text);
     r["kv"] = o.kv.empty() ? "default" : o.kv;
@@ -187,11 +243,16 @@ int bench_serve(const BenchServeOptions& o) {
     rows.push_back(r);
     if (o.as_json) continue;
     auto ms = [&](const char* k, const char* s) { return r[k][s].get<double>(); };
-    std::printf("%5d %6d %6d %8.2f %9.1f | %8.1f %8.1f %8.1f | %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f\n", c,
+    auto gauge = [&](const char* k, double scale) {
+      const double v = r[k].get<double>();
+      return v < 0 ? std::string("-") : std::to_string(static_cast<int64_t>(v / scale + 0.5));
+    };
+    std::printf("%5d %6d %6d %8.2f %9.1f | %8.1f %8.1f %8.1f | %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f | %7s %8s\n", c,
                 r["completed"].get<int>(), r["failed"].get<int>(), r["request_throughput"].get<double>(),
                 r["output_tok_s"].get<double>(), ms("ttft_ms", "mean"), ms("ttft_ms", "p50"), ms("ttft_ms", "p99"),
                 ms("tpot_ms", "mean"), ms("tpot_ms", "p50"), ms("tpot_ms", "p99"), ms("itl_ms", "mean"),
-                ms("itl_ms", "p50"), ms("itl_ms", "p99"));
+                ms("itl_ms", "p50"), ms("itl_ms", "p99"), gauge("server_peak_running", 1).c_str(),
+                gauge("server_peak_kv_bytes", 1 << 20).c_str());
     std::fflush(stdout);
   }
   if (o.as_json) std::printf("%s\n", rows.dump(2).c_str());
