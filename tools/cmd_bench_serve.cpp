@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,7 @@ struct BenchServeOptions {
   std::string api_key;
   int timeout_s = 600;
   bool as_json = false;
+  bool distinct = false;  // each request's message starts with its own number
 };
 
 // One request as the client saw it.
@@ -164,7 +166,12 @@ class ServerGaugePoller {
   double peak_running_ = -1, peak_kv_ = -1;  // written by the thread only, read after finish()
 };
 
-json run_level(const BenchServeOptions& o, int concurrency, const std::string& body) {
+// Request i's body: one shared text, or (--distinct) a message that starts with a number
+// no other request of the run has, so a server's prompt cache (llama-server reuses a
+// slot's common prefix) cannot skip the prefill of a repeated prompt.
+using BodyOf = std::function<std::string(int)>;
+
+json run_level(const BenchServeOptions& o, int concurrency, const BodyOf& body) {
   ServerGaugePoller gauges(o.url, o.api_key);
   std::atomic<int> next{0};
   std::vector<Sample> samples(static_cast<size_t>(o.requests));
@@ -175,7 +182,7 @@ json run_level(const BenchServeOptions& o, int concurrency, const std::string& b
       httplib::Client client(o.url);
       client.set_read_timeout(o.timeout_s, 0);
       client.set_connection_timeout(10, 0);
-      for (int i; (i = next.fetch_add(1)) < o.requests;) samples[static_cast<size_t>(i)] = one_request(client, body, o.api_key);
+      for (int i; (i = next.fetch_add(1)) < o.requests;) samples[static_cast<size_t>(i)] = one_request(client, body(i), o.api_key);
     });
   }
   for (std::thread& t : workers) t.join();
@@ -216,16 +223,26 @@ int bench_serve(const BenchServeOptions& o) {
     levels.push_back(static_cast<int>(c));
   }
   if (levels.empty()) return report_error(invalid_argument("--concurrency: give a list such as 1,8,32"));
-  json content = o.prompt;
+  std::string image_uri;
   if (!o.image.empty()) {
     Result<std::string> uri = server::image_file_data_uri(o.image);
     if (!uri.is_ok()) return report_error(uri.status());
-    content = json::array({{{"type", "image_url"}, {"image_url", {{"url", *uri}}}}, {{"type", "text"}, {"text", o.prompt}}});
+    image_uri = std::move(*uri);
   }
-  json body = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", o.max_tokens},
-               {"temperature", 0}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
-  if (!o.kv.empty()) body["kv"] = o.kv;
-  const std::string text = body.dump();
+  auto body_for = [&o, &image_uri](const std::string& message) {
+    json content = message;
+    if (!image_uri.empty())
+      content = json::array({{{"type", "image_url"}, {"image_url", {{"url", image_uri}}}}, {{"type", "text"}, {"text", message}}});
+    json body = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", o.max_tokens},
+                 {"temperature", 0}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+    if (!o.kv.empty()) body["kv"] = o.kv;
+    return body.dump();
+  };
+  const std::string shared = body_for(o.prompt);
+  std::atomic<int64_t> n_sent{0};  // over all levels: no number repeats
+  const BodyOf text = [&](int) {
+    return o.distinct ? body_for("Request " + std::to_string(++n_sent) + ". " + o.prompt) : shared;
+  };
   {  // Fail fast on an unreachable server.
     httplib::Client probe(o.url);
     probe.set_connection_timeout(5, 0);
@@ -280,6 +297,9 @@ void add_bench_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--timeout", o->timeout_s, "Seconds one request may take")->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app->add_flag("--json", o->as_json, "One JSON object per level instead of the table");
+  app->add_flag("--distinct", o->distinct,
+                "Start each request's message with its number (\"Request 7. ...\"): no prompt cache can reuse another "
+                "request's prefill (llama-server caches a slot's prompt prefix)");
   commands.push_back({app, [o] { return bench_serve(*o); }});
 }
 

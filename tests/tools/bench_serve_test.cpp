@@ -47,6 +47,25 @@ TEST(BenchServe, ReportsEveryRequestAndTheServersPeakConcurrency) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+TEST(BenchServe, DistinctPromptsDifferPerRequest) {
+  ServerProcess server({"-m", stories_path(), "-t", "1", "--kv-budget", "64M"});
+  ASSERT_TRUE(server.running()) << server.log();
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  httplib::Client c = server.client();
+  auto prompt_tokens = [&] { return metric_value(get(c, "/metrics").body, "vlkv:prompt_tokens_total"); };
+  const std::vector<std::string> run = {"bench-serve", "--url", url, "--concurrency", "1", "--requests", "2",
+                                        "--max-tokens", "2", "--prompt", "Once upon a time"};
+  ASSERT_EQ(run_cli(run).exit_code, 0);
+  const double same = prompt_tokens();
+  std::vector<std::string> distinct = run;
+  distinct.push_back("--distinct");
+  ASSERT_EQ(run_cli(distinct).exit_code, 0);
+  const double both = prompt_tokens();
+  // "Request 1. " and "Request 2. " lengthen every prompt: more prompt tokens than the shared text's.
+  EXPECT_GT(both - same, same) << "shared: " << same << ", after distinct: " << both;
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST(BenchServe, NoServerIsAnError) {
   const auto r = run_cli({"bench-serve", "--url", "http://127.0.0.1:1", "--requests", "1"});
   EXPECT_NE(r.exit_code, 0);
