@@ -35,6 +35,17 @@ BenchMatrix make_matrix(GgmlType type, int64_t n_rows, int64_t n_cols) {
   return m;
 }
 
+// The format of type, named in the label; null (the benchmark skipped) if not implemented.
+const WeightFormat* format_or_skip(benchmark::State& state, GgmlType type) {
+  const WeightFormat* fmt = find_weight_format(type);
+  if (!fmt) {
+    state.SkipWithError("weight format not implemented");
+    return nullptr;
+  }
+  state.SetLabel(fmt->name);
+  return fmt;
+}
+
 // Args: {type, n_rows, n_cols, n_tokens, n_threads, q8}; q8: activations rounded to 8 bits
 // (decode's WeightMatrix::round_activations_q8; only the decode rows set it).
 void BM_Matmul(benchmark::State& state) {
@@ -42,12 +53,8 @@ void BM_Matmul(benchmark::State& state) {
   const int64_t n_rows = state.range(1), n_cols = state.range(2), n_tokens = state.range(3);
   const int n_threads = static_cast<int>(state.range(4));
   const bool q8 = state.range(5) != 0;
-  const WeightFormat* fmt = find_weight_format(type);
-  if (!fmt) {
-    state.SkipWithError("weight format not implemented");
-    return;
-  }
-  state.SetLabel(fmt->name);
+  const WeightFormat* fmt = format_or_skip(state, type);
+  if (!fmt) return;
   BenchMatrix m = make_matrix(type, n_rows, n_cols);
   m.w.round_activations_q8 = q8;
   std::vector<float> x(n_tokens * n_cols, 0.5f), y(n_tokens * n_rows);
@@ -65,6 +72,31 @@ void BM_Matmul(benchmark::State& state) {
     state.counters["GFLOP/s"] = benchmark::Counter(
         iters * 2.0 * static_cast<double>(n_rows * n_cols * n_tokens) * 1e-9, benchmark::Counter::kIsRate);
   }
+}
+
+// A batched decode step's weight GEMM: n_x decode rows (8-bit activations) against one
+// weight matrix, in GMAC/s. Args: {type, n_rows, n_cols, n_x, n_threads}.
+void BM_DecodeRows(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t n_rows = state.range(1), n_cols = state.range(2), n_x = state.range(3);
+  const int n_threads = static_cast<int>(state.range(4));
+  const WeightFormat* fmt = format_or_skip(state, type);
+  if (!fmt) return;
+  BenchMatrix m = make_matrix(type, n_rows, n_cols);
+  m.w.round_activations_q8 = true;
+  std::vector<float> x(n_x * n_cols), y(n_x * n_rows);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  ThreadPool pool(n_threads);
+  for (auto _ : state) {
+    matmul_decode(m.w, x.data(), n_x, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(n_rows * n_cols * n_x) * 1e-9,
+      benchmark::Counter::kIsRate);
 }
 
 // The bandwidth a decode matvec can hope for: memcpy of a buffer the size of the largest
@@ -111,6 +143,11 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes", "threads"})->Args({5632 * 2048 * 4, 1})->Args({5632 * 2048 * 4, 2})
     ->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeRows)
+    ->ArgNames({"type", "rows", "cols", "n_x", "threads"})
+    ->ArgsProduct({{static_cast<int64_t>(GgmlType::kQ8_0)}, {2048}, {2048}, {1, 8, 16, 73}, {1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Matmul)->Name("BM_Decode")->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Matmul)->Name("BM_Prefill")->Apply(prefill_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -65,12 +65,38 @@ struct DecodeRows {
   }
 };
 
-DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8) {
+// tile: some matrix of the loop multiplies through dot_q8_tile (its operands are prepared).
+DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8, bool tile) {
   thread_local std::vector<Q8Activations> xq;  // [n_x], storage reused across steps
   if (!any_q8) return {x, n_x, n_cols, {}};
   if (xq.size() < static_cast<size_t>(n_x)) xq.resize(static_cast<size_t>(n_x));
-  for (int64_t t = 0; t < n_x; ++t) quantize_activations_q8(x + t * n_cols, n_cols, xq[static_cast<size_t>(t)]);
+  for (int64_t t = 0; t < n_x; ++t) {
+    Q8Activations& a = xq[static_cast<size_t>(t)];
+    quantize_activations_q8(x + t * n_cols, n_cols, a);
+    if (tile) prepare_q8_tile_operands(a);
+  }
   return {x, n_x, n_cols, std::span<const Q8Activations>(xq.data(), static_cast<size_t>(n_x))};
+}
+
+// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_tile.
+bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) { return q8 && fmt.dot_q8_tile && n_x > 1; }
+
+// y_i[t * ldy] = rows[i] . x[t] for the n_rows (<= kMaxTileRows) weight rows of one format and
+// every decode row t, through dot_q8_tile: the x rows in near-equal groups of at most kMaxTileX.
+void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, int64_t n_cols, const DecodeRows& xs,
+               float* const* y, int64_t ldy) {
+  const int64_t n_groups = (xs.n_x + kMaxTileX - 1) / kMaxTileX;
+  int64_t t0 = 0;
+  for (int64_t gi = 0; gi < n_groups; ++gi) {
+    const int nt = static_cast<int>(xs.n_x / n_groups + (gi < xs.n_x % n_groups ? 1 : 0));
+    std::array<const Q8Activations*, kMaxTileX> group;
+    std::array<float, kMaxTileRows * kMaxTileX> out;
+    for (int t = 0; t < nt; ++t) group[t] = &xs.rounded(t0 + t);
+    fmt.dot_q8_tile(reinterpret_cast<const void* const*>(rows), n_rows, group.data(), nt, n_cols, out.data());
+    for (int i = 0; i < n_rows; ++i)
+      for (int t = 0; t < nt; ++t) y[i][(t0 + t) * ldy] = out[i * nt + t];
+    t0 += nt;
+  }
 }
 
 // y_r[t * ldy] = w[r] . x[t] for every decode row t: the weight row is read from memory
@@ -161,24 +187,39 @@ void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadP
   if (n_x <= 0) return;
   const int64_t n_cols = targets[0].w->n_cols;
   std::array<const WeightFormat*, kMaxTargets> fmts{};
-  std::array<bool, kMaxTargets> q8{};
+  std::array<bool, kMaxTargets> q8{}, tile{};
   std::array<int64_t, kMaxTargets + 1> first_row{};  // targets' rows laid end to end
-  bool any_q8 = false;
+  bool any_q8 = false, any_tile = false;
   for (size_t i = 0; i < targets.size(); ++i) {
     const WeightMatrix& w = *targets[i].w;
     VLKV_CHECK(w.n_cols == n_cols);
     fmts[i] = &format_of(w);
     q8[i] = uses_q8(w, *fmts[i]);
+    tile[i] = uses_tile(*fmts[i], q8[i], n_x);
     any_q8 = any_q8 || q8[i];
+    any_tile = any_tile || tile[i];
     first_row[i + 1] = first_row[i] + w.n_rows;
   }
-  const DecodeRows xs = decode_rows(x, n_x, n_cols, any_q8);
+  const DecodeRows xs = decode_rows(x, n_x, n_cols, any_q8, any_tile);
   const int64_t n_rows = first_row[targets.size()];
   pool.parallel_for_chunked(n_rows, matvec_grain(n_rows, n_cols * n_x, pool.n_threads()),
                             [&](int64_t r0, int64_t r1, int) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(r0, first_row[i]), e = std::min(r1, first_row[i + 1]);
       const WeightMatrix& w = *targets[i].w;
+      if (tile[i]) {  // rows in pairs (the last alone)
+        for (int64_t wr = b - first_row[i]; wr < e - first_row[i]; wr += kMaxTileRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(kMaxTileRows, e - first_row[i] - wr));
+          std::array<const uint8_t*, kMaxTileRows> rows;
+          std::array<float*, kMaxTileRows> ys;
+          for (int j = 0; j < nr; ++j) {
+            rows[j] = w.data + (wr + j) * w.row_bytes;
+            ys[j] = targets[i].y + wr + j;
+          }
+          tile_dots(*fmts[i], rows.data(), nr, n_cols, xs, ys.data(), w.n_rows);
+        }
+        continue;
+      }
       for (int64_t r = b; r < e; ++r) {
         const int64_t wr = r - first_row[i];
         row_dots(w, *fmts[i], q8[i], wr, xs, targets[i].y + wr, w.n_rows);
@@ -194,12 +235,22 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
   const WeightFormat& fg = format_of(gate);
   const WeightFormat& fu = format_of(up);
   const bool q8g = uses_q8(gate, fg), q8u = uses_q8(up, fu);
-  const DecodeRows xs = decode_rows(x, n_x, gate.n_cols, q8g || q8u);
+  // One tile over the gate and up rows of an output (same format, both through dot_q8_tile).
+  const bool tile = &fg == &fu && uses_tile(fg, q8g, n_x) && q8u;
+  const DecodeRows xs = decode_rows(x, n_x, gate.n_cols, q8g || q8u, tile);
   const int64_t n_ff = gate.n_rows;
   // Each chunk holds rows of both matrices, so its grain counts two rows per output.
   pool.parallel_for_chunked(n_ff, matvec_grain(n_ff, 2 * gate.n_cols * n_x, pool.n_threads()),
                             [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
+    thread_local std::vector<float> gu;  // [2, n_x] gate and up dots of one output
+    if (tile && gu.size() < static_cast<size_t>(2 * n_x)) gu.resize(static_cast<size_t>(2 * n_x));
+    for (int64_t r = r0; r < r1 && tile; ++r) {
+      const uint8_t* rows[2] = {gate.data + r * gate.row_bytes, up.data + r * up.row_bytes};
+      float* ys[2] = {gu.data(), gu.data() + n_x};
+      tile_dots(fg, rows, 2, gate.n_cols, xs, ys, 1);
+      for (int64_t t = 0; t < n_x; ++t) out[t * n_ff + r] = swiglu_one(gu[t], gu[n_x + t]);
+    }
+    for (int64_t r = r0; r < r1 && !tile; ++r) {
       for (int64_t t0 = 0; t0 < n_x; t0 += kMaxDotRows) {
         const DecodeRows group = xs.slice(t0, std::min<int64_t>(kMaxDotRows, n_x - t0));
         std::array<float, kMaxDotRows> g, u;

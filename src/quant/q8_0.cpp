@@ -104,6 +104,22 @@ float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
   return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
 }
 
+// The end of dot_q8_avx512 for one (weight row, activation row) pair: the two accumulators'
+// sum, then blocks [b, nb) (at most 3) one at a time from the row's block b at pb.
+VLKV_TARGET_AVX512_VNNI inline float finish_dot(__m512 acc0, __m512 acc1, const uint8_t* pb, const Q8Activations& x,
+                                                int64_t b, int64_t nb) {
+  const __m512 acc = _mm512_add_ps(acc0, acc1);
+  float sum = hsum_avx2(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
+  const int8_t* xq = x.q.data() + b * kQk;
+  for (int64_t bt = b; bt < nb; ++bt, pb += kBytes, xq += kQk) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+    const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+    sum += hsum_avx2(_mm256_cvtepi32_ps(d)) * (half_f16c(pb) * x.d[static_cast<size_t>(bt)]);
+  }
+  return sum;
+}
+
 // dot_q8_avx512 of one weight row with NX activation rows, bit for bit: the same int32 lane
 // sums and the same f32 steps per row. The lane sums come as (x + 128) . w - 128 . sum(w) (x
 // as VNNI's unsigned operand, w signed) instead of |w| . (x signed by w), so the weight side
@@ -147,19 +163,7 @@ VLKV_TARGET_AVX512_VNNI void dot_q8_rows_avx512(const void* row, const Q8Activat
       acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), _mm512_permutexvar_ps(hi_pair, sc), acc1[t]);
     }
   }
-  for (int t = 0; t < NX; ++t) {
-    const __m512 acc = _mm512_add_ps(acc0[t], acc1[t]);
-    float sum = hsum_avx2(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
-    const uint8_t* pt = p;
-    const int8_t* xq = xs[t]->q.data() + b * kQk;
-    for (int64_t bt = b; bt < nb; ++bt, pt += kBytes, xq += kQk) {  // at most 3 blocks left, as dot_q8_avx512
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pt + 2));
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-      const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-      sum += hsum_avx2(_mm256_cvtepi32_ps(d)) * (half_f16c(pt) * xs[t]->d[static_cast<size_t>(bt)]);
-    }
-    out[t] = sum;
-  }
+  for (int t = 0; t < NX; ++t) out[t] = finish_dot(acc0[t], acc1[t], p, *xs[t], b, nb);
 }
 
 void dot_q8_rows(const void* row, const Q8Activations* const* xs, int n_x, int64_t n, float* out) {
@@ -180,10 +184,91 @@ void dot_q8_rows(const void* row, const Q8Activations* const* xs, int n_x, int64
   }
 }
 
+// dot_q8_avx512 of R weight rows with T activation rows, bit for bit, as dot_q8_rows_avx512
+// per pair; the weight side (codes, 128 . sum(w), scales spread over lanes) is prepared once
+// per R x T tile and the activation side comes prepared (Q8Activations::biased, pair_d), so
+// each loaded activation vector serves R weight rows: the decode GEMM of a large batch is
+// bound by these multiply-adds, not by the activations streamed from L2 per weight row.
+// The scale of a lane is dw * dx either way (a product does not depend on where its
+// factors were spread over lanes).
+template <int R, int T>
+VLKV_TARGET_AVX512_VNNI void dot_q8_tile_avx512(const void* const* rows, const Q8Activations* const* xs, int64_t n,
+                                                float* out) {
+  const int64_t nb = n / kQk;
+  const __m512i lo_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i hi_pair = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc0[R][T], acc1[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc0[i][t] = acc1[i][t] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    __m512i w01[R], w23[R], c01[R], c23[R];
+    __m512 dlo[R], dhi[R];
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* p = static_cast<const uint8_t*>(rows[i]) + b * kBytes;
+      __m128i dh = _mm_cvtsi32_si128(load_u16(p));
+      dh = _mm_insert_epi16(dh, load_u16(p + kBytes), 1);
+      dh = _mm_insert_epi16(dh, load_u16(p + 2 * kBytes), 2);
+      dh = _mm_insert_epi16(dh, load_u16(p + 3 * kBytes), 3);
+      const __m512 dw = _mm512_zextps128_ps512(_mm_cvtph_ps(dh));
+      dlo[i] = _mm512_permutexvar_ps(lo_pair, dw);
+      dhi[i] = _mm512_permutexvar_ps(hi_pair, dw);
+      w01[i] = load_block_pair(p);
+      w23[i] = load_block_pair(p + 2 * kBytes);
+      // -128 . w per lane: the accumulator the activation dots start from (exact int32)
+      c01[i] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w01[i]));
+      c23[i] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w23[i]));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xu = xs[t]->biased.data() + b * kQk;
+      const float* xd = xs[t]->pair_d.data() + b * 8;  // 16 lanes per pair of blocks
+      const __m512i x01 = _mm512_loadu_si512(xu), x23 = _mm512_loadu_si512(xu + 2 * kQk);
+      const __m512 elo = _mm512_loadu_ps(xd), ehi = _mm512_loadu_ps(xd + 16);
+#pragma GCC unroll 2
+      for (int i = 0; i < R; ++i) {
+        const __m512i p01 = _mm512_dpbusd_epi32(c01[i], x01, w01[i]);
+        const __m512i p23 = _mm512_dpbusd_epi32(c23[i], x23, w23[i]);
+        acc0[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p01), _mm512_mul_ps(dlo[i], elo), acc0[i][t]);
+        acc1[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), _mm512_mul_ps(dhi[i], ehi), acc1[i][t]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t)
+      out[i * T + t] = finish_dot(acc0[i][t], acc1[i][t], static_cast<const uint8_t*>(rows[i]) + b * kBytes, *xs[t], b, nb);
+}
+
+template <int R>
+void dot_q8_tile_rows(const void* const* rows, const Q8Activations* const* xs, int n_x, int64_t n, float* out) {
+  switch (n_x) {
+    case 1: return dot_q8_tile_avx512<R, 1>(rows, xs, n, out);
+    case 2: return dot_q8_tile_avx512<R, 2>(rows, xs, n, out);
+    case 3: return dot_q8_tile_avx512<R, 3>(rows, xs, n, out);
+    case 4: return dot_q8_tile_avx512<R, 4>(rows, xs, n, out);
+    default: VLKV_CHECK_MSG(false, "dot_q8_tile: at most kMaxTileX activation rows");
+  }
+}
+
+void dot_q8_tile(const void* const* rows, int n_rows, const Q8Activations* const* xs, int n_x, int64_t n, float* out) {
+  VLKV_CHECK(n_rows >= 1 && n_rows <= kMaxTileRows && n_x >= 1 && n_x <= kMaxTileX);
+  bool prepared = simd_level() == SimdLevel::kAvx512 && cpu_features().avx512vnni && n % 64 == 0;
+  for (int t = 0; t < n_x && prepared; ++t)
+    prepared = xs[t]->biased.size() == static_cast<size_t>(n) && xs[t]->pair_d.size() == static_cast<size_t>(n / 4);
+  if (!prepared) {  // the contract's definition, pair by pair
+    for (int i = 0; i < n_rows; ++i)
+      for (int t = 0; t < n_x; ++t) out[i * n_x + t] = dot_q8(rows[i], *xs[t], n);
+    return;
+  }
+  if (n_rows == 2) return dot_q8_tile_rows<2>(rows, xs, n_x, n, out);
+  return dot_q8_tile_rows<1>(rows, xs, n_x, n, out);
+}
+
 }  // namespace
 
 const WeightFormat kQ8_0Format = {GgmlType::kQ8_0, "q8_0", kQk, kBytes, dequantize_ref, quantize_ref,
                                   Kernels::dequantize, Kernels::dot,
-                                  dot_q8, dot_q8_rows};
+                                  dot_q8, dot_q8_rows, dot_q8_tile};
 
 }  // namespace vlkv::quant

@@ -94,4 +94,16 @@ void quantize_activations_q8(const float* x, int64_t n, Q8Activations& out) {
   }
 }
 
+void prepare_q8_tile_operands(Q8Activations& x) {
+  if (x.n % 64 != 0) {
+    x.biased.clear();
+    x.pair_d.clear();
+    return;
+  }
+  x.biased.resize(static_cast<size_t>(x.n));
+  for (int64_t i = 0; i < x.n; ++i) x.biased[i] = static_cast<uint8_t>(x.q[i]) ^ 0x80;
+  x.pair_d.resize(static_cast<size_t>(x.n / 4));
+  for (int64_t b = 0; b < x.n / 32; ++b) std::fill_n(&x.pair_d[b * 8], 8, x.d[b]);
+}
+
 }  // namespace vlkv

@@ -35,9 +35,17 @@ struct WeightFormat {
   // Optional (a batched step's decode rows): out[t] = dot_q8(row, *xs[t], n) bit for bit for
   // t < n_x <= kMaxDotRows, the weight bytes loaded and prepared once for all the rows.
   void (*dot_q8_rows)(const void* row, const Q8Activations* const* xs, int n_x, int64_t n, float* out) = nullptr;
+  // Optional (a batched step with many decode rows): out[i * n_x + t] = dot_q8(rows[i], *xs[t], n)
+  // bit for bit for i < n_rows <= kMaxTileRows, t < n_x <= kMaxTileX; each activation load
+  // serves every weight row. Null where the CPU lacks the kernel; xs prepared with
+  // prepare_q8_tile_operands.
+  void (*dot_q8_tile)(const void* const* rows, int n_rows, const Q8Activations* const* xs, int n_x, int64_t n,
+                      float* out) = nullptr;
 };
 
 inline constexpr int kMaxDotRows = 8;
+inline constexpr int kMaxTileRows = 2;
+inline constexpr int kMaxTileX = 4;
 
 // nullptr if the type is not one we implement.
 const WeightFormat* find_weight_format(GgmlType type);

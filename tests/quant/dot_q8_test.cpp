@@ -133,5 +133,48 @@ TEST(DotQ8Rows, EqualsOneRowDotsBitForBit) {
   }
 }
 
+// dot_q8_tile (up to kMaxTileRows weight rows x kMaxTileX activation rows) equals dot_q8 of
+// each pair bit for bit (tolerance 0, as above), at every level, with prepared operands (n a
+// multiple of 64, with and without a tail of 1-3 blocks) and without (n = 96: the pairwise
+// fallback), weight codes of -128 included.
+TEST(DotQ8Tile, EqualsPairDotsBitForBit) {
+  const WeightFormat* f = find_weight_format(GgmlType::kQ8_0);
+  ASSERT_NE(f->dot_q8_tile, nullptr);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {96, 256, 448, 2048}) {
+    std::vector<std::vector<uint8_t>> rows(kMaxTileRows, std::vector<uint8_t>(f->block_bytes * (n / f->block_elems)));
+    for (auto& row : rows) {
+      std::vector<float> w(n);
+      for (auto& v : w) v = nd(rng);
+      f->quantize_row_ref(w.data(), row.data(), n);
+    }
+    rows[0][2] = 0x80;  // a -128 code
+    rows[1][rows[1].size() - 1] = 0x80;  // and one in the last block (a tail block at n = 448)
+    const void* row_ptrs[kMaxTileRows] = {rows[0].data(), rows[1].data()};
+    std::vector<Q8Activations> xs(kMaxTileX);
+    std::vector<const Q8Activations*> ptrs;
+    for (auto& xq : xs) {
+      std::vector<float> x(n);
+      for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);
+      quantize_activations_q8(x.data(), n, xq);
+      prepare_q8_tile_operands(xq);
+      EXPECT_EQ(xq.biased.empty(), n % 64 != 0) << n;
+      ptrs.push_back(&xq);
+    }
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      set_simd_level_for_testing(level);
+      for (int n_rows = 1; n_rows <= kMaxTileRows; ++n_rows)
+        for (int n_x = 1; n_x <= kMaxTileX; ++n_x) {
+          std::vector<float> out(n_rows * n_x);
+          f->dot_q8_tile(row_ptrs, n_rows, ptrs.data(), n_x, n, out.data());
+          for (int i = 0; i < n_rows; ++i)
+            for (int t = 0; t < n_x; ++t)
+              EXPECT_EQ(out[i * n_x + t], f->dot_q8(row_ptrs[i], xs[t], n)) << n << " " << n_rows << "x" << n_x;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vlkv
