@@ -5,6 +5,7 @@
 // timed apart on --prefill-tokens real tokens; --fill prefill reaches the depth with a
 // real prefill of ctx tokens (minutes at 8K+ on a laptop-class CPU) and times that.
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -89,7 +90,18 @@ struct Row {
   int64_t parallel = 1;                 // sequences decoding together
   double seq_decode_tok_s = 0;          // per sequence (decode_tok_s is the aggregate)
   double kv_stored_bytes_per_token = 0; // exact codec bytes / tokens (windows included, page tails not)
+  // Process CPU seconds (all threads) per generated token over the fastest decode loop: on a
+  // shared machine the wall rate moves with other load, this far less (a spinning pool
+  // thread counts too, as it would on an idle machine).
+  double decode_cpu_ms_per_token = 0;
 };
+
+// This process's CPU time, all threads, in seconds.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Size of the largest CPU cache (sysconf; 32 MiB when the OS does not say).
 double last_level_cache_bytes() {
@@ -177,8 +189,12 @@ Result<Row> bench_one(const BenchOptions& o, Engine& engine, const std::string& 
     best_prefill = std::min(best_prefill, std::chrono::duration<double>(Clock::now() - t0).count());
     row.fill_seconds = best_prefill;
     auto t1 = Clock::now();
+    const double c1 = process_cpu_seconds();
     for (int64_t i = 0; i < o.n_decode; ++i) VLKV_RETURN_IF_ERROR(s->eval({tok(rng)}, false, &logits));
-    best_decode = std::min(best_decode, std::chrono::duration<double>(Clock::now() - t1).count());
+    const double wall = std::chrono::duration<double>(Clock::now() - t1).count();
+    if (wall < best_decode && o.n_decode > 0)
+      row.decode_cpu_ms_per_token = 1e3 * (process_cpu_seconds() - c1) / static_cast<double>(o.n_decode);
+    best_decode = std::min(best_decode, wall);
     row.kv_held_bytes_per_token = static_cast<double>(engine.kv_bytes_in_use()) / static_cast<double>(s->n_past());
     row.kv_stored_bytes_per_token = s->kv_stored_bytes() / static_cast<double>(s->n_past());
   }
@@ -268,11 +284,16 @@ Result<Row> bench_parallel(const BenchOptions& o, Engine& engine, const std::str
     std::vector<int32_t> tokens(ptrs.size());
     std::vector<std::vector<float>> logits;
     const auto t1 = Clock::now();
+    const double c1 = process_cpu_seconds();
     for (int64_t i = 0; i < o.n_decode; ++i) {
       for (auto& t : tokens) t = tok(rng);
       VLKV_RETURN_IF_ERROR(engine.decode_batch(ptrs, tokens, &logits));
     }
-    best_decode = std::min(best_decode, std::chrono::duration<double>(Clock::now() - t1).count());
+    const double wall = std::chrono::duration<double>(Clock::now() - t1).count();
+    if (wall < best_decode && o.n_decode > 0)
+      row.decode_cpu_ms_per_token =
+          1e3 * (process_cpu_seconds() - c1) / static_cast<double>(o.n_decode * parallel);
+    best_decode = std::min(best_decode, wall);
     double stored = 0, n_tokens = 0;
     for (Session* s : ptrs) {
       stored += s->kv_stored_bytes();
@@ -372,6 +393,7 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"max_seqs_in_budget", row.max_seqs},
                         {"parallel", row.parallel},
                         {"seq_decode_tok_s", row.seq_decode_tok_s},
+                        {"decode_cpu_ms_per_token", row.decode_cpu_ms_per_token},
                         {"kv_stored_bytes_per_token", row.kv_stored_bytes_per_token},
                         {"threads", row.threads},
                         {"n_decode", o.n_decode}};
@@ -381,9 +403,10 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
     if (row.roofline_pct > 0)
       std::snprintf(roof, sizeof roof, row.roofline_meaningful ? "%.0f%%" : "(%.0f%%)", row.roofline_pct);
     if (!o.parallel.empty()) std::printf("%5lld ", static_cast<long long>(row.parallel));
-    std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %10.0f %10.0f %9.2f %12.1f %9lld %9s\n", model.c_str(),
+    std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %8.2f %10.0f %10.0f %9.2f %12.1f %9lld %9s\n", model.c_str(),
                 o.method_width, row.method.c_str(), static_cast<long long>(row.ctx), o.fill == Fill::kRandom ? "random" : "prefill",
-                row.prefill_tok_s, row.decode_tok_s, row.kv_bytes_per_token, row.kv_held_bytes_per_token,
+                row.prefill_tok_s, row.decode_tok_s, row.decode_cpu_ms_per_token, row.kv_bytes_per_token,
+                row.kv_held_bytes_per_token,
                 row.bits_per_elem, row.peak_rss / 1048576.0, static_cast<long long>(row.max_seqs), roof);
   }
   std::fflush(stdout);
@@ -419,6 +442,8 @@ int bench(const BenchOptions& o_in) {
       std::printf("# fill prefill: the decoder over ctx random tokens in batches of %lld (real prefill, "
                   "full-precision attention), timed as prefill; decode: %lld steps after it, one token each\n",
                   static_cast<long long>(o.engine.n_batch), static_cast<long long>(o.n_decode));
+    std::printf("# cpu ms/t: process CPU time (all threads) per generated token in the fastest decode loop (steadier "
+                "than decode t/s on a shared machine)\n");
     std::printf("# KV B/tok: method's steady-state bytes per token; held B/tok: pool pages held / tokens (window, "
                 "page tails included); max seqs: sequences of ctx+n tokens in --kv-budget %s\n", o.kv_budget.c_str());
     std::printf("# simd: %s (VLKV_SIMD caps it)\n", simd_tier_name(simd_tier()));
@@ -429,9 +454,8 @@ int bench(const BenchOptions& o_in) {
                   o.read_gb_s, o.engine.n_threads > 0 ? o.engine.n_threads : static_cast<int>(std::thread::hardware_concurrency()),
                   last_level_cache_bytes() / 1048576.0);
     if (!o.parallel.empty()) std::printf("%5s ", "par");
-    std::printf("%-24s %-*s %7s %8s %11s %10s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx", "fill",
-                "prefill t/s",
-                "decode t/s", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");
+    std::printf("%-24s %-*s %7s %8s %11s %10s %8s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx",
+                "fill", "prefill t/s", "decode t/s", "cpu ms/t", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");
   }
   std::string model = o.engine.model_path;
   if (size_t slash = model.find_last_of('/'); slash != std::string::npos) model = model.substr(slash + 1);

@@ -85,6 +85,9 @@ TEST(BenchFill, RandomFillReachesTheDepthWithTheDocumentedKeys) {
     EXPECT_EQ(j["prefill_tokens"], 32);
     EXPECT_GT(j["prefill_tok_s"].get<double>(), 0);
     EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+    // CPU per token: positive, and at most what 2 busy threads (-t 1 plus the caller) spend in its wall time.
+    EXPECT_GT(j["decode_cpu_ms_per_token"].get<double>(), 0);
+    EXPECT_LE(j["decode_cpu_ms_per_token"].get<double>(), 2.0 * 1e3 / j["decode_tok_s"].get<double>());
     EXPECT_EQ(j["bits_per_elem"].get<double>(), bits[i]);
     EXPECT_GT(j["max_seqs_in_budget"].get<int64_t>(), 0);
     // Held pages cover at least the method's steady-state bytes of the 2050 tokens.
@@ -147,6 +150,9 @@ TEST(BenchParallel, RowsCarryParallelColumnsAndMaxPrintsTheCapacity) {
                 1e-6 * j["decode_tok_s"].get<double>());
     EXPECT_GT(j["kv_stored_bytes_per_token"].get<double>(), 0);
     EXPECT_GE(j["kv_held_bytes_per_token"].get<double>(), j["kv_stored_bytes_per_token"].get<double>());
+    // Per generated token over all sequences, as decode_tok_s counts them.
+    EXPECT_GT(j["decode_cpu_ms_per_token"].get<double>(), 0);
+    EXPECT_LE(j["decode_cpu_ms_per_token"].get<double>(), 2.0 * 1e3 / j["decode_tok_s"].get<double>());
   }
   EXPECT_GT(rows[5]["parallel"].get<int64_t>(), rows[2]["parallel"].get<int64_t>());  // kivi2 admits more than f16
   EXPECT_NE(r.err.find("KV budget 16.0 MiB: "), std::string::npos) << r.err;
