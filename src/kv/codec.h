@@ -32,18 +32,6 @@ struct SegmentView {
     const int64_t g = first_block + b;
     return pages[g / blocks_per_page] + (g % blocks_per_page) * static_cast<int64_t>(block_bytes);
   }
-  // Asks the CPU to fetch blocks [b, e) of the view into its caches (clamped to the view).
-  // A segment's pages are small and not adjacent, so the hardware prefetcher loses the
-  // stream at every page; the fused ops call this a run of blocks ahead of their work.
-  void prefetch(int64_t b, int64_t e) const {
-    if (e > n_blocks()) e = n_blocks();
-    for (; b < e; ++b) {
-      const uint8_t* p = block(b);
-      const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-      const uintptr_t last = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(block_bytes) - 1;
-      for (uintptr_t a = first; a <= last; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
-    }
-  }
   // Blocks b.. that are contiguous in memory (same page): at least 1.
   int64_t contiguous_blocks(int64_t b) const {
     const int64_t g = first_block + b;

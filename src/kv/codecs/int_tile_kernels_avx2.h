@@ -288,7 +288,6 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
     }
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
-      seg.prefetch(b + 2, b + 3);
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, true, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk,
                                         blk + 2 * 16 * np, s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale,
@@ -307,7 +306,6 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
                                                  abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
-    seg.prefetch(b + 1, b + 2);
     if constexpr (kWide) {
       wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
       for (int tt = 0; tt < G / 16; ++tt)
@@ -395,7 +393,6 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   const uint8_t* blk[kRunBlocks];
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
     const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
-    seg.prefetch(b0 + kRunBlocks, b0 + 2 * kRunBlocks);
     for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
     for (int r = 0; r < RB; ++r) {
       __m256 mx = _mm256_setzero_ps();

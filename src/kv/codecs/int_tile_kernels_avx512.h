@@ -244,7 +244,6 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
-      seg.prefetch(b + 2, b + 3);
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, true, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
                                  s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16,
@@ -263,7 +262,6 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
                                                  _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
-    seg.prefetch(b + 1, b + 2);
     if constexpr (kWide) {
       wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
       for (int tt = 0; tt < G / 16; ++tt)
@@ -347,7 +345,6 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
   const uint8_t* blk[kRunBlocks];
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
     const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
-    seg.prefetch(b0 + kRunBlocks, b0 + 2 * kRunBlocks);
     for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
     // Step per (row, group): max_t p_t * max_t scale_{t,g} over the run bounds max p' and
     // needs RB + ng reductions instead of RB * ng; then p' is rounded in one pass.
