@@ -216,6 +216,43 @@ inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float l
   for (int c = pc * P; c < (pc + 1) * P; c += 8) _mm256_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
+// As tilek::wide_channel_rows (per-channel block, dot=16: one step for every row, the
+// query rounded and c0 = q . min in one pass over the channels, the f16 metadata read in
+// place), with the same per-lane operations and the AVX-512 path's summation order.
+inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax, const uint8_t* sc_h,
+                              const uint8_t* mn_h, int8_t* hi, int8_t* lo, float* step, float* c0) {
+  constexpr float kLevels = query_levels(true);
+  __m256 mx = _mm256_setzero_ps();
+  for (int c = 0; c < d; c += 8)
+    mx = _mm256_max_ps(mx, abs8(_mm256_mul_ps(_mm256_loadu_ps(qmax + c), load_halves8(sc_h + 2 * c))));
+  const float m = hmax8(mx);
+  const __m256 iv = _mm256_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+  for (int r = 0; r < n_q; ++r) step[r] = m / kLevels;
+  const __m256i k127 = _mm256_set1_epi32(127);
+  for (int r0 = 0; r0 < n_q; r0 += 4) {
+    const int rb = std::min(4, n_q - r0);
+    __m256 a0[4], a1[4];
+    for (int k = 0; k < 4; ++k) a0[k] = a1[k] = _mm256_setzero_ps();
+    for (int c = 0; c < d; c += 16) {
+      const __m256 inv0 = _mm256_mul_ps(load_halves8(sc_h + 2 * c), iv);
+      const __m256 inv1 = _mm256_mul_ps(load_halves8(sc_h + 2 * c + 16), iv);
+      const __m256 mn0 = load_halves8(mn_h + 2 * c), mn1 = load_halves8(mn_h + 2 * c + 16);
+      for (int k = 0; k < rb; ++k) {
+        const int64_t at = static_cast<int64_t>(r0 + k) * d + c;
+        const __m256 q0 = _mm256_loadu_ps(q + at), q1 = _mm256_loadu_ps(q + at + 8);
+        const __m256i qi0 = _mm256_cvtps_epi32(_mm256_mul_ps(q0, inv0));
+        const __m256i qi1 = _mm256_cvtps_epi32(_mm256_mul_ps(q1, inv1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at),
+                         pack_s8(_mm256_and_si256(qi0, k127), _mm256_and_si256(qi1, k127)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at), pack_s8(_mm256_srai_epi32(qi0, 7), _mm256_srai_epi32(qi1, 7)));
+        a0[k] = _mm256_fmadd_ps(q0, mn0, a0[k]);
+        a1[k] = _mm256_fmadd_ps(q1, mn1, a1[k]);
+      }
+    }
+    for (int k = 0; k < rb; ++k) c0[r0 + k] = hsum8(_mm256_add_ps(a1[k], a0[k]));
+  }
+}
+
 // As tilek::scores (same steps, same rounding).
 template <int B, bool kWide, bool kVnni>
 void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTileShape& sh, float scale, float* logits,
@@ -269,6 +306,15 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
                                                  abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
+    if constexpr (kWide) {
+      wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
+      for (int tt = 0; tt < G / 16; ++tt)
+        for (int r0 = 0; r0 < n_q; r0 += 4)
+          key_tile<B, false, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P,
+                                           rows(r0), nullptr, nullptr, nullptr, s.c0.data() + r0, scale,
+                                           logits + r0 * ld + b * G + tt * 16, ld);
+      continue;
+    }
     for (int i = 0; i < d; i += 8) {
       _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
       _mm256_storeu_ps(&s.mn[i], load_halves8(blk + 2 * d + 2 * i));

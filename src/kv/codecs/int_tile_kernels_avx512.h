@@ -34,8 +34,10 @@
 #include "kv/codecs/int_tiles.h"
 
 // GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
-// -Wmaybe-uninitialized once inlined here; the values are fully defined.
+// -Wmaybe-uninitialized (and, for _mm512_reduce_*_ps, -Wuninitialized) once inlined here;
+// the values are fully defined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace vlkv::tilek {
 
@@ -179,6 +181,40 @@ VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d,
   for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
+// Per-channel block at dot=16: one step for every row, m = max_c max_r |q_rc| * scale_c
+// (qmax [d] holds max_r |q_rc|); each row rounded to qi = round(q * scale_c * 16383 / m)
+// (hi / lo [n_q, d]) and c0[r] = sum_c q_rc min_c. One pass over the channels for every row,
+// the f16 scales and mins read in place (sc_h, mn_h: [d] f16), four rows' sums interleaved;
+// per row the same operations in the same order as round_q and a sequential fma chain.
+VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax, const uint8_t* sc_h,
+                                             const uint8_t* mn_h, int8_t* hi, int8_t* lo, float* step, float* c0) {
+  constexpr float kLevels = query_levels(true);
+  __m512 mx = _mm512_setzero_ps();
+  for (int c = 0; c < d; c += 16)
+    mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qmax + c), load_halves16(sc_h + 2 * c))));
+  const float m = _mm512_reduce_max_ps(mx);
+  const __m512 iv = _mm512_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+  for (int r = 0; r < n_q; ++r) step[r] = m / kLevels;
+  const __m512i k127 = _mm512_set1_epi32(127);
+  for (int r0 = 0; r0 < n_q; r0 += 4) {
+    const int rb = std::min(4, n_q - r0);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int c = 0; c < d; c += 16) {
+      const __m512 inv = _mm512_mul_ps(load_halves16(sc_h + 2 * c), iv);
+      const __m512 mn = load_halves16(mn_h + 2 * c);
+      for (int k = 0; k < rb; ++k) {
+        const int64_t at = static_cast<int64_t>(r0 + k) * d + c;
+        const __m512 qv = _mm512_loadu_ps(q + at);
+        const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(qv, inv));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k127)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at), _mm512_cvtsepi32_epi8(_mm512_srai_epi32(qi, 7)));
+        acc[k] = _mm512_fmadd_ps(qv, mn, acc[k]);
+      }
+    }
+    for (int k = 0; k < rb; ++k) c0[r0 + k] = _mm512_reduce_add_ps(acc[k]);
+  }
+}
+
 // logits[r * ld + t] = scale * q_r . k_t over the view (blocks of 16 tokens per-token, G per channel).
 template <int B, bool kWide>
 VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale,
@@ -234,6 +270,15 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
     if (b + 2 < seg.n_blocks()) prefetch_bytes(seg.block(b + 2), seg.block_bytes);
+    if constexpr (kWide) {
+      wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
+      for (int tt = 0; tt < G / 16; ++tt)
+        for (int r0 = 0; r0 < n_q; r0 += 4)
+          key_tile<B, false, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0),
+                                    nullptr, nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16,
+                                    ld);
+      continue;
+    }
     for (int i = 0; i < d; i += 16) {
       _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
       _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
