@@ -32,6 +32,7 @@ struct ProbeTiles {
 struct StatScratch {
   std::vector<float> qt, qt2;   // [kTileRows, head_dim] probe queries, and through a query transform
   std::vector<float> logits;    // [kTileRows, kChunkTokens]
+  std::vector<float> tile_logits;  // probe_stats: [kTileRows, keys a tile sees], only grown (no refill)
   std::vector<float> m;         // [kTileRows]
   std::vector<double> l;        // [kTileRows]
 };
@@ -156,8 +157,8 @@ void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Co
       const int rows = pt.rows(tile, pr.n);
       const int last = pr.tokens[pt.first_probe(tile) + rows / pt.group - 1];
       const int64_t ld = n_cached + last + 1;  // keys the tile's last probe sees
-      if (s.logits.size() < static_cast<size_t>(rows * ld)) s.logits.resize(static_cast<size_t>(rows * ld));
-      float* lg = s.logits.data();  // [rows, ld]
+      if (s.tile_logits.size() < static_cast<size_t>(rows * ld)) s.tile_logits.resize(static_cast<size_t>(rows * ld));
+      float* lg = s.tile_logits.data();  // [rows, ld]
       gather_probe_q(q, shape, pr, pt, g, tile, s.qt.data());
       int qt2_id = 0;
       for (size_t c = hb[g]; c < hb[g + 1]; ++c)
