@@ -54,6 +54,21 @@ Chunk f32_rows_chunk(const Codec& f32, const uint8_t* const* kpage, const uint8_
   return c;
 }
 
+Chunk sub_chunk(const Chunk& c, int64_t t0, int64_t n) {
+  Chunk s = c;
+  s.k.first_block += t0 / c.k.tokens_per_block;
+  s.k.n_tokens = n;
+  s.v.first_block += t0 / c.v.tokens_per_block;
+  s.v.n_tokens = n;
+  s.first += t0;
+  return s;
+}
+
+int64_t sparse_granule(const Chunk& c) {
+  const int64_t unit = std::lcm<int64_t>(c.kc->tokens_per_block(), c.vc->tokens_per_block());
+  return unit * ((kSparseGranule + unit - 1) / unit);
+}
+
 // ---------------- softmax over one chunk of logits (vectorized exp) ----------------
 // One dispatch point (base/simd_dispatch.h): the AVX2 and AVX-512 variants live in
 // softmax_kernels_avx2.cpp / softmax_kernels_avx512.cpp.
@@ -114,9 +129,8 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
     const int64_t valid = limit ? std::clamp<int64_t>(limit[r] + 1, 0, n) : n;
     for (int64_t t = valid; t < n; ++t) lr[t] = 0.0f;
     if (valid == 0) continue;
-    if (keep)
-      for (int64_t t = 0; t < valid; ++t)
-        if (!keep[t]) lr[t] = kNegInf;
+    if (keep)  // branch-free selects, vectorizable (the branchy stores showed in sparse prefill profiles)
+      for (int64_t t = 0; t < valid; ++t) lr[t] = keep[t] ? lr[t] : kNegInf;
     const float mx = max_of(lr, valid);
     if (mx == kNegInf) {  // nothing kept in this row's range
       std::fill(lr, lr + valid, 0.0f);
@@ -135,8 +149,7 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
     }
     st.l[r] += exp_sub_sum(lr, valid, m_new);
     if (keep)  // the vector exp flushes -inf to ~1e-38, not 0
-      for (int64_t t = 0; t < valid; ++t)
-        if (!keep[t]) lr[t] = 0.0f;
+      for (int64_t t = 0; t < valid; ++t) lr[t] = keep[t] ? lr[t] : 0.0f;
   }
   c.vc->accumulate(logits, n, rows, c.v, c.vc->output_transform() ? st.acc2 : st.acc);
 }
@@ -312,11 +325,8 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       int qt2_id = 0;  // query transform held in s.qt2: applied once per task, not per chunk
       bool qt2_base = false;  // s.qt2 holds the base layer's queries
       for (size_t c = c0; c < c1; ++c) {
-        const uint8_t* keep_c = nullptr;
-        if (sparse) {
-          keep_c = options.keep + g * n_keys + cs[c].first;
-          if (std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
-        }
+        const uint8_t* keep_c = sparse ? options.keep + g * n_keys + cs[c].first : nullptr;
+        if (sparse && std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
         const bool base = vla && cs[c].base_keys;
         const std::vector<float>& q_tile = base ? s.qb : s.qt;
         const float* qc = q_tile.data();
@@ -329,7 +339,13 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
           }
           qc = s.qt2.data();
         }
-        fold_chunk(cs[c], qc, rows, d, scale, nullptr, keep_c, st, s.logits.data());
+        if (!sparse) {
+          fold_chunk(cs[c], qc, rows, d, scale, nullptr, nullptr, st, s.logits.data());
+          continue;
+        }
+        attn::for_each_kept_run(cs[c], keep_c, [&](int64_t t0, int64_t n) {
+          fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, d, scale, nullptr, keep_c + t0, st, s.logits.data());
+        });
       }
     }
   });
@@ -484,6 +500,33 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       }
     }
   }, n_new == 1 ? n_tasks_b : 1);
+}
+
+double sparse_attention_work(const LayerCache& layer, const LayerCache* key_source, const uint8_t* keep, int n_new,
+                             const AttendShape& shape) {
+  const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
+  // (query token, key) pairs; the query heads of a kv head's group all read the same keys.
+  const double dense = static_cast<double>(n_new) * static_cast<double>(n_cached) +
+                       0.5 * static_cast<double>(n_new) * static_cast<double>(n_new + 1);
+  if (dense <= 0.0) return 1.0;
+  thread_local std::vector<Chunk> chunks;
+  double sparse = 0.0;
+  for (int g = 0; g < shape.n_kv_heads; ++g) {
+    const uint8_t* kg = keep + g * n_keys;  // [n_keys]
+    chunks.clear();
+    build_chunks(layer, key_source, g, shape.head_dim, chunks);
+    int64_t cached_read = 0;  // cached keys in runs the attention reads (kept or masked)
+    for (const Chunk& c : chunks)
+      attn::for_each_kept_run(c, kg + c.first, [&](int64_t, int64_t n) { cached_read += n; });
+    double new_read = 0.0;  // query i reads the kept new keys j <= i (and itself)
+    int64_t kept = 0;
+    for (int i = 0; i < n_new; ++i) {
+      kept += kg[n_cached + i] != 0;
+      new_read += static_cast<double>(kept) + (kg[n_cached + i] ? 0.0 : 1.0);
+    }
+    sparse += static_cast<double>(n_new) * static_cast<double>(cached_read) + new_read;
+  }
+  return sparse / (dense * shape.n_kv_heads);
 }
 
 }  // namespace vlkv

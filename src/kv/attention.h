@@ -20,7 +20,7 @@ struct AttendShape {
 };
 
 // Softmax state of the probe queries of a step (kStatKeyMass): written by attend_layer
-// (full attention) or probe_softmax (before a sparse attention), read by probe_key_mass.
+// (full attention) or probe_stats (before a sparse attention), read by probe_key_mass.
 struct ProbeRows {
   const int* tokens = nullptr;  // [n] step token indices, ascending
   int n = 0;
@@ -53,5 +53,18 @@ struct AttendOptions {
 void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
                   const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
                   ThreadPool& pool, const AttendOptions& options = {});
+
+// The share of a full attention's work (query token x key pairs) that attend_layer does
+// with this keep mask (AttendOptions::keep): the cached keys of the runs it reads (granules
+// with a kept key, attention_chunks.h) and the kept new keys each query sees, plus itself.
+// Bookkeeping only (no scores): O(n_kv_heads * (n_cached + n_new)).
+double sparse_attention_work(const LayerCache& layer, const LayerCache* key_source, const uint8_t* keep, int n_new,
+                             const AttendShape& shape);
+
+// A sparse attention is run only when it does at most this share of the full attention's
+// work: it pays for the masking of the unkept keys it still reads (the selects around the
+// softmax) and for the mask's selection; flat attention keeps most keys and saves little.
+// See KvCache::attend (kv_cache.cpp).
+constexpr double kMaxSparseWork = 0.85;
 
 }  // namespace vlkv

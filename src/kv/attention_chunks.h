@@ -3,6 +3,7 @@
 // shape they share. Not for methods or the decoder.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -32,6 +33,35 @@ void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, 
 // kpage[0], vpage[0] (rows_in_page rows each): the step's new tokens.
 Chunk f32_rows_chunk(const Codec& f32, const uint8_t* const* kpage, const uint8_t* const* vpage, int64_t first,
                      int64_t n, int64_t rows_in_page, int d);
+
+// Tokens [t0, t0 + n) of a chunk, t0 and n multiples of both codecs' tokens_per_block.
+Chunk sub_chunk(const Chunk& c, int64_t t0, int64_t n);
+
+// Sparse attention skips a chunk's keys in granules: runs of at least kSparseGranule
+// tokens (whole blocks of both codecs) with no kept key are not read, the others are
+// scored with the unkept keys masked. Smaller granules would mean more, shorter kernel
+// calls; the 16-token tiles of the integer codecs set the scale.
+constexpr int64_t kSparseGranule = 16;
+int64_t sparse_granule(const Chunk& c);  // a multiple of both codecs' tokens_per_block, >= kSparseGranule
+
+// Calls f(t0, n) for each maximal run [t0, t0 + n) of granules of chunk c holding a kept key.
+//   keep: [c.k.n_tokens] the chunk's keys, 1 = kept
+template <class F>
+void for_each_kept_run(const Chunk& c, const uint8_t* keep, F&& f) {
+  const int64_t n = c.k.n_tokens, gr = sparse_granule(c);
+  int64_t run = -1;  // first token of the open run, -1: none open
+  for (int64_t t0 = 0; t0 < n; t0 += gr) {
+    const int64_t t1 = std::min(n, t0 + gr);
+    bool any = false;
+    for (int64_t t = t0; t < t1 && !any; ++t) any = keep[t] != 0;
+    if (any && run < 0) run = t0;
+    if (!any && run >= 0) {
+      f(run, t0 - run);
+      run = -1;
+    }
+  }
+  if (run >= 0) f(run, n - run);
+}
 
 // In place: x[t] <- exp(x[t] - m) for t < n; returns the sum. m is finite and >= every x[t].
 float exp_sub_sum(float* x, int64_t n, float m);

@@ -32,6 +32,7 @@ struct ProbeTiles {
 struct StatScratch {
   std::vector<float> qt, qt2;   // [kTileRows, head_dim] probe queries, and through a query transform
   std::vector<float> logits;    // [kTileRows, kChunkTokens]
+  std::vector<float> tile_logits;  // probe_stats: [kTileRows, keys a tile sees], only grown (no refill)
   std::vector<float> m;         // [kTileRows]
   std::vector<double> l;        // [kTileRows]
 };
@@ -129,55 +130,81 @@ std::vector<int> choose_probes(const ProbePlan& plan, int n_new, uint64_t salt) 
   return out;
 }
 
-void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
-                   const float* k, int n_new, float scale, const AttendShape& shape, ProbeRows& pr,
-                   ThreadPool& pool) {
+void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                 const float* k, int n_new, float scale, const AttendShape& shape, ProbeRows& pr, float* key_mass,
+                 ThreadPool& pool, float* probe_maps) {
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
+  const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
   const LayerKeys& lk = layer_keys(layer, key_source, k, n_new, n_kv, d);
   const std::vector<Chunk>& cs = lk.chunks;
   const std::vector<size_t>& hb = lk.head_begin;
   const std::vector<float>& keys = lk.new_keys;
-
-  pool.parallel_for(static_cast<int64_t>(n_kv) * pt.n_tiles, [&](int64_t begin, int64_t end, int) {
+  std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
+  if (probe_maps) std::fill(probe_maps, probe_maps + static_cast<int64_t>(pr.n) * shape.n_heads * n_keys, 0.0f);
+  if (pr.n == 0) return;
+  // Task = (kv head, probe tile): the tile's logits over every key it sees, kept until its
+  // rows' max and sum are known, then turned into probabilities and summed per key into
+  // the task's own partial mass, [n_tasks, n_keys]; a second pass adds the tiles up.
+  const int64_t n_tasks = static_cast<int64_t>(n_kv) * pt.n_tiles;
+  thread_local std::vector<float> partial;  // the caller's; the workers write disjoint rows
+  partial.assign(static_cast<size_t>(n_tasks) * n_keys, 0.0f);
+  float* const part = partial.data();
+  pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end, int) {
     StatScratch& s = scratch(d);
     for (int64_t task = begin; task < end; ++task) {
       const int g = static_cast<int>(task / pt.n_tiles), tile = static_cast<int>(task % pt.n_tiles);
       const int rows = pt.rows(tile, pr.n);
-      std::fill(s.m.begin(), s.m.begin() + rows, kNegInf);
-      std::fill(s.l.begin(), s.l.begin() + rows, 0.0);
+      const int last = pr.tokens[pt.first_probe(tile) + rows / pt.group - 1];
+      const int64_t ld = n_cached + last + 1;  // keys the tile's last probe sees
+      if (s.tile_logits.size() < static_cast<size_t>(rows * ld)) s.tile_logits.resize(static_cast<size_t>(rows * ld));
+      float* lg = s.tile_logits.data();  // [rows, ld]
       gather_probe_q(q, shape, pr, pt, g, tile, s.qt.data());
-      // Online max / sum of one chunk's logits; row r sees keys [0, limit(r)] of it.
-      auto fold = [&](const Chunk& c, const float* qc, auto&& limit) {
-        const int64_t n = c.k.n_tokens;
-        if (s.logits.size() < static_cast<size_t>(rows * n)) s.logits.resize(static_cast<size_t>(rows * n));
-        c.kc->scores(qc, rows, c.k, scale, s.logits.data(), n);
-        for (int r = 0; r < rows; ++r) {
-          float* lr = s.logits.data() + static_cast<int64_t>(r) * n;
-          const int64_t valid = std::clamp<int64_t>(limit(r) + 1, 0, n);
-          if (valid == 0) continue;
-          const float m_new = std::max(s.m[r], attn::max_of(lr, valid));
-          if (s.m[r] != m_new) {
-            if (s.m[r] != kNegInf) s.l[r] *= std::exp(s.m[r] - m_new);
-            s.m[r] = m_new;
-          }
-          s.l[r] += attn::exp_sub_sum(lr, valid, m_new);
-        }
-      };
       int qt2_id = 0;
       for (size_t c = hb[g]; c < hb[g + 1]; ++c)
-        fold(cs[c], query_for(cs[c], s, rows, d, qt2_id), [](int) { return std::numeric_limits<int64_t>::max() - 1; });
+        cs[c].kc->scores(query_for(cs[c], s, rows, d, qt2_id), rows, cs[c].k, scale, lg + cs[c].first, ld);
       const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&keys[static_cast<size_t>(g) * n_new * d])};
-      const int last = pr.tokens[pt.first_probe(tile) + rows / pt.group - 1];
       for (int64_t j0 = 0; j0 <= last; j0 += kChunkTokens) {
         const Chunk c = attn::f32_rows_chunk(f32, page, page, j0, std::min<int64_t>(kChunkTokens, last + 1 - j0), n_new, d);
-        fold(c, s.qt.data(), [&](int r) { return pr.tokens[pt.first_probe(tile) + r / pt.group] - j0; });
+        c.kc->scores(s.qt.data(), rows, c.k, scale, lg + n_cached + j0, ld);
       }
+      float* mass = part + task * n_keys;  // [n_keys]
       for (int r = 0; r < rows; ++r) {
-        const int64_t slot = static_cast<int64_t>(pt.first_probe(tile) + r / pt.group) * shape.n_heads +
-                             g * pt.group + r % pt.group;
-        pr.m[slot] = s.m[r];
-        pr.l[slot] = s.l[r];
+        const int p = pt.first_probe(tile) + r / pt.group;
+        const int64_t valid = n_cached + pr.tokens[p] + 1;
+        float* lr = lg + static_cast<int64_t>(r) * ld;
+        const float m = attn::max_of(lr, valid);
+        double l = 0.0;  // in kChunkTokens pieces, as the attention sums
+        for (int64_t t0 = 0; t0 < valid; t0 += kChunkTokens)
+          l += attn::exp_sub_sum(lr + t0, std::min(kChunkTokens, valid - t0), m);
+        const int64_t slot = static_cast<int64_t>(p) * shape.n_heads + g * pt.group + r % pt.group;
+        pr.m[slot] = m;
+        pr.l[slot] = l;
+        const float inv_l = static_cast<float>(1.0 / l);
+        for (int64_t t = 0; t < valid; ++t) mass[t] += lr[t] * inv_l;
+        if (probe_maps) {  // keys past `valid` stay 0: this probe cannot see them
+          float* row = probe_maps + slot * n_keys;
+          for (int64_t t = 0; t < valid; ++t) row[t] = lr[t] * inv_l;
+        }
+      }
+    }
+  });
+  // Sum the tiles of each head and divide by the number of probes that see each key.
+  const int64_t n_key_chunks = (n_keys + kChunkTokens - 1) / kChunkTokens;
+  pool.parallel_for(static_cast<int64_t>(n_kv) * n_key_chunks, [&](int64_t begin, int64_t end, int) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int g = static_cast<int>(task / n_key_chunks);
+      const int64_t t0 = task % n_key_chunks * kChunkTokens, t1 = std::min(n_keys, t0 + kChunkTokens);
+      float* mass = key_mass + g * n_keys;
+      for (int tile = 0; tile < pt.n_tiles; ++tile) {
+        const float* src = part + (static_cast<int64_t>(g) * pt.n_tiles + tile) * n_keys;
+        for (int64_t t = t0; t < t1; ++t) mass[t] += src[t];
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t seen = t < n_cached ? pr.n
+                                          : pr.tokens + pr.n - std::lower_bound(pr.tokens, pr.tokens + pr.n,
+                                                                                static_cast<int>(t - n_cached));
+        mass[t] = seen > 0 ? mass[t] / static_cast<float>(seen) : 0.0f;
       }
     }
   });

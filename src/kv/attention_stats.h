@@ -3,10 +3,10 @@
 // normalized for the causal mask (ZipVL). Never an n x n matrix: the mass is summed
 // per key as the probe rows' probabilities are produced, chunk by chunk.
 //
-// Cost: probe_key_mass recomputes the probe rows' logits (scores only, no values) once;
-// probe_softmax (needed only before a sparse attention, when the full attention cannot
-// provide the rows' max and sum) is one more such pass. With 10% of a prefill's queries
-// as probes that is ~10-20% of the step's full attention.
+// Cost: probe_key_mass recomputes the probe rows' logits (scores only, no values) once,
+// after a full attention that provided the rows' max and sum; probe_stats (before a
+// sparse attention) is the same one pass, keeping the logits until the max and sum are
+// known. With 10% of a prefill's queries as probes that is ~10% of the step's attention.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +22,16 @@ namespace vlkv {
 // layer and the step's first position into the seed.
 std::vector<int> choose_probes(const ProbePlan& plan, int n_new, uint64_t salt);
 
-// Softmax max and sum of every probe row over the cached keys and the new keys it sees
-// causally (what attend_layer writes to AttendOptions::probe_state in a full attention).
-// f32: the f32 codec (runs the kernels over the new keys).
+// probe_key_mass and the probe rows' softmax state in one scoring pass, for a step whose
+// attention comes after its statistics (sparse attention, store without attention): each
+// probe tile's logits over every key it sees are kept (a [64, n_keys] float buffer per
+// thread) until its rows' max and sum are known. Writes probes.m, probes.l (what
+// attend_layer writes to AttendOptions::probe_state) and key_mass / probe_maps as
+// probe_key_mass does. f32: the f32 codec (runs the kernels over the new keys).
 //   q: [n_new, n_heads, head_dim]; k: [n_new, n_kv_heads, head_dim]
-void probe_softmax(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
-                   const float* k, int n_new, float scale, const AttendShape& shape, ProbeRows& probes, ThreadPool& pool);
+void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                 const float* k, int n_new, float scale, const AttendShape& shape, ProbeRows& probes, float* key_mass,
+                 ThreadPool& pool, float* probe_maps = nullptr);
 
 // key_mass: [n_kv_heads, layer.n_tokens + n_new] in step key order (AttentionStats), the
 // normalized score of each key from the probe rows' final softmax state.

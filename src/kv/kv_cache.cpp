@@ -296,8 +296,9 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
     in.stats = &stats;
     bool attended = false;
     if (plan.sparse_attention) {  // statistics first, then attention over the keys they select
-      probe_softmax(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, pool);
-      probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
+      // The probes cost what they cost after a full attention (one scoring pass): only
+      // the selection is extra. The mask is used only when it skips enough of the work.
+      probe_stats(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
       keep_.clear();
       if (method.select_attended_keys(in, &keep_)) {
         if (keep_.size() != key_mass_.size()) {
@@ -305,8 +306,11 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
           return Status(StatusCode::kInternal, "select_attended_keys: mask of " + std::to_string(keep_.size()) +
                                                    " keys, expected " + std::to_string(key_mass_.size()));
         }
-        attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, AttendOptions{keep_.data(), nullptr});
-        attended = true;
+        if (sparse_attention_work(lc, key_source, keep_.data(), n_new, shape) <= kMaxSparseWork) {
+          attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
+                       AttendOptions{keep_.data(), nullptr});
+          attended = true;
+        }
       }
     }
     if (!attended) {
@@ -375,9 +379,8 @@ Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float
     ProbeRows rows = begin_stats(plan, lc, layer, n_new, stats);
     const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
     ThreadPool& tp = *pool;
-    probe_softmax(lc, nullptr, *f32_, q, k, n_new, scale, shape, rows, tp);
-    probe_key_mass(lc, nullptr, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), tp,
-                   stats.probe_maps ? probe_maps_.data() : nullptr);
+    probe_stats(lc, nullptr, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), tp,
+                stats.probe_maps ? probe_maps_.data() : nullptr);
     in.stats = &stats;
   }
   return store_layer_step(seq_id, *seq, in);

@@ -78,7 +78,8 @@ struct LayerPlan {
   ProbePlan probe;             // probe queries of kStatKeyMass
   // Sparse attention (ZipVL's sparse prefill; needs kStatKeyMass): the probe statistics
   // are computed before the step's attention, Method::select_attended_keys picks the
-  // keys, and all the step's queries then attend only over those (plus themselves).
+  // keys, and all the step's queries then attend only over those (plus themselves)
+  // where that skips enough work (see select_attended_keys).
   bool sparse_attention = false;
 };
 
@@ -146,9 +147,11 @@ class Method {
   // and in.kinds are the step's) and before the step's attention. Returns false to attend
   // every key (e.g. a short step), or fills keep: [n_kv_heads, n_cached + n_new] in step
   // key order (AttentionStats), 1 = attended. Every query attends the kept keys it can
-  // see causally plus its own key, kept or not. Chunks of cached keys with none kept
-  // are skipped; new tokens' kept keys are gathered, so the step's new-token attention
-  // costs ~ n_new * kept instead of n_new^2 / 2.
+  // see causally plus its own key, kept or not. 16-token granules of cached keys with
+  // none kept are skipped; new tokens' kept keys are gathered, so the step's new-token
+  // attention costs ~ n_new * kept instead of n_new^2 / 2. The cache uses the mask only
+  // when it leaves at most kMaxSparseWork of the full attention's work (attention.h),
+  // and attends every key otherwise.
   virtual bool select_attended_keys(const StoreInput& /*in*/, std::vector<uint8_t>* /*keep*/) const {
     return false;
   }

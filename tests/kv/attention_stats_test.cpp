@@ -1,7 +1,7 @@
 // Attention statistics (kStatKeyMass) and sparse attention against brute-force double
 // references: probe choice; per-key normalized probe mass over cached (several segments,
 // storage order) + causal new keys with GQA, across 256-key chunk boundaries, through the
-// full attention's softmax state and through probe_softmax, 1 and 2 threads, every SIMD
+// full attention's softmax state and through probe_stats, 1 and 2 threads, every SIMD
 // level, decode (1 token) and prefill steps; attend_layer with a keep mask.
 #include "kv/attention_stats.h"
 
@@ -192,7 +192,7 @@ TEST(KeyMass, MatchesBruteForceAcrossSegmentsChunksGqaAndSteps) {
     const AttendShape shape{cs.n_heads, cs.n_kv, cs.d};
     for (ThreadPool* pool : {&pool1, &pool2})
       for (SimdLevel level : kvtest::simd_levels())
-        for (bool via_probe_softmax : {false, true}) {
+        for (bool via_probe_stats : {false, true}) {
           set_simd_level_for_testing(level);
           if (cs.skip_rounded) {
             bool rounded = false;
@@ -206,18 +206,29 @@ TEST(KeyMass, MatchesBruteForceAcrossSegmentsChunksGqaAndSteps) {
           std::vector<double> l(m.size(), NAN);
           ProbeRows rows{probes.data(), static_cast<int>(probes.size()), m.data(), l.data()};
           std::vector<float> out(s.q.size());
-          if (via_probe_softmax) {
-            probe_softmax(L.cache, nullptr, **f32, s.q.data(), s.k.data(), cs.n_new, scale, shape, rows, *pool);
+          if (via_probe_stats) {
+            probe_stats(L.cache, nullptr, **f32, s.q.data(), s.k.data(), cs.n_new, scale, shape, rows, mass.data(),
+                        *pool);
+            // Its rows' softmax state is the full attention's (same logits; sums in another order).
+            std::vector<float> m2(m.size(), NAN);
+            std::vector<double> l2(l.size(), NAN);
+            ProbeRows rows2{probes.data(), static_cast<int>(probes.size()), m2.data(), l2.data()};
+            attend_layer(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.v.data(), cs.n_new, scale, out.data(),
+                         shape, *pool, AttendOptions{nullptr, &rows2});
+            for (size_t j = 0; j < m.size(); ++j) {
+              ASSERT_NEAR(m[j], m2[j], 1e-5f * std::max(1.0f, std::abs(m2[j]))) << cs.method << " row " << j;
+              ASSERT_NEAR(l[j], l2[j], 1e-5 * l2[j]) << cs.method << " row " << j;
+            }
           } else {
             attend_layer(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.v.data(), cs.n_new, scale, out.data(),
                          shape, *pool, AttendOptions{nullptr, &rows});
+            probe_key_mass(L.cache, nullptr, **f32, s.q.data(), s.k.data(), cs.n_new, scale, shape, rows, mass.data(),
+                           *pool);
           }
-          probe_key_mass(L.cache, nullptr, **f32, s.q.data(), s.k.data(), cs.n_new, scale, shape, rows, mass.data(),
-                         *pool);
           for (size_t j = 0; j < mass.size(); ++j)
             ASSERT_NEAR(mass[j], ref[j], kMassTol * ref_max)
                 << cs.method << " key " << j << " level " << static_cast<int>(level) << " threads "
-                << pool->n_threads() << (via_probe_softmax ? " probe_softmax" : " attend_layer");
+                << pool->n_threads() << (via_probe_stats ? " probe_stats" : " attend_layer");
         }
   }
 }
@@ -247,20 +258,31 @@ TEST(ProbeMaps, RowsMatchBruteForceSoftmax) {
   ProbeRows rows{probes.data(), static_cast<int>(probes.size()), m.data(), l.data()};
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
   const float scale = 0.2f;
-  probe_softmax(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, scale, shape, rows, pool);
-  probe_key_mass(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, scale, shape, rows, mass.data(), pool,
-                 maps.data());
-  const int group = g.n_heads / g.n_kv_heads, d = g.head_dim;
-  for (size_t p = 0; p < probes.size(); ++p)
-    for (int h = 0; h < g.n_heads; ++h) {
-      const auto keys = all_rows(L.k[h / group], s.k, g, s.n_new, h / group);
-      const int64_t seen = 400 + probes[p] + 1;
-      const std::vector<double> ref =
-          ref_probe_row(&s.q[(static_cast<int64_t>(probes[p]) * g.n_heads + h) * d], keys, seen, d, scale);
-      const float* row = &maps[(p * g.n_heads + h) * n_keys];
-      for (int64_t t = 0; t < n_keys; ++t)
-        ASSERT_NEAR(row[t], t < seen ? ref[t] : 0.0, kMassTol) << "probe " << p << " head " << h << " key " << t;
+  for (bool via_probe_stats : {false, true}) {  // after a full attention, or in one pass
+    std::fill(maps.begin(), maps.end(), NAN);
+    if (via_probe_stats) {
+      probe_stats(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, scale, shape, rows, mass.data(), pool,
+                  maps.data());
+    } else {
+      std::vector<float> out(s.q.size());
+      attend_layer(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.v.data(), s.n_new, scale, out.data(), shape,
+                   pool, AttendOptions{nullptr, &rows});
+      probe_key_mass(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, scale, shape, rows, mass.data(), pool,
+                     maps.data());
     }
+    const int group = g.n_heads / g.n_kv_heads, d = g.head_dim;
+    for (size_t p = 0; p < probes.size(); ++p)
+      for (int h = 0; h < g.n_heads; ++h) {
+        const auto keys = all_rows(L.k[h / group], s.k, g, s.n_new, h / group);
+        const int64_t seen = 400 + probes[p] + 1;
+        const std::vector<double> ref =
+            ref_probe_row(&s.q[(static_cast<int64_t>(probes[p]) * g.n_heads + h) * d], keys, seen, d, scale);
+        const float* row = &maps[(p * g.n_heads + h) * n_keys];
+        for (int64_t t = 0; t < n_keys; ++t)
+          ASSERT_NEAR(row[t], t < seen ? ref[t] : 0.0, kMassTol)
+              << "probe " << p << " head " << h << " key " << t << (via_probe_stats ? " probe_stats" : "");
+      }
+  }
 }
 
 // Each probe row's probabilities sum to 1 per head: unnormalized, the cached mass times
@@ -279,8 +301,7 @@ TEST(KeyMass, MassSumsToProbesTimesGroup) {
   std::vector<double> l(m.size());
   ProbeRows rows{probes.data(), static_cast<int>(probes.size()), m.data(), l.data()};
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
-  probe_softmax(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, 0.2f, shape, rows, pool);
-  probe_key_mass(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, 0.2f, shape, rows, mass.data(), pool);
+  probe_stats(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.n_new, 0.2f, shape, rows, mass.data(), pool);
   const int64_t n_keys = 333 + s.n_new;
   for (int h = 0; h < g.n_kv_heads; ++h) {
     double total = 0;
@@ -300,49 +321,92 @@ TEST(SparseAttention, KeepMaskMatchesReferenceOverKeptKeysPlusSelf) {
   ThreadPool pool1(1), pool2(2);
   const KvGeometry g{1, 8, 2, 64};
   const int group = 4, d = 64;
+  // f16: one token per block; kivi: 32-token key blocks (per channel) and a window, whose
+  // integer kernels round the query (Codec::fused_rounding): their levels are left to
+  // the codec tests, as in KeyMass above.
+  for (const char* name : {"f16", "kivi:bits=4,g=32,residual=64"}) {
+    auto method = create_method(name, g);
+    ASSERT_TRUE(method.is_ok());
+    bool rounds = false;
+    for (const Codec* c : (*method)->codecs()) rounds = rounds || c->fused_rounding(d).query_bits != 0;
+    Layer L;
+    const int64_t n_cached = 700;
+    fill(L, **method, g, n_cached, 21);
+    const StepData s = make_step(g, 290, 50);
+    const int64_t n_keys = n_cached + s.n_new;
+    // Pattern 0: head 0 every third key, none of cached chunk [256, 512) (skipped); head 1
+    // the new keys only, and only the even ones. Pattern 1: head 0 keys 40..70 of every 128
+    // (granules without a kept key skipped inside chunks: runs start mid-chunk), head 1 one
+    // key in 100.
+    for (int pattern : {0, 1}) {
+      std::vector<uint8_t> keep(g.n_kv_heads * n_keys, 0);
+      for (int64_t t = 0; t < n_keys; ++t) {
+        keep[t] = pattern == 0 ? t % 3 == 0 && !(t >= 256 && t < 512) : t % 128 >= 40 && t % 128 < 70;
+        keep[n_keys + t] = pattern == 0 ? t >= n_cached && t % 2 == 0 : t % 100 == 7;
+      }
+      auto f32 = make_codec("f32");
+      const float scale = 0.125f;
+      std::vector<double> ref(s.q.size());
+      for (int h = 0; h < g.n_kv_heads; ++h) {
+        const auto keys = all_rows(L.k[h], s.k, g, s.n_new, h), vals = all_rows(L.v[h], s.v, g, s.n_new, h);
+        for (int i = 0; i < s.n_new; ++i) {
+          std::vector<float> kk, vv;
+          for (int64_t t = 0; t <= n_cached + i; ++t) {
+            if (!keep[h * n_keys + t] && t != n_cached + i) continue;
+            kk.insert(kk.end(), keys.begin() + t * d, keys.begin() + (t + 1) * d);
+            vv.insert(vv.end(), vals.begin() + t * d, vals.begin() + (t + 1) * d);
+          }
+          for (int r = 0; r < group; ++r) {
+            const int64_t row = (static_cast<int64_t>(i) * g.n_heads + h * group + r) * d;
+            kvtest::ref_attention_row(&s.q[row], kk.data(), vv.data(), static_cast<int64_t>(kk.size()) / d, d, scale,
+                                      &ref[row]);
+          }
+        }
+      }
+      for (ThreadPool* pool : {&pool1, &pool2})
+        for (SimdLevel level : kvtest::simd_levels()) {
+          set_simd_level_for_testing(level);
+          if (rounds && level != SimdLevel::kScalar) continue;
+          std::vector<float> out(s.q.size(), NAN);
+          attend_layer(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.v.data(), s.n_new, scale, out.data(),
+                       AttendShape{g.n_heads, g.n_kv_heads, d}, *pool, AttendOptions{keep.data(), nullptr});
+          for (size_t row = 0; row < s.q.size(); row += d)
+            ASSERT_LT(kvtest::rel_err(&out[row], &ref[row], d), 2e-5)  // as the full attention's test
+                << name << " pattern " << pattern << " row " << row / d << " level " << static_cast<int>(level)
+                << " threads " << pool->n_threads();
+        }
+    }
+  }
+}
+
+// The work share a keep mask leaves (the rule KvCache::attend applies): whole for an
+// all-kept mask, each query's own key alone for an empty one, every cached key still
+// read when each 16-token granule holds one kept key, and the kept granules only.
+TEST(SparseAttention, WorkShareCountsReadGranulesAndKeptNewKeys) {
+  const KvGeometry g{1, 8, 2, 64};
   auto method = create_method("f16", g);
   ASSERT_TRUE(method.is_ok());
   Layer L;
-  const int64_t n_cached = 700;
-  fill(L, **method, g, n_cached, 21);
-  const StepData s = make_step(g, 290, 50);
-  const int64_t n_keys = n_cached + s.n_new;
-  // Head 0: every third key, none of cached chunk [256, 512) (skipped); head 1: the new
-  // keys only, and only the even ones.
-  std::vector<uint8_t> keep(g.n_kv_heads * n_keys, 0);
-  for (int64_t t = 0; t < n_keys; ++t) {
-    keep[t] = t % 3 == 0 && !(t >= 256 && t < 512);
-    keep[n_keys + t] = t >= n_cached && t % 2 == 0;
-  }
-  auto f32 = make_codec("f32");
-  const float scale = 0.125f;
-  std::vector<double> ref(s.q.size());
-  for (int h = 0; h < g.n_kv_heads; ++h) {
-    const auto keys = all_rows(L.k[h], s.k, g, s.n_new, h), vals = all_rows(L.v[h], s.v, g, s.n_new, h);
-    for (int i = 0; i < s.n_new; ++i) {
-      std::vector<float> kk, vv;
-      for (int64_t t = 0; t <= n_cached + i; ++t) {
-        if (!keep[h * n_keys + t] && t != n_cached + i) continue;
-        kk.insert(kk.end(), keys.begin() + t * d, keys.begin() + (t + 1) * d);
-        vv.insert(vv.end(), vals.begin() + t * d, vals.begin() + (t + 1) * d);
-      }
-      for (int r = 0; r < group; ++r) {
-        const int64_t row = (static_cast<int64_t>(i) * g.n_heads + h * group + r) * d;
-        kvtest::ref_attention_row(&s.q[row], kk.data(), vv.data(), static_cast<int64_t>(kk.size()) / d, d, scale,
-                                  &ref[row]);
-      }
-    }
-  }
-  for (ThreadPool* pool : {&pool1, &pool2})
-    for (SimdLevel level : kvtest::simd_levels()) {
-      set_simd_level_for_testing(level);
-      std::vector<float> out(s.q.size(), NAN);
-      attend_layer(L.cache, nullptr, **f32, s.q.data(), s.k.data(), s.v.data(), s.n_new, scale, out.data(),
-                   AttendShape{g.n_heads, g.n_kv_heads, d}, *pool, AttendOptions{keep.data(), nullptr});
-      for (size_t row = 0; row < s.q.size(); row += d)
-        ASSERT_LT(kvtest::rel_err(&out[row], &ref[row], d), 2e-5)  // as the full attention's test
-            << "row " << row / d << " level " << static_cast<int>(level) << " threads " << pool->n_threads();
-    }
+  const int64_t n_cached = 512;
+  fill(L, **method, g, n_cached, 5);
+  const int n_new = 100;
+  const int64_t n_keys = n_cached + n_new;
+  const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
+  const double dense = static_cast<double>(n_new) * n_cached + 0.5 * n_new * (n_new + 1);
+  std::vector<uint8_t> keep(g.n_kv_heads * n_keys, 1);
+  EXPECT_DOUBLE_EQ(sparse_attention_work(L.cache, nullptr, keep.data(), n_new, shape), 1.0);
+  std::fill(keep.begin(), keep.end(), 0);
+  EXPECT_DOUBLE_EQ(sparse_attention_work(L.cache, nullptr, keep.data(), n_new, shape), n_new / dense);
+  for (int64_t t = 0; t < n_cached; t += 16) keep[t] = keep[n_keys + t] = 1;  // one key per granule
+  EXPECT_DOUBLE_EQ(sparse_attention_work(L.cache, nullptr, keep.data(), n_new, shape),
+                   (static_cast<double>(n_new) * n_cached + n_new) / dense);
+  std::fill(keep.begin(), keep.end(), 0);
+  for (int h = 0; h < 2; ++h)
+    for (int64_t t = 32; t < 96; ++t) keep[h * n_keys + t] = 1;  // granules 2..5 of the cache
+  keep[n_cached] = 1;  // head 0: the first new key, seen by every query (itself included)
+  const double head0 = 64.0 * n_new + n_new + (n_new - 1);
+  const double head1 = 64.0 * n_new + n_new;
+  EXPECT_DOUBLE_EQ(sparse_attention_work(L.cache, nullptr, keep.data(), n_new, shape), (head0 + head1) / (2 * dense));
 }
 
 }  // namespace

@@ -226,5 +226,29 @@ TEST(ZipvlCache, PeakedPromptKeepsFewHighBitTokensAndSparseStaysCloseToFull) {
   EXPECT_GE(static_cast<double>(full->bytes_in_use()), lo);
 }
 
+// Flat attention (random keys, no heavy tokens): tau = 0.97 keeps nearly every key, a
+// mask would skip < 15% of the work (kMaxSparseWork), so sparse=1 attends every key: the
+// same output as sparse=0, over two steps (the second over a cache).
+TEST(ZipvlCache, FlatPromptSparseAttendsEveryKeyAsFull) {
+  const KvGeometry g{1, 4, 2, 64};
+  ThreadPool pool(2);
+  const int n = 300;
+  const auto q = random_vec(static_cast<size_t>(n) * g.n_heads * g.head_dim, 11, -0.3f, 0.3f);
+  const auto k = random_vec(static_cast<size_t>(n) * g.n_kv_heads * g.head_dim, 12, -0.3f, 0.3f);
+  const auto v = random_vec(k.size(), 13, -1.0f, 1.0f);
+  std::unique_ptr<KvCache> caches[2] = {kvtest::small_page_cache("zipvl", g),
+                                        kvtest::small_page_cache("zipvl:sparse=1", g)};
+  const SeqId seqs[2] = {caches[0]->add_sequence().value(), caches[1]->add_sequence().value()};
+  std::vector<float> outs[2] = {std::vector<float>(q.size()), std::vector<float>(q.size())};
+  for (int step = 0; step < 2; ++step) {
+    for (int c = 0; c < 2; ++c) {
+      ASSERT_TRUE(caches[c]->attend(seqs[c], 0, q.data(), k.data(), v.data(), nullptr, n, 0.125f, outs[c].data(), pool)
+                      .is_ok());
+      caches[c]->commit(seqs[c], n);
+    }
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(outs[1][i], outs[0][i]) << "step " << step << " " << i;
+  }
+}
+
 }  // namespace
 }  // namespace vlkv

@@ -19,6 +19,10 @@
 //    and all the step's queries attend only those plus themselves
 //    (Method::select_attended_keys). Non-important queries keep their own key so no row
 //    is empty and each token still sees itself; the paper's kernel drops them entirely.
+//    The probes cost one scoring pass either way (probe_stats); the cache attends every
+//    key when the selection would skip less than 15% of the work (kMaxSparseWork in
+//    kv/attention.h: flat attention keeps most keys), so sparse=1 never does more work
+//    than sparse=0 beyond the selection itself (a sort of each head's key mass).
 //
 // Per (layer, kv head) segments by tag: kHi, kLo (compressed), kWindow (f16, sequence
 // order), kStageHi, kStageLo (f16, < g tokens of a class). Tokens are stored out of
@@ -304,7 +308,7 @@ MethodInfo zipvl_info() {
       {"rescore", "100", "window of f16 tokens scored and quantized together (decode tokens wait here)"},
       {"probe", "0.05", "probe queries: the last share plus a random share of a step's queries (0..0.5)"},
       {"seed", "0", "seed of the random probes"},
-      {"sparse", "0", "1 = prefill steps of >= 64 tokens attend only the important keys (+ themselves): faster prefill, changed outputs"},
+      {"sparse", "0", "1 = prefill steps of >= 64 tokens attend only the important keys (+ themselves) where that skips >15% of the attention's work (else every key): faster prefill on peaked attention, changed outputs"},
       {"g", "32", "group: keys per channel over g tokens, values per token over g channels"}};
   info.create = [](const Spec& s, const KvGeometry& g) { return ZipvlMethod::create(s, g); };
   return info;
