@@ -78,8 +78,13 @@ DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8,
   return {x, n_x, n_cols, std::span<const Q8Activations>(xq.data(), static_cast<size_t>(n_x))};
 }
 
-// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_tile.
-bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) { return q8 && fmt.dot_q8_tile && n_x > 1; }
+// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_tile. Up to
+// kMaxDotRows rows one dot_q8_rows pass per weight row does as well (matmul_bench DecodeRows:
+// the tiles gain from 16 rows on; at 8, vlkv bench --parallel 8 measured no gain), so those
+// keep the path the weight-reuse numbers were taken on.
+bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
+  return q8 && fmt.dot_q8_tile && n_x > kMaxDotRows;
+}
 
 // y_i[t * ldy] = rows[i] . x[t] for the n_rows (<= kMaxTileRows) weight rows of one format and
 // every decode row t, through dot_q8_tile: the x rows in near-equal groups of at most kMaxTileX.

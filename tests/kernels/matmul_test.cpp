@@ -178,13 +178,15 @@ TEST(Matmul, FusedMatvecsEqualSeparateMatmuls) {
 
 // A batched step's decode rows (matmul_decode, the fused loops with n_x rows) equal each
 // row's own matmul bit for bit (tolerance 0: each row is the same dot product in the same
-// order), and matmul_step's prompt block equals matmul over those rows.
+// order), and matmul_step's prompt block equals matmul over those rows. 5 decode rows take
+// dot_q8_rows, 13 (over kMaxDotRows) Q8_0's 2 x 4 tiles.
 TEST(Matmul, DecodeRowsOfABatchEqualOneRowMatmuls) {
+  for (const int64_t n_x : {5, 13})
   for (bool q8 : {false, true}) {
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF16}) {
       QuantMatrix a = make_matrix(type, 70, 256, 11);
       a.w.round_activations_q8 = q8;
-      const int64_t n_x = 5, n_prompt = 3;
+      const int64_t n_prompt = 3;
       std::vector<float> x((n_x + n_prompt) * 256);
       std::mt19937 rng(6);
       std::normal_distribution<float> dist(0.0f, 1.0f);
