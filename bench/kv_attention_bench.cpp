@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/process_cpu_time.h"
+#include "bench_random.h"
 #include "base/thread_pool.h"
 #include "kv/attention.h"
 #include "kv/codec_registry.h"
@@ -38,14 +40,6 @@ int g_threads = 0;  // --threads N; 0: every hardware thread
 ThreadPool& bench_pool() {
   static ThreadPool pool(g_threads > 0 ? g_threads : ThreadPool::default_threads());
   return pool;
-}
-
-std::vector<float> random_normal(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (auto& e : x) e = dist(rng);
-  return x;
 }
 
 struct Result {
@@ -63,14 +57,6 @@ std::map<std::tuple<int, int64_t, std::string>, Result>& results() {
   return r;
 }
 double g_read_gb_s = 0, g_copy_gb_s = 0;
-
-// CPU time of the whole process (all pool threads): on a shared machine it is steadier than
-// wall time, as time spent descheduled is not counted.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // Bytes of the codec blocks the layer's segments hold (what one decode step reads).
 double layer_bytes(const LayerCache& layer) {

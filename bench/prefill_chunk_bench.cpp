@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "bench_random.h"
 #include "base/thread_pool.h"
 #include "kv/kv_cache.h"
 
@@ -27,14 +28,6 @@ namespace vlkv {
 namespace {
 
 constexpr KvGeometry kGeom{1, 16, 4, 128};
-
-std::vector<float> random_normal(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (auto& e : x) e = dist(rng);
-  return x;
-}
 
 struct Timing {
   double wall_ms = 0, cpu_ms = 0;

@@ -5,7 +5,6 @@
 // timed apart on --prefill-tokens real tokens; --fill prefill reaches the depth with a
 // real prefill of ctx tokens (minutes at 8K+ on a laptop-class CPU) and times that.
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -23,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/cpu_features.h"
+#include "base/process_cpu_time.h"
 #include "commands.h"
 #include "kv_flags.h"
 #include "vlkv/engine.h"
@@ -96,12 +96,6 @@ struct Row {
   double decode_cpu_ms_per_token = 0;
 };
 
-// This process's CPU time, all threads, in seconds.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Size of the largest CPU cache (sysconf; 32 MiB when the OS does not say).
 double last_level_cache_bytes() {
