@@ -69,10 +69,11 @@ TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
   auto dot8 = create_method("akvq_vl:dot=8,text_bits=8", g128);
   ASSERT_TRUE(dot8.is_ok()) << dot8.status().message();
   EXPECT_NE((*dot8)->spec().find(",dot=8"), std::string::npos) << (*dot8)->spec();
-  // 8-bit text codes keep the rows layout (no VNNI tiles for 8 bits): no dot there.
+  // 8-bit text codes tile too (integer dots on 8-bit tiles), with the same dot.
   EXPECT_EQ(names(**dot8), (std::vector<std::string>{"wht_int2:g=128,clip=0.8,layout=k,dot=8",
-                                                     "wht_int2:g=128,clip=0.8,layout=v,dot=8", "wht_int8:g=128,clip=1",
-                                                     "f16"}));
+                                                     "wht_int2:g=128,clip=0.8,layout=v,dot=8",
+                                                     "wht_int8:g=128,clip=1,layout=k,dot=8",
+                                                     "wht_int8:g=128,clip=1,layout=v,dot=8", "f16"}));
   EXPECT_DOUBLE_EQ((*dot8)->bits_per_element(), 2.25);
   // Smaller heads: g = head_dim; bits 4 clips at 1.
   auto s = create_method("akvq_vl:bits=4", KvGeometry{2, 4, 2, 64});
@@ -353,9 +354,9 @@ TEST(AkvqStore, TiledClassesKeepWholeTilesAndStageTheRestInF16) {
   EXPECT_LT(rel_rms(hx.stored(1, akvq::kTagText, true), hx.input(1, text, true)), kInt4Rms);
 }
 
-// 3- and 8-bit codes and groups of 8 channels do not tile: rows, one token per block, no staging.
+// 3-bit codes and groups of 8 channels do not tile: rows, one token per block, no staging.
 TEST(AkvqStore, RowsLayoutWhereTilesDoNotPay) {
-  for (const char* spec : {"akvq_vl:pattern=tsa,window=0,bits=3,text_bits=8", "akvq_vl:pattern=tsa,window=0,g=8,wht=0"}) {
+  for (const char* spec : {"akvq_vl:pattern=tsa,window=0,bits=3,text_bits=3", "akvq_vl:pattern=tsa,window=0,g=8,wht=0"}) {
     LayerHarness hx(spec, 0);
     hx.store(kinds_of({{kT, 7}, {kV, 37}}), nullptr, 2);
     EXPECT_EQ(hx.segment_rows(0, akvq::kTagLow), 37) << spec;

@@ -39,16 +39,23 @@ struct ValueTileShape {
 
 inline bool tileable_bits(int bits) { return bits == 2 || bits == 4 || bits == 8; }
 
-// Whether a method should store a per-token codec in tiles: 2/4-bit codes (8-bit tiles take
-// the dequantizing path, no faster than rows) and whole 16-channel tiles inside each group.
+// Most channels one f32 step of the 8-bit key-tile dots may span: their int32 sums of codes
+// <= 255 times 15-bit query parts stay exact in f32 (512 * 255 * 128 < 2^24) and, as s16-word
+// totals on AVX2, in int32 (512 * 255 * 16383 < 2^31). IntCodec dequantizes wider 8-bit pieces.
+constexpr int kMaxDotChannels8 = 512;
+
+// Whether a method should store a per-token codec in tiles (integer dots at every SIMD tier
+// but scalar): 2/4/8-bit codes, whole 16-channel tiles inside each group, and for 8 bits
+// groups within kMaxDotChannels8. CPU-independent, so the stored layout is the same everywhere.
 inline bool tiles_pay(int bits, int head_dim, int64_t channel_group) {
-  return (bits == 2 || bits == 4) && head_dim % kTileChannels == 0 && channel_group % kTileChannels == 0;
+  return (bits == 2 || bits == 4 || (bits == 8 && channel_group <= kMaxDotChannels8)) &&
+         head_dim % kTileChannels == 0 && channel_group % kTileChannels == 0;
 }
 
 // The `dot` parameter of the int codecs and of the methods that pass it on: bits the tiled
 // VNNI ops round their float inputs to (int_tile_kernels_avx512.h).
 inline constexpr const char* kDotHelp =
-    "tiled 2/4-bit codes (integer dots at every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities "
+    "tiled 2/4/8-bit codes (integer dots at every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities "
     "to 14 (within ~1e-3 of exact attention over the stored values), 8 to 8 and 7 bits (half the integer work, ~1e-2)";
 inline Result<int> parse_dot_bits(const Spec& spec, const std::string& who) {
   VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
