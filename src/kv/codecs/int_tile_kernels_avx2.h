@@ -79,13 +79,20 @@ inline __m256i widen_s16(__m256i acc, __m256i s16) { return _mm256_add_epi32(acc
 // b: 2,3 | 6,7; within int32 for <= 512 channels or 64 tokens), one vphaddd restores the lane
 // order. That exact total T = 128 ah + al is what the VNNI paths round once in f32 from their
 // exact parts (fmadd(ah, 128, al)), so cvt(T) gives the same bits.
-//   words: [4] s16 inputs of quad j's four elements; a, b: s32 accumulators.
-inline void dot_words8(__m256i quad, const int16_t* words, __m256i* a, __m256i* b) {
+// widen_codes8: quad j of half h of an 8-bit tile -> its u16 halves (once per quad, for every
+// row; one quad at a time keeps RB = 4 rows' accumulators in registers);
+// dot_words8: words [4] = s16 inputs of the quad's four elements; a, b: s32 accumulators.
+inline void widen_codes8(const uint8_t* tile, int h, int j, __m256i* lo, __m256i* hi) {
+  const __m256i quad = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 * j + 32 * h));
+  *lo = _mm256_unpacklo_epi8(quad, _mm256_setzero_si256());
+  *hi = _mm256_unpackhi_epi8(quad, _mm256_setzero_si256());
+}
+inline void dot_words8(__m256i lo, __m256i hi, const int16_t* words, __m256i* a, __m256i* b) {
   int64_t w;
   std::memcpy(&w, words, 8);
-  const __m256i q = _mm256_set1_epi64x(w), z = _mm256_setzero_si256();
-  *a = _mm256_add_epi32(*a, _mm256_madd_epi16(_mm256_unpacklo_epi8(quad, z), q));
-  *b = _mm256_add_epi32(*b, _mm256_madd_epi16(_mm256_unpackhi_epi8(quad, z), q));
+  const __m256i q = _mm256_set1_epi64x(w);
+  *a = _mm256_add_epi32(*a, _mm256_madd_epi16(lo, q));
+  *b = _mm256_add_epi32(*b, _mm256_madd_epi16(hi, q));
 }
 // 16 int32 (a: elements 0-7, b: 8-15) -> 16 s16 words in order (|values| < 2^15).
 inline __m256i pack_words(__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); }
@@ -191,10 +198,12 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
       __m256i b[RB];
       for (int r = 0; r < RB; ++r) b[r] = _mm256_setzero_si256();
       for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
-        __m256i qd[4];
-        unpack_quads_half<B>(codes + u * kTb, h, qd);
-        for (int j = 0; j < 4; ++j)
-          for (int r = 0; r < RB; ++r) dot_words8(qd[j], q.w + static_cast<int64_t>(r) * d + 16 * u + 4 * j, &al[r], &b[r]);
+        for (int j = 0; j < 4; ++j) {
+          __m256i c_lo, c_hi;
+          widen_codes8(codes + u * kTb, h, j, &c_lo, &c_hi);
+          for (int r = 0; r < RB; ++r)
+            dot_words8(c_lo, c_hi, q.w + static_cast<int64_t>(r) * d + 16 * u + 4 * j, &al[r], &b[r]);
+        }
       }
       for (int r = 0; r < RB; ++r) al[r] = _mm256_hadd_epi32(al[r], b[r]);
     } else if constexpr (kVnni) {
@@ -525,11 +534,12 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
           __m256i bw[RB];
           for (int r = 0; r < RB; ++r) bw[r] = _mm256_setzero_si256();
           for (int b = 0; b < kb; ++b) {
-            __m256i qd[4];
-            unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
-            for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < 4; ++j) {
+              __m256i c_lo, c_hi;
+              widen_codes8(blk[b] + sh.meta_bytes + u * kTb, h, j, &c_lo, &c_hi);
               for (int r = 0; r < RB; ++r)
-                dot_words8(qd[j], words + static_cast<int64_t>(r * ng + k) * kRun + 16 * b + 4 * j, &al[r], &bw[r]);
+                dot_words8(c_lo, c_hi, words + static_cast<int64_t>(r * ng + k) * kRun + 16 * b + 4 * j, &al[r], &bw[r]);
+            }
           }
           for (int r = 0; r < RB; ++r) al[r] = _mm256_hadd_epi32(al[r], bw[r]);
         } else if constexpr (kVnni) {
