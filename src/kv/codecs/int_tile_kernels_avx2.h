@@ -499,8 +499,9 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
                                                                    _mm256_sub_ps(v, _mm256_cvtepi32_ps(qi[e]))));
             mta[r][e] = _mm256_fmadd_ps(pv, mv[e], mta[r][e]);
           }
-          if constexpr (kWords) _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + at), pack_words(qi[0], qi[1]));
-          if constexpr (kWide) {
+          if constexpr (kWords) {  // the dots read only the words
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + at), pack_words(qi[0], qi[1]));
+          } else if constexpr (kWide) {
             _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at),
                              pack_s8(_mm256_srli_epi32(qi[0], 7), _mm256_srli_epi32(qi[1], 7)));
             _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at),
