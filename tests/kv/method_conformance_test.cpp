@@ -4,6 +4,7 @@
 // thousands of decode steps across page boundaries, copy / remove of sequences.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -307,6 +308,15 @@ TEST_P(EveryMethod, OutlierHeavyDataAndAttentionVsF32) {
 
 INSTANTIATE_TEST_SUITE_P(Registered, EveryMethod, ::testing::ValuesIn(method_names()),
                          [](const auto& info) { return info.param; });
+// The 8-bit integer dots of the tiled codecs (dot=8) through the same checks.
+INSTANTIATE_TEST_SUITE_P(Dot8, EveryMethod,
+                         ::testing::Values("int2:dot=8", "int4:dot=8", "kivi2:dot=8", "akvq_vl:dot=8"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
 
 TEST(MethodRegistry, ListsBaselinesAndDescribesThem) {
   const auto names = method_names();

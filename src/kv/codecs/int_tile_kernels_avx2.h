@@ -212,7 +212,7 @@ struct ScoreScratch {
 
 inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
   s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
-  const __m256 iv = _mm256_set1_ps(m > 0.0f ? levels / m : 0.0f);
+  const __m256 iv = _mm256_set1_ps(intt::inverse_step(levels, m));
   for (int c = pc * P; c < (pc + 1) * P; c += 8) _mm256_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
@@ -226,7 +226,7 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
   for (int c = 0; c < d; c += 8)
     mx = _mm256_max_ps(mx, abs8(_mm256_mul_ps(_mm256_loadu_ps(qmax + c), load_halves8(sc_h + 2 * c))));
   const float m = hmax8(mx);
-  const __m256 iv = _mm256_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+  const __m256 iv = _mm256_set1_ps(intt::inverse_step(kLevels, m));
   for (int r = 0; r < n_q; ++r) step[r] = m / kLevels;
   const __m256i k127 = _mm256_set1_epi32(127);
   for (int r0 = 0; r0 < n_q; r0 += 4) {
@@ -321,7 +321,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
     }
     if (kWide) {
       const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
-      const __m256 iv = _mm256_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+      const __m256 iv = _mm256_set1_ps(intt::inverse_step(kLevels, m));
       for (int i = 0; i < d; i += 8) _mm256_storeu_ps(&s.inv[i], _mm256_mul_ps(_mm256_loadu_ps(&s.sc[i]), iv));
       for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
     } else {
@@ -410,7 +410,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       for (int k = 0; k < ng; ++k) {
         const float m = pmax[r] * smax[k];
         step[r * ng + k] = m / kQMax;
-        inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
+        inv[r * ng + k] = intt::inverse_step(kQMax, m);
       }
     for (int k = 0; k < ng; ++k) {
       __m256 mta[RB][2];

@@ -177,7 +177,7 @@ VLKV_TILE_VNNI inline float piece_max(const float* v, const float* mul, int c0, 
 // Step of piece pc of row r from its max m: inv[r, c] = levels / m over the piece (0 when m is 0).
 VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
   s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
-  const __m512 iv = _mm512_set1_ps(m > 0.0f ? levels / m : 0.0f);
+  const __m512 iv = _mm512_set1_ps(intt::inverse_step(levels, m));
   for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
@@ -193,7 +193,7 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
   for (int c = 0; c < d; c += 16)
     mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qmax + c), load_halves16(sc_h + 2 * c))));
   const float m = _mm512_reduce_max_ps(mx);
-  const __m512 iv = _mm512_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+  const __m512 iv = _mm512_set1_ps(intt::inverse_step(kLevels, m));
   for (int r = 0; r < n_q; ++r) step[r] = m / kLevels;
   const __m512i k127 = _mm512_set1_epi32(127);
   for (int r0 = 0; r0 < n_q; r0 += 4) {
@@ -285,7 +285,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
     }
     if (kWide) {  // one multiplier per channel for every row: scale_c * levels / max
       const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
-      const __m512 iv = _mm512_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+      const __m512 iv = _mm512_set1_ps(intt::inverse_step(kLevels, m));
       for (int i = 0; i < d; i += 16) _mm512_storeu_ps(&s.inv[i], _mm512_mul_ps(_mm512_loadu_ps(&s.sc[i]), iv));
       for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
     } else {
@@ -375,7 +375,7 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       for (int k = 0; k < ng; ++k) {
         const float m = pmax[r] * smax[k];
         step[r * ng + k] = m / kQMax;
-        inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
+        inv[r * ng + k] = intt::inverse_step(kQMax, m);
       }
     for (int k = 0; k < ng; ++k) {
       __m512 mta[RB];  // sum_t p_t min_{t,k} over the run, per row

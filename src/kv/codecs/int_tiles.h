@@ -58,6 +58,13 @@ inline Result<int> parse_dot_bits(const Spec& spec, const std::string& who) {
 }
 inline int64_t tile_bytes(int bits) { return 32LL * bits; }
 
+// levels / m, the inverse rounding step of inputs whose max |value| is m; 0 when m is below
+// 2^-100. Softmax weights far below the running max reach such m (a run of tokens 90 nats
+// below the best one: p ~ 1e-40): levels / m would overflow to inf and p * inf turn the
+// rounded codes (and the dot=8 residuals) into NaN. Rounded to 0 instead, such inputs change
+// a dot by at most 64 * 2^-100 * 255 ~ 1e-26 in absolute terms.
+inline float inverse_step(float levels, float m) { return m >= 0x1p-100f ? levels / m : 0.0f; }
+
 // Byte offset and bit shift of element e of lane l inside a tile.
 inline void locate(int bits, int lane, int e, int* byte, int* shift) {
   const int per = 8 / bits, j = e / 4, k = e % 4;
