@@ -215,6 +215,58 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
   }
 }
 
+// Per-channel block at dot=8: per (row, 32-channel piece) step = m / 127, m = max |q_c * scale_c|
+// over the piece; qi = round(q * (127 / m) * scale_c) in s8 (lo [n_q, d]); c0[r] = sum_c q_rc min_c.
+// The same operations and order as the generic path (piece_max, set_piece_step, round_q with
+// mul), so every tier keeps its bits; but each row's pieces are reduced together (four
+// horizontal maxes in one shuffle tree, not one per piece) and the multipliers stay in registers.
+//   sc_h, mn_h: [d] f16 (d % 32 == 0); step: [n_q, d / 32]
+VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h,
+                                               int8_t* lo, float* step, float* c0) {
+  constexpr float kLevels = query_levels(false);
+  const int np = d / 32;
+  for (int r = 0; r < n_q; ++r) {
+    const float* qr = q + static_cast<int64_t>(r) * d;
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), load_halves16(mn_h + 2 * i), acc);
+    c0[r] = _mm512_reduce_add_ps(acc);
+    for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
+      const int n4 = std::min(4, np - p0);
+      __m512 mx[4];
+      for (int k = 0; k < 4; ++k) {
+        mx[k] = _mm512_setzero_ps();
+        if (k >= n4) continue;
+        const int c = 32 * (p0 + k);
+        mx[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c), load_halves16(sc_h + 2 * c))),
+                              _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16), load_halves16(sc_h + 2 * c + 32))));
+      }
+      // 128-bit lane k of w ends up holding max(mx[k]) in all four floats.
+      const __m512 a = _mm512_max_ps(_mm512_shuffle_f32x4(mx[0], mx[1], 0x44), _mm512_shuffle_f32x4(mx[0], mx[1], 0xEE));
+      const __m512 b = _mm512_max_ps(_mm512_shuffle_f32x4(mx[2], mx[3], 0x44), _mm512_shuffle_f32x4(mx[2], mx[3], 0xEE));
+      __m512 w = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+      w = _mm512_max_ps(w, _mm512_permute_ps(w, 0x4E));
+      w = _mm512_max_ps(w, _mm512_permute_ps(w, 0xB1));
+      // step = m / levels, inv = intt::inverse_step(levels, m): IEEE divisions, as the scalar forms.
+      const __m512 levels = _mm512_set1_ps(kLevels);
+      const __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(w, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ), levels, w);
+      const __m512 steps = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                 _mm512_div_ps(w, levels));
+      _mm512_mask_storeu_ps(step + static_cast<int64_t>(r) * np + p0, static_cast<__mmask16>((1u << n4) - 1), steps);
+      const __m512 iv4[4] = {_mm512_shuffle_f32x4(inv, inv, 0x00), _mm512_shuffle_f32x4(inv, inv, 0x55),
+                             _mm512_shuffle_f32x4(inv, inv, 0xAA), _mm512_shuffle_f32x4(inv, inv, 0xFF)};
+      for (int k = 0; k < n4; ++k) {
+        const __m512 iv = iv4[k];
+        const int c = 32 * (p0 + k);
+        for (int h = 0; h < 2; ++h) {
+          const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16 * h), iv), load_halves16(sc_h + 2 * (c + 16 * h)));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + static_cast<int64_t>(r) * d + c + 16 * h),
+                           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+        }
+      }
+    }
+  }
+}
+
 // logits[r * ld + t] = scale * q_r . k_t over the view (blocks of 16 tokens per-token, G per channel).
 template <int B, bool kWide>
 VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale,
@@ -279,30 +331,24 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
                                     ld);
       continue;
     }
-    for (int i = 0; i < d; i += 16) {
-      _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
-      _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
-    }
-    if (kWide) {  // one multiplier per channel for every row: scale_c * levels / max
-      const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
-      const __m512 iv = _mm512_set1_ps(intt::inverse_step(kLevels, m));
-      for (int i = 0; i < d; i += 16) _mm512_storeu_ps(&s.inv[i], _mm512_mul_ps(_mm512_loadu_ps(&s.sc[i]), iv));
-      for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
-    } else {
+    if (P == 32) {
+      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.lo.data(), s.step.data(), s.c0.data());
+    } else {  // 16-channel pieces (d % 32 != 0)
+      for (int i = 0; i < d; i += 16) {
+        _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
+        _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
+      }
       for (int r = 0; r < n_q; ++r)
         for (int pc = 0; pc < np; ++pc)
           set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
-    }
-    for (int r = 0; r < n_q; ++r) {
-      const float* qr = q + static_cast<int64_t>(r) * d;
-      if (kWide)
-        round_q<kWide>(qr, nullptr, s.inv.data(), d, &s.hi[static_cast<size_t>(r) * d], &s.lo[static_cast<size_t>(r) * d]);
-      else
+      for (int r = 0; r < n_q; ++r) {
+        const float* qr = q + static_cast<int64_t>(r) * d;
         round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
                        &s.lo[static_cast<size_t>(r) * d]);
-      __m512 acc = _mm512_setzero_ps();
-      for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
-      s.c0[r] = _mm512_reduce_add_ps(acc);
+        __m512 acc = _mm512_setzero_ps();
+        for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
+        s.c0[r] = _mm512_reduce_add_ps(acc);
+      }
     }
     for (int tt = 0; tt < G / 16; ++tt)
       for (int r0 = 0; r0 < n_q; r0 += 4)
