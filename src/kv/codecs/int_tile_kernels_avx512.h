@@ -362,12 +362,19 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
 constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
 
 struct AccScratch {
-  std::vector<int8_t> hi, lo;       // [RB][ng][64] p' rounded: 128 hi + lo (7 bits each)
+  // p' rounded (128 hi + lo, 7 bits each), four rows packed per quad: byte 16 j + 4 r of
+  // [k][b][64] holds row r's quad j (tokens 4j..4j+3) of block b of the run, group k.
+  std::vector<int8_t> hi, lo;
   std::vector<float> step, inv;     // [RB][ng]
   std::vector<float> smax;          // [ng]
-  std::vector<float> rs;            // [RB][ng][16]
   std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g} + centre * residuals
 };
+
+// 4 rows of 16 int32 in [-128, 127] -> 64 bytes, row r's elements 4j..4j+3 at byte 16 j + 4 r
+// (vpackssdw / vpacksswb work within 128-bit lanes: lane j keeps elements 4j..4j+3 of each row).
+VLKV_TILE_VNNI inline __m512i pack_rows4(const __m512i* v) {
+  return _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
+}
 
 template <int B, int RB, bool kWide>
 VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
@@ -376,20 +383,17 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
   // 7 bits each, pq = 128 hi + lo (14 bits) or pq = lo (7 bits).
   constexpr float kQMax = kWide ? 16383.0f : 127.0f;
   constexpr int64_t kTb = 32 * B;
-  constexpr int kRun = 16 * kRunBlocks;
   const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
-  s.hi.resize(static_cast<size_t>(RB) * ng * kRun);
+  s.hi.resize(static_cast<size_t>(ng) * kRunBlocks * 64);
   s.lo.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(RB) * ng);
+  s.step.resize(static_cast<size_t>(RB) * ng + 16);  // + 16: whole-vector divisions below
   s.inv.resize(s.step.size());
   s.smax.resize(ng);
   s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
-  s.rs.assign(s.mt.size(), 0.0f);
   int8_t* const hi = s.hi.data();
   int8_t* const lo = s.lo.data();
   float* const step = s.step.data();  // [RB * ng]
   float* const mt = s.mt.data();      // [RB * ng][16]
-  float* const rs = s.rs.data();      // [RB * ng][16] narrow: rounding residuals of the run
   float* const inv = s.inv.data();    // [RB * ng]
   float* const smax = s.smax.data();  // [ng]
   float pmax[RB];
@@ -418,43 +422,45 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       smax[k] = _mm512_reduce_max_ps(mx);
     }
     for (int r = 0; r < RB; ++r)
-      for (int k = 0; k < ng; ++k) {
-        const float m = pmax[r] * smax[k];
-        step[r * ng + k] = m / kQMax;
-        inv[r * ng + k] = intt::inverse_step(kQMax, m);
-      }
+      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k];  // m, then m / kQMax below
+    // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 16 at a time.
+    for (int i = 0; i < RB * ng; i += 16) {
+      const __m512 m = _mm512_loadu_ps(step + i), q = _mm512_set1_ps(kQMax);
+      _mm512_storeu_ps(inv + i, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ), q, m));
+      _mm512_storeu_ps(step + i, _mm512_div_ps(m, q));
+    }
     for (int k = 0; k < ng; ++k) {
-      __m512 mta[RB];  // sum_t p_t min_{t,k} over the run, per row
-      for (int r = 0; r < RB; ++r) mta[r] = _mm512_setzero_ps();
+      __m512 mta[RB], res[RB];  // sum_t p_t min_{t,k} over the run; narrow: rounding residuals (in steps)
+      for (int r = 0; r < RB; ++r) mta[r] = res[r] = _mm512_setzero_ps();
       for (int b = 0; b < kb; ++b) {
         const __m512 sv = load_halves16(blk[b] + 2 * 16 * k), mv = load_halves16(blk[b] + 2 * 16 * (ng + k));
+        __m512i qh[4], ql[4];
+        for (int r = 0; r < 4; ++r) qh[r] = ql[r] = _mm512_setzero_si512();
         for (int r = 0; r < RB; ++r) {
-          const int rk = r * ng + k;
           const __m512 pv = _mm512_loadu_ps(p + r * ld + (b0 + b) * 16);
-          const __m512 v = _mm512_mul_ps(pv, _mm512_mul_ps(sv, _mm512_set1_ps(inv[rk])));  // p' / step
+          const __m512 v = _mm512_mul_ps(pv, _mm512_mul_ps(sv, _mm512_set1_ps(inv[r * ng + k])));  // p' / step
           const __m512i qi = _mm512_cvtps_epi32(v);
-          const int64_t at = static_cast<int64_t>(rk) * kRun + 16 * b;
           if constexpr (kWide) {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at), _mm512_cvtepi32_epi8(_mm512_srli_epi32(qi, 7)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k127)));
+            qh[r] = _mm512_srli_epi32(qi, 7);
+            ql[r] = _mm512_and_si512(qi, k127);
           } else {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(qi));
-            // rounding residual (in steps), times the code centre at the end of the run
-            _mm512_storeu_ps(rs + rk * 16, _mm512_add_ps(_mm512_loadu_ps(rs + rk * 16),
-                                                          _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi))));
+            ql[r] = qi;
+            res[r] = _mm512_add_ps(res[r], _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi)));
           }
           mta[r] = _mm512_fmadd_ps(pv, mv, mta[r]);
         }
+        const int64_t at = (static_cast<int64_t>(k) * kRunBlocks + b) * 64;
+        if constexpr (kWide) _mm512_storeu_si512(hi + at, pack_rows4(qh));
+        _mm512_storeu_si512(lo + at, pack_rows4(ql));
       }
-      for (int r = 0; r < RB; ++r)
-        _mm512_storeu_ps(mt + (r * ng + k) * 16, _mm512_add_ps(mta[r], _mm512_loadu_ps(mt + (r * ng + k) * 16)));
+      for (int r = 0; r < RB; ++r) {
+        float* m = mt + (r * ng + k) * 16;
+        __m512 sum = _mm512_add_ps(mta[r], _mm512_loadu_ps(m));
+        // the residuals times the code centre: sum_t (p'_t - step * pq_t) * (2^B - 1) / 2
+        if constexpr (!kWide) sum = _mm512_fmadd_ps(res[r], _mm512_mul_ps(centre, _mm512_set1_ps(step[r * ng + k])), sum);
+        _mm512_storeu_ps(m, sum);
+      }
     }
-    if constexpr (!kWide)
-      for (int rk = 0; rk < RB * ng; ++rk) {
-        _mm512_storeu_ps(mt + rk * 16, _mm512_fmadd_ps(_mm512_loadu_ps(rs + rk * 16), _mm512_mul_ps(centre, _mm512_set1_ps(step[rk])),
-                                                       _mm512_loadu_ps(mt + rk * 16)));
-        _mm512_storeu_ps(rs + rk * 16, _mm512_setzero_ps());
-      }
     // Integer dots: per 16-channel unit, the run's blocks, every row.
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
@@ -466,13 +472,13 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       for (int b = 0; b < kb; ++b) {
         __m512i qd[4];
         unpack_quads<B>(blk[b] + sh.meta_bytes + u * kTb, qd);
-        for (int r = 0; r < RB; ++r) {
-          const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
+        const int64_t at = (static_cast<int64_t>(k) * kRunBlocks + b) * 64;
+        for (int r = 0; r < RB; ++r)
           for (int j = 0; j < 4; ++j) {
-            if constexpr (kWide) ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(hi + at + 4 * j)));
-            al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(lo + at + 4 * j)));
+            if constexpr (kWide)
+              ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(hi + at + 16 * j + 4 * r)));
+            al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(lo + at + 16 * j + 4 * r)));
           }
-        }
       }
       // Each int32 sum is exact in f32 (< 2^24); one rounding when combined.
       for (int r = 0; r < RB; ++r) {
