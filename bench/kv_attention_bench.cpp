@@ -1,12 +1,12 @@
 // Decode attention for one layer (one new token) over a cached context of 1K / 8K / 32K
 // (and 128K with --ctx128k) tokens, for every registered KV method (new methods appear
-// automatically; a method that refuses a geometry is skipped) and kivi2 / int4 with dot=8, head_dim 128 and 64,
+// automatically; a method that refuses a geometry is skipped) and kivi2:dot=16 / int4:dot=8, head_dim 128 and 64,
 // 8 query heads over 2 kv heads. Reports GB/s of cache bytes read (the bytes the layer's
 // segments hold: compressed blocks plus any full-precision window), and in the same run
 // a memory-bandwidth reference: a 2-thread streaming read and a 1-thread memcpy of a
 // 256 MiB buffer. The summary at the end puts each method next to f16 at the same
 // context (speedup) and next to the read bandwidth (% of bandwidth).
-//   kv_attention_bench [--ctx128k] [--threads=N] [google-benchmark flags, e.g. --benchmark_filter=kivi]
+//   kv_attention_bench [--ctx128k] [--threads=N] [--also=SPEC;SPEC...] [google-benchmark flags, e.g. --benchmark_filter=kivi]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -224,10 +224,19 @@ void print_summary() {
 int main(int argc, char** argv) {
   using namespace vlkv;
   bool long_ctx = false;
+  std::vector<std::string> extra_specs;  // --also=SPEC;SPEC: more method specs to measure
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--ctx128k") == 0) long_ctx = true;
     else if (std::strncmp(argv[i], "--threads=", 10) == 0) g_threads = std::atoi(argv[i] + 10);
+    else if (std::strncmp(argv[i], "--also=", 7) == 0) {
+      std::string list = argv[i] + 7;
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(';', at), list.size());
+        if (end > at) extra_specs.push_back(list.substr(at, end - at));
+        at = end + 1;
+      }
+    }
     else args.push_back(argv[i]);
   }
   int n_args = static_cast<int>(args.size());
@@ -242,8 +251,9 @@ int main(int argc, char** argv) {
   // Every registered method with its defaults, plus the 8-bit-dot variants of the tiled ones.
   std::vector<std::string> specs;
   for (const MethodInfo* m : list_methods()) specs.push_back(m->name);
-  specs.push_back("kivi2:dot=8");
+  specs.push_back("kivi2:dot=16");  // 2-bit codes default to dot=8, 4-bit to 16 (intt::default_dot_bits)
   specs.push_back("int4:dot=8");
+  specs.insert(specs.end(), extra_specs.begin(), extra_specs.end());
   if (long_ctx) contexts.push_back(131072);
   for (int d : {128, 64})
     for (int64_t ctx : contexts)

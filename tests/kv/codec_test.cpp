@@ -123,7 +123,7 @@ TEST_P(EveryCodec, FusedOpsMatchScalarAtEverySimdLevel) {
           c.accumulate(p.data(), n, n_q, paged.view, out.data());
         }
         // f32 accumulation over <= 128 terms: error <= ~d * 2^-24 * sum|terms|; 1e-5 leaves margin.
-        // Codecs whose fused ops round their inputs to 16 bits (Codec::fused_rounding) add
+        // Codecs whose fused ops round their inputs (Codec::fused_rounding) add
         // the bound of int_tile_kernels_avx512.h: d * max|q| * 2.02 max|x| / 32766 per score
         // (32766 = 2 * 16383 query levels), n * max p * 2.02 max|x| / 32766 per output (14-bit p'), with
         // max|x| over the rows in the stored basis (rotated codecs: times sqrt(d) back out).
@@ -134,8 +134,10 @@ TEST_P(EveryCodec, FusedOpsMatchScalarAtEverySimdLevel) {
         for (float e : stored) max_x = std::max(max_x, static_cast<double>(std::abs(e)));
         for (float e : qt) max_q = std::max(max_q, static_cast<double>(std::abs(e)));
         const double rot = c.output_transform() ? std::sqrt(static_cast<double>(d)) : 1.0;
-        const double tol_s = rounding.query_bits ? d * max_q * 2.02 * max_x / 32766 * scale : 0.0;
-        const double tol_o = rounding.prob_bits ? n * 2.02 * max_x / 32766 * rot : 0.0;
+        // dot=8 (the default of 2-bit codes): 8-bit queries and 7-bit p', 254 levels instead of 32766.
+        const double q_levels = rounding.query_bits == 8 ? 254 : 32766, p_levels = rounding.prob_bits == 7 ? 254 : 32766;
+        const double tol_s = rounding.query_bits ? d * max_q * 2.02 * max_x / q_levels * scale : 0.0;
+        const double tol_o = rounding.prob_bits ? n * 2.02 * max_x / p_levels * rot : 0.0;
         for (int r = 0; r < n_q; ++r) {
           for (int t = 0; t < n; ++t)
             ASSERT_NEAR(logits[r * (n + 3) + t], ref_s[r * n + t], 1e-5 * mag_s[r * n + t] + tol_s + 1e-30)

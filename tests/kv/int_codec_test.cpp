@@ -159,7 +159,7 @@ const char* kSpecs[] = {"int8", "int4", "int3", "int2", "int8:g=0", "int4:g=64",
                         // tiled layouts (integer dots at every tier but scalar)
                         "int2:layout=k", "int2:layout=v", "int4:g=64,layout=k", "int4:layout=v", "int8:layout=k",
                         "int8:g=16,layout=v", "int2c:G=64", "int8c:G=16", "wht_int2:g=128,layout=v",
-                        "wht_int4c:G=32", "int2c:G=32,dot=8", "int4:layout=v,dot=8", "int2:layout=k,dot=8",
+                        "wht_int4c:G=32", "int2c:G=32,dot=8", "int4:layout=v,dot=8", "int2:layout=k,dot=8", "int2:layout=v,dot=8", "int4:layout=k,dot=8",
                         // akvq_vl's tiled classes: rotated, clipped, one group per head at d128
                         "wht_int2:g=128,clip=0.8,layout=k", "wht_int4:g=64,layout=k", "wht_int4:g=0,layout=v",
                         // 8-bit tiles (int8 / zipvl hi=8 / akvq_vl text_bits=8): integer dots like 2/4 bits
@@ -308,6 +308,66 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
                                         : random_vec(static_cast<size_t>(n) * d, 17 + d + n_q, -3.0f, 3.0f);
       expect_fused_ops_match_decode(*c, spec, d, n, n_q, kind, x, random_vec(static_cast<size_t>(n_q) * d, 5, -2.0f, 2.0f),
                                     random_vec(static_cast<size_t>(n_q) * n, 6, 0.0f, 1.0f));
+    }
+  }
+}
+
+// Softmax weights far below the running max (a 64-token run at 1e-40, denormal, next to
+// weights of 1) and a query piece of 1e-38: the rounding steps' inverses would overflow to
+// inf, and p * inf made the rounded codes and the dot=8 residuals NaN (int2:dot=8 turned a
+// whole decode into NaN). Such inputs now round to 0; outputs stay within 1e-5 of decode().
+TEST(IntCodec, TinyProbabilitiesAndQueriesStayFinite) {
+  kvtest::SimdLevelGuard guard;
+  for (const char* spec : {"int2:layout=v,dot=8", "int4:layout=v,dot=8", "int2:layout=v", "int2:layout=k,dot=8",
+                           "int4:layout=k", "int2c:G=32,dot=8", "int2c:G=32", "int4:layout=k,dot=8",
+                           "int8:layout=v,dot=8", "int8:layout=k", "int8c:G=32,dot=8"}) {
+    auto c = codec(spec);
+    const int d = 64, n = 128, tpb = c->tokens_per_block(), nb = n / tpb, n_q = 2;
+    const int64_t bb = c->block_bytes(d);
+    const std::vector<float> x = random_vec(static_cast<size_t>(n) * d, 41, -1.0f, 1.0f);
+    std::vector<uint8_t> page(static_cast<size_t>(nb) * bb);
+    std::vector<float> dec(static_cast<size_t>(n) * d);
+    for (int b = 0; b < nb; ++b) {
+      c->encode(&x[static_cast<size_t>(b) * tpb * d], d, d, &page[static_cast<size_t>(b) * bb]);
+      c->decode(&page[static_cast<size_t>(b) * bb], d, &dec[static_cast<size_t>(b) * tpb * d]);
+    }
+    if (c->query_transform()) wht_rows(dec.data(), n, d);
+    const uint8_t* pages[1] = {page.data()};
+    SegmentView v;
+    v.pages = pages;
+    v.n_tokens = n;
+    v.blocks_per_page = nb;
+    v.block_bytes = static_cast<int32_t>(bb);
+    v.tokens_per_block = tpb;
+    v.head_dim = d;
+    // Row 0: weights 1 on tokens [0, 64), 1e-40 on [64, 128); row 1: 1e-40 everywhere but token 5.
+    std::vector<float> p(static_cast<size_t>(n_q) * n, 1e-40f);
+    for (int t = 0; t < 64; ++t) p[t] = 1.0f;
+    p[n + 5] = 1.0f;
+    // Row 0: a normal query; row 1: 1e-38 on every channel.
+    std::vector<float> q = random_vec(static_cast<size_t>(n_q) * d, 43, -1.0f, 1.0f);
+    for (int i = 0; i < d; ++i) q[d + i] = 1e-38f;
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      set_simd_tier_for_testing(tier);
+      std::vector<float> out(static_cast<size_t>(n_q) * d, 0.0f), logits(static_cast<size_t>(n_q) * n);
+      c->accumulate(p.data(), n, n_q, v, out.data());
+      c->scores(q.data(), n_q, v, 1.0f, logits.data(), n);
+      for (int r = 0; r < n_q; ++r) {
+        for (int i = 0; i < d; ++i) {
+          double ref = 0;
+          for (int t = 0; t < n; ++t) ref += static_cast<double>(p[r * n + t]) * dec[static_cast<size_t>(t) * d + i];
+          // 64 weights of 1 rounded to 7 bits: <= 64 * step/2 * 3 with step = max|v| / 127 (~0.8 at 2 bits).
+          const double tol = 64 * 1.5 * 3.0 / 127 + 1e-5;
+          ASSERT_TRUE(std::isfinite(out[r * d + i])) << spec << " " << simd_tier_name(tier) << " row " << r;
+          ASSERT_NEAR(out[r * d + i], ref, r == 0 ? tol : 1e-2) << spec << " " << simd_tier_name(tier) << " row " << r;
+        }
+        for (int t = 0; t < n; ++t) {
+          ASSERT_TRUE(std::isfinite(logits[r * n + t])) << spec << " " << simd_tier_name(tier) << " row " << r;
+          if (r == 1) {
+            ASSERT_NEAR(logits[r * n + t], 0.0, 1e-30) << spec << " " << simd_tier_name(tier);
+          }
+        }
+      }
     }
   }
 }

@@ -337,9 +337,9 @@ void lazy_step(Cache& c, Share share, int n_new, uint32_t seed, const std::vecto
 TEST(QcacheAttention, GlaLazyLayerIsBaseProbabilitiesTimesOwnValues) {
   ThreadPool pool(2);
   // f32 inner: the reference is exact up to float summation order (1e-4 relative, as the
-  // conformance test); kivi2 inner: reference over its stored rows, 5e-3 (its tiled VNNI
-  // decode rounds queries/probabilities to 15/14 bits: method_conformance_test.cpp).
-  for (const std::string inner : {"f32", "kivi2:residual=32"}) {
+  // conformance test); kivi2 inner: reference over its stored rows, 5e-3 (dot=16: its tiled
+  // integer decode rounds queries/probabilities to 15/14 bits: method_conformance_test.cpp).
+  for (const std::string inner : {"f32", "kivi2:residual=32,dot=16"}) {
     const double tol = inner == "f32" ? 1e-4 : 5e-3;
     SCOPED_TRACE(inner);
     Cache c = make_cache("qcache_gla:lazy=1+" + inner, KvGeometry{2, 4, 2, 64});
@@ -352,7 +352,7 @@ TEST(QcacheAttention, GlaLazyLayerIsBaseProbabilitiesTimesOwnValues) {
 TEST(QcacheAttention, VlaVisualScoresOfTheBaseLayerTextScoresOwn) {
   ThreadPool pool(2);
   for (const Share share : {Share::kVlaScores, Share::kVlaKeys})
-    for (const std::string inner : {"f32", "kivi2:residual=32"}) {
+    for (const std::string inner : {"f32", "kivi2:residual=32,dot=16"}) {
       const double tol = inner == "f32" ? 1e-4 : 5e-3;
       SCOPED_TRACE(inner + (share == Share::kVlaKeys ? " share=keys" : " share=scores"));
       Cache c = make_cache(std::string("qcache_vla:share=") + (share == Share::kVlaKeys ? "keys" : "scores") +

@@ -76,7 +76,7 @@ struct IntParams {
   double clip = 1.0;
   bool wht = false;
   TokenLayout layout = TokenLayout::kRows;  // per-token only
-  int dot_bits = 16;  // tiled VNNI ops: dot=16 rounds queries / probabilities to 15 / 14 bits, dot=8 to 8 / 7
+  int dot_bits = 16;  // tiled integer ops: dot=16 rounds queries / probabilities to 15 / 14 bits, dot=8 to 8 / 7
 };
 
 inline uint16_t load_u16(const uint8_t* p) {
@@ -201,7 +201,7 @@ class IntCodec final : public Codec {
     name_ += p.G ? ":G=" + std::to_string(p.G) : ":g=" + std::to_string(p.g);
     name_ += std::string(",clip=") + clip;
     if (p.layout != TokenLayout::kRows) name_ += p.layout == TokenLayout::kKeyTiles ? ",layout=k" : ",layout=v";
-    if (p.dot_bits != 16) name_ += ",dot=" + std::to_string(p.dot_bits);
+    if (p.dot_bits != intt::default_dot_bits(p.bits)) name_ += ",dot=" + std::to_string(p.dot_bits);
   }
 
   const std::string& name() const override { return name_; }
@@ -640,7 +640,7 @@ bool register_int_codecs() {
                                                "VNNI scores (k) or accumulate (v); bits 2, 4, 8, head_dim % 16 == 0"});
         }
         params.push_back({"clip", "1", "clipping ratio in (0, 1]: the group's range shrunk around its centre"});
-        params.push_back({"dot", "16", intt::kDotHelp});
+        params.push_back({"dot", "auto", intt::kDotHelp});
         std::string help = std::to_string(bits) + "-bit uniform asymmetric, f16 scale+min per " +
                            (per_channel ? "channel over G tokens" : "group of g channels of a token") +
                            (rot ? ", rows Walsh-Hadamard rotated" : "");
@@ -668,7 +668,8 @@ bool register_int_codecs() {
                                                                " needs 2, 4 or 8 bits");
                                    }
                                    VLKV_ASSIGN_OR_RETURN(p.clip, spec.get_double("clip", 1.0, 0.05, 1.0));
-                                   VLKV_ASSIGN_OR_RETURN(p.dot_bits, intt::parse_dot_bits(spec, name));
+                                   VLKV_ASSIGN_OR_RETURN(const int dot, intt::parse_dot_bits(spec, name));
+                                   p.dot_bits = dot ? dot : intt::default_dot_bits(bits);
                                    return std::shared_ptr<const Codec>(std::make_shared<IntCodec>(p));
                                  }});
       }

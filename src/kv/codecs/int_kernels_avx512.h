@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kv/codecs/int_tiles.h"
+
 // GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
 // -Wmaybe-uninitialized once inlined here; the values are fully defined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -48,7 +50,7 @@ VLKV_VNNI inline float prep_row(const float* q, const float* mul, const float* a
     const __m512 v = mul ? _mm512_mul_ps(qv, _mm512_loadu_ps(mul + 16 * u)) : qv;
     const float mx = _mm512_reduce_max_ps(_mm512_abs_ps(v));
     const float step = mx > 0.0f ? mx / static_cast<float>(kQMax) : 0.0f;
-    const float inv = mx > 0.0f ? static_cast<float>(kQMax) / mx : 0.0f;
+    const float inv = intt::inverse_step(static_cast<float>(kQMax), mx);
     r.step[u] = step;
     __m512i qi = _mm512_maskz_cvtps_epi32(0xffff, _mm512_mul_ps(v, _mm512_set1_ps(inv)));  // round to nearest
     qi = _mm512_max_epi32(_mm512_min_epi32(qi, _mm512_set1_epi32(kQMax)), _mm512_set1_epi32(-kQMax));

@@ -265,7 +265,7 @@ struct ScoreScratch {
 
 inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
   s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
-  const __m256 iv = _mm256_set1_ps(m > 0.0f ? levels / m : 0.0f);
+  const __m256 iv = _mm256_set1_ps(intt::inverse_step(levels, m));
   for (int c = pc * P; c < (pc + 1) * P; c += 8) _mm256_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
@@ -279,7 +279,7 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
   for (int c = 0; c < d; c += 8)
     mx = _mm256_max_ps(mx, abs8(_mm256_mul_ps(_mm256_loadu_ps(qmax + c), load_halves8(sc_h + 2 * c))));
   const float m = hmax8(mx);
-  const __m256 iv = _mm256_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+  const __m256 iv = _mm256_set1_ps(intt::inverse_step(kLevels, m));
   for (int r = 0; r < n_q; ++r) step[r] = m / kLevels;
   const __m256i k127 = _mm256_set1_epi32(127);
   for (int r0 = 0; r0 < n_q; r0 += 4) {
@@ -303,6 +303,56 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
       }
     }
     for (int k = 0; k < rb; ++k) c0[r0 + k] = hsum8(_mm256_add_ps(a1[k], a0[k]));
+  }
+}
+
+// As tilek::narrow_channel_rows (per-channel block at dot=8, 32-channel pieces; the same
+// per-lane operations, the AVX-512 path's summation order for c0).
+inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h, int8_t* lo,
+                                float* step, float* c0) {
+  constexpr float kLevels = query_levels(false);
+  const int np = d / 32;
+  const __m256 levels = _mm256_set1_ps(kLevels);
+  for (int r = 0; r < n_q; ++r) {
+    const float* qr = q + static_cast<int64_t>(r) * d;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int i = 0; i < d; i += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), load_halves8(mn_h + 2 * i), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), load_halves8(mn_h + 2 * i + 16), a1);
+    }
+    c0[r] = hsum8(_mm256_add_ps(a1, a0));
+    for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
+      const int n4 = std::min(4, np - p0);
+      __m256 mx[4];
+      for (int k = 0; k < 4; ++k) {
+        mx[k] = _mm256_setzero_ps();
+        for (int e = 0; k < n4 && e < 4; ++e) {
+          const int c = 32 * (p0 + k) + 8 * e;
+          mx[k] = _mm256_max_ps(mx[k], abs8(_mm256_mul_ps(_mm256_loadu_ps(qr + c), load_halves8(sc_h + 2 * c))));
+        }
+      }
+      // z = [max m0 x2, max m2 x2 | max m1 x2, max m3 x2]: piece k's max at lane (0, 4, 2, 6)[k].
+      const __m256 x01 = _mm256_max_ps(_mm256_permute2f128_ps(mx[0], mx[1], 0x20), _mm256_permute2f128_ps(mx[0], mx[1], 0x31));
+      const __m256 x23 = _mm256_max_ps(_mm256_permute2f128_ps(mx[2], mx[3], 0x20), _mm256_permute2f128_ps(mx[2], mx[3], 0x31));
+      const __m256 y = _mm256_max_ps(_mm256_shuffle_ps(x01, x23, 0x44), _mm256_shuffle_ps(x01, x23, 0xEE));
+      const __m256 z = _mm256_max_ps(y, _mm256_permute_ps(y, 0xB1));
+      const __m256 inv = _mm256_and_ps(_mm256_cmp_ps(z, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ), _mm256_div_ps(levels, z));
+      const __m256i lane = _mm256_setr_epi32(0, 4, 2, 6, 0, 0, 0, 0);
+      const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n4), _mm256_setr_epi32(0, 1, 2, 3, 8, 8, 8, 8));
+      _mm256_maskstore_ps(step + static_cast<int64_t>(r) * np + p0, keep,
+                          _mm256_permutevar8x32_ps(_mm256_div_ps(z, levels), lane));
+      for (int k = 0; k < n4; ++k) {
+        const __m256 iv = _mm256_permutevar8x32_ps(inv, _mm256_set1_epi32((k & 1) * 4 + (k & 2)));
+        const int c = 32 * (p0 + k);
+        __m256i qi[4];
+        for (int e = 0; e < 4; ++e)
+          qi[e] = _mm256_cvtps_epi32(
+              _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * e), iv), load_halves8(sc_h + 2 * (c + 8 * e))));
+        int8_t* out = lo + static_cast<int64_t>(r) * d + c;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), pack_s8(qi[0], qi[1]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), pack_s8(qi[2], qi[3]));
+      }
+    }
   }
 }
 
@@ -375,35 +425,29 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
                                            logits + r0 * ld + b * G + tt * 16, ld);
       continue;
     }
-    for (int i = 0; i < d; i += 8) {
-      _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
-      _mm256_storeu_ps(&s.mn[i], load_halves8(blk + 2 * d + 2 * i));
-    }
-    if (kWide) {
-      const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
-      const __m256 iv = _mm256_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
-      for (int i = 0; i < d; i += 8) _mm256_storeu_ps(&s.inv[i], _mm256_mul_ps(_mm256_loadu_ps(&s.sc[i]), iv));
-      for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
-    } else {
+    if (P == 32) {
+      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.lo.data(), s.step.data(), s.c0.data());
+    } else {  // 16-channel pieces (d % 32 != 0)
+      for (int i = 0; i < d; i += 8) {
+        _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
+        _mm256_storeu_ps(&s.mn[i], load_halves8(blk + 2 * d + 2 * i));
+      }
       for (int r = 0; r < n_q; ++r)
         for (int pc = 0; pc < np; ++pc)
           set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
-    }
-    for (int r = 0; r < n_q; ++r) {
-      const float* qr = q + static_cast<int64_t>(r) * d;
-      if (kWide)
-        round_q<kWide>(qr, nullptr, s.inv.data(), d, &s.hi[static_cast<size_t>(r) * d], &s.lo[static_cast<size_t>(r) * d]);
-      else
+      for (int r = 0; r < n_q; ++r) {
+        const float* qr = q + static_cast<int64_t>(r) * d;
         round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
                        &s.lo[static_cast<size_t>(r) * d]);
-      // sum_c q_c min_c in the lane order of the AVX-512 path (16 lanes as two halves, then
-      // _mm512_reduce_add_ps's order), so both tiers give the same bits.
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-      for (int i = 0; i < d; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(&s.mn[i]), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(&s.mn[i + 8]), a1);
+        // sum_c q_c min_c in the lane order of the AVX-512 path (16 lanes as two halves, then
+        // _mm512_reduce_add_ps's order), so both tiers give the same bits.
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int i = 0; i < d; i += 16) {
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(&s.mn[i]), a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(&s.mn[i + 8]), a1);
+        }
+        s.c0[r] = hsum8(_mm256_add_ps(a1, a0));
       }
-      s.c0[r] = hsum8(_mm256_add_ps(a1, a0));
     }
     words();
     for (int tt = 0; tt < G / 16; ++tt)
@@ -475,7 +519,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       for (int k = 0; k < ng; ++k) {
         const float m = pmax[r] * smax[k];
         step[r * ng + k] = m / kQMax;
-        inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
+        inv[r * ng + k] = intt::inverse_step(kQMax, m);
       }
     for (int k = 0; k < ng; ++k) {
       __m256 mta[RB][2];

@@ -183,7 +183,7 @@ VLKV_TILE_VNNI inline float piece_max(const float* v, const float* mul, int c0, 
 // Step of piece pc of row r from its max m: inv[r, c] = levels / m over the piece (0 when m is 0).
 VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
   s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
-  const __m512 iv = _mm512_set1_ps(m > 0.0f ? levels / m : 0.0f);
+  const __m512 iv = _mm512_set1_ps(intt::inverse_step(levels, m));
   for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
@@ -199,7 +199,7 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
   for (int c = 0; c < d; c += 16)
     mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qmax + c), load_halves16(sc_h + 2 * c))));
   const float m = _mm512_reduce_max_ps(mx);
-  const __m512 iv = _mm512_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
+  const __m512 iv = _mm512_set1_ps(intt::inverse_step(kLevels, m));
   for (int r = 0; r < n_q; ++r) step[r] = m / kLevels;
   const __m512i k127 = _mm512_set1_epi32(127);
   for (int r0 = 0; r0 < n_q; r0 += 4) {
@@ -218,6 +218,58 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
       }
     }
     for (int k = 0; k < rb; ++k) c0[r0 + k] = _mm512_reduce_add_ps(acc[k]);
+  }
+}
+
+// Per-channel block at dot=8: per (row, 32-channel piece) step = m / 127, m = max |q_c * scale_c|
+// over the piece; qi = round(q * (127 / m) * scale_c) in s8 (lo [n_q, d]); c0[r] = sum_c q_rc min_c.
+// The same operations and order as the generic path (piece_max, set_piece_step, round_q with
+// mul), so every tier keeps its bits; but each row's pieces are reduced together (four
+// horizontal maxes in one shuffle tree, not one per piece) and the multipliers stay in registers.
+//   sc_h, mn_h: [d] f16 (d % 32 == 0); step: [n_q, d / 32]
+VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h,
+                                               int8_t* lo, float* step, float* c0) {
+  constexpr float kLevels = query_levels(false);
+  const int np = d / 32;
+  for (int r = 0; r < n_q; ++r) {
+    const float* qr = q + static_cast<int64_t>(r) * d;
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), load_halves16(mn_h + 2 * i), acc);
+    c0[r] = _mm512_reduce_add_ps(acc);
+    for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
+      const int n4 = std::min(4, np - p0);
+      __m512 mx[4];
+      for (int k = 0; k < 4; ++k) {
+        mx[k] = _mm512_setzero_ps();
+        if (k >= n4) continue;
+        const int c = 32 * (p0 + k);
+        mx[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c), load_halves16(sc_h + 2 * c))),
+                              _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16), load_halves16(sc_h + 2 * c + 32))));
+      }
+      // 128-bit lane k of w ends up holding max(mx[k]) in all four floats.
+      const __m512 a = _mm512_max_ps(_mm512_shuffle_f32x4(mx[0], mx[1], 0x44), _mm512_shuffle_f32x4(mx[0], mx[1], 0xEE));
+      const __m512 b = _mm512_max_ps(_mm512_shuffle_f32x4(mx[2], mx[3], 0x44), _mm512_shuffle_f32x4(mx[2], mx[3], 0xEE));
+      __m512 w = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+      w = _mm512_max_ps(w, _mm512_permute_ps(w, 0x4E));
+      w = _mm512_max_ps(w, _mm512_permute_ps(w, 0xB1));
+      // step = m / levels, inv = intt::inverse_step(levels, m): IEEE divisions, as the scalar forms.
+      const __m512 levels = _mm512_set1_ps(kLevels);
+      const __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(w, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ), levels, w);
+      const __m512 steps = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                 _mm512_div_ps(w, levels));
+      _mm512_mask_storeu_ps(step + static_cast<int64_t>(r) * np + p0, static_cast<__mmask16>((1u << n4) - 1), steps);
+      const __m512 iv4[4] = {_mm512_shuffle_f32x4(inv, inv, 0x00), _mm512_shuffle_f32x4(inv, inv, 0x55),
+                             _mm512_shuffle_f32x4(inv, inv, 0xAA), _mm512_shuffle_f32x4(inv, inv, 0xFF)};
+      for (int k = 0; k < n4; ++k) {
+        const __m512 iv = iv4[k];
+        const int c = 32 * (p0 + k);
+        for (int h = 0; h < 2; ++h) {
+          const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16 * h), iv), load_halves16(sc_h + 2 * (c + 16 * h)));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + static_cast<int64_t>(r) * d + c + 16 * h),
+                           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+        }
+      }
+    }
   }
 }
 
@@ -285,30 +337,24 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
                                     ld);
       continue;
     }
-    for (int i = 0; i < d; i += 16) {
-      _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
-      _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
-    }
-    if (kWide) {  // one multiplier per channel for every row: scale_c * levels / max
-      const float m = piece_max(s.qmax.data(), s.sc.data(), 0, d);
-      const __m512 iv = _mm512_set1_ps(m > 0.0f ? kLevels / m : 0.0f);
-      for (int i = 0; i < d; i += 16) _mm512_storeu_ps(&s.inv[i], _mm512_mul_ps(_mm512_loadu_ps(&s.sc[i]), iv));
-      for (int r = 0; r < n_q; ++r) s.step[r] = m / kLevels;
-    } else {
+    if (P == 32) {
+      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.lo.data(), s.step.data(), s.c0.data());
+    } else {  // 16-channel pieces (d % 32 != 0)
+      for (int i = 0; i < d; i += 16) {
+        _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
+        _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
+      }
       for (int r = 0; r < n_q; ++r)
         for (int pc = 0; pc < np; ++pc)
           set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
-    }
-    for (int r = 0; r < n_q; ++r) {
-      const float* qr = q + static_cast<int64_t>(r) * d;
-      if (kWide)
-        round_q<kWide>(qr, nullptr, s.inv.data(), d, &s.hi[static_cast<size_t>(r) * d], &s.lo[static_cast<size_t>(r) * d]);
-      else
+      for (int r = 0; r < n_q; ++r) {
+        const float* qr = q + static_cast<int64_t>(r) * d;
         round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
                        &s.lo[static_cast<size_t>(r) * d]);
-      __m512 acc = _mm512_setzero_ps();
-      for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
-      s.c0[r] = _mm512_reduce_add_ps(acc);
+        __m512 acc = _mm512_setzero_ps();
+        for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
+        s.c0[r] = _mm512_reduce_add_ps(acc);
+      }
     }
     for (int tt = 0; tt < G / 16; ++tt)
       for (int r0 = 0; r0 < n_q; r0 += 4)
@@ -322,12 +368,19 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
 constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
 
 struct AccScratch {
-  std::vector<int8_t> hi, lo;       // [RB][ng][64] p' rounded: 128 hi + lo (7 bits each)
+  // p' rounded (128 hi + lo, 7 bits each), four rows packed per quad: byte 16 j + 4 r of
+  // [k][b][64] holds row r's quad j (tokens 4j..4j+3) of block b of the run, group k.
+  std::vector<int8_t> hi, lo;
   std::vector<float> step, inv;     // [RB][ng]
   std::vector<float> smax;          // [ng]
-  std::vector<float> rs;            // [RB][ng][16]
   std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g} + centre * residuals
 };
+
+// 4 rows of 16 int32 in [-128, 127] -> 64 bytes, row r's elements 4j..4j+3 at byte 16 j + 4 r
+// (vpackssdw / vpacksswb work within 128-bit lanes: lane j keeps elements 4j..4j+3 of each row).
+VLKV_TILE_VNNI inline __m512i pack_rows4(const __m512i* v) {
+  return _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
+}
 
 template <int B, int RB, bool kWide>
 VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
@@ -336,20 +389,17 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
   // 7 bits each, pq = 128 hi + lo (14 bits) or pq = lo (7 bits).
   constexpr float kQMax = kWide ? 16383.0f : 127.0f;
   constexpr int64_t kTb = 32 * B;
-  constexpr int kRun = 16 * kRunBlocks;
   const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
-  s.hi.resize(static_cast<size_t>(RB) * ng * kRun);
+  s.hi.resize(static_cast<size_t>(ng) * kRunBlocks * 64);
   s.lo.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(RB) * ng);
+  s.step.resize(static_cast<size_t>(RB) * ng + 16);  // + 16: whole-vector divisions below
   s.inv.resize(s.step.size());
   s.smax.resize(ng);
   s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
-  s.rs.assign(s.mt.size(), 0.0f);
   int8_t* const hi = s.hi.data();
   int8_t* const lo = s.lo.data();
   float* const step = s.step.data();  // [RB * ng]
   float* const mt = s.mt.data();      // [RB * ng][16]
-  float* const rs = s.rs.data();      // [RB * ng][16] narrow: rounding residuals of the run
   float* const inv = s.inv.data();    // [RB * ng]
   float* const smax = s.smax.data();  // [ng]
   float pmax[RB];
@@ -378,43 +428,45 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       smax[k] = _mm512_reduce_max_ps(mx);
     }
     for (int r = 0; r < RB; ++r)
-      for (int k = 0; k < ng; ++k) {
-        const float m = pmax[r] * smax[k];
-        step[r * ng + k] = m / kQMax;
-        inv[r * ng + k] = m > 0.0f ? kQMax / m : 0.0f;
-      }
+      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k];  // m, then m / kQMax below
+    // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 16 at a time.
+    for (int i = 0; i < RB * ng; i += 16) {
+      const __m512 m = _mm512_loadu_ps(step + i), q = _mm512_set1_ps(kQMax);
+      _mm512_storeu_ps(inv + i, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ), q, m));
+      _mm512_storeu_ps(step + i, _mm512_div_ps(m, q));
+    }
     for (int k = 0; k < ng; ++k) {
-      __m512 mta[RB];  // sum_t p_t min_{t,k} over the run, per row
-      for (int r = 0; r < RB; ++r) mta[r] = _mm512_setzero_ps();
+      __m512 mta[RB], res[RB];  // sum_t p_t min_{t,k} over the run; narrow: rounding residuals (in steps)
+      for (int r = 0; r < RB; ++r) mta[r] = res[r] = _mm512_setzero_ps();
       for (int b = 0; b < kb; ++b) {
         const __m512 sv = load_halves16(blk[b] + 2 * 16 * k), mv = load_halves16(blk[b] + 2 * 16 * (ng + k));
+        __m512i qh[4], ql[4];
+        for (int r = 0; r < 4; ++r) qh[r] = ql[r] = _mm512_setzero_si512();
         for (int r = 0; r < RB; ++r) {
-          const int rk = r * ng + k;
           const __m512 pv = _mm512_loadu_ps(p + r * ld + (b0 + b) * 16);
-          const __m512 v = _mm512_mul_ps(pv, _mm512_mul_ps(sv, _mm512_set1_ps(inv[rk])));  // p' / step
+          const __m512 v = _mm512_mul_ps(pv, _mm512_mul_ps(sv, _mm512_set1_ps(inv[r * ng + k])));  // p' / step
           const __m512i qi = _mm512_cvtps_epi32(v);
-          const int64_t at = static_cast<int64_t>(rk) * kRun + 16 * b;
           if constexpr (kWide) {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at), _mm512_cvtepi32_epi8(_mm512_srli_epi32(qi, 7)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(_mm512_and_si512(qi, k127)));
+            qh[r] = _mm512_srli_epi32(qi, 7);
+            ql[r] = _mm512_and_si512(qi, k127);
           } else {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(qi));
-            // rounding residual (in steps), times the code centre at the end of the run
-            _mm512_storeu_ps(rs + rk * 16, _mm512_add_ps(_mm512_loadu_ps(rs + rk * 16),
-                                                          _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi))));
+            ql[r] = qi;
+            res[r] = _mm512_add_ps(res[r], _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi)));
           }
           mta[r] = _mm512_fmadd_ps(pv, mv, mta[r]);
         }
+        const int64_t at = (static_cast<int64_t>(k) * kRunBlocks + b) * 64;
+        if constexpr (kWide) _mm512_storeu_si512(hi + at, pack_rows4(qh));
+        _mm512_storeu_si512(lo + at, pack_rows4(ql));
       }
-      for (int r = 0; r < RB; ++r)
-        _mm512_storeu_ps(mt + (r * ng + k) * 16, _mm512_add_ps(mta[r], _mm512_loadu_ps(mt + (r * ng + k) * 16)));
+      for (int r = 0; r < RB; ++r) {
+        float* m = mt + (r * ng + k) * 16;
+        __m512 sum = _mm512_add_ps(mta[r], _mm512_loadu_ps(m));
+        // the residuals times the code centre: sum_t (p'_t - step * pq_t) * (2^B - 1) / 2
+        if constexpr (!kWide) sum = _mm512_fmadd_ps(res[r], _mm512_mul_ps(centre, _mm512_set1_ps(step[r * ng + k])), sum);
+        _mm512_storeu_ps(m, sum);
+      }
     }
-    if constexpr (!kWide)
-      for (int rk = 0; rk < RB * ng; ++rk) {
-        _mm512_storeu_ps(mt + rk * 16, _mm512_fmadd_ps(_mm512_loadu_ps(rs + rk * 16), _mm512_mul_ps(centre, _mm512_set1_ps(step[rk])),
-                                                       _mm512_loadu_ps(mt + rk * 16)));
-        _mm512_storeu_ps(rs + rk * 16, _mm512_setzero_ps());
-      }
     // Integer dots: per 16-channel unit, the run's blocks, every row.
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
@@ -426,13 +478,13 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       for (int b = 0; b < kb; ++b) {
         __m512i qd[4];
         unpack_quads<B>(blk[b] + sh.meta_bytes + u * kTb, qd);
-        for (int r = 0; r < RB; ++r) {
-          const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
+        const int64_t at = (static_cast<int64_t>(k) * kRunBlocks + b) * 64;
+        for (int r = 0; r < RB; ++r)
           for (int j = 0; j < 4; ++j) {
-            if constexpr (kWide) ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(hi + at + 4 * j)));
-            al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(lo + at + 4 * j)));
+            if constexpr (kWide)
+              ah[r] = _mm512_dpbusd_epi32(ah[r], qd[j], _mm512_set1_epi32(load_i32(hi + at + 16 * j + 4 * r)));
+            al[r] = _mm512_dpbusd_epi32(al[r], qd[j], _mm512_set1_epi32(load_i32(lo + at + 16 * j + 4 * r)));
           }
-        }
       }
       // Each int32 sum is exact in f32 (< 2^24); one rounding when combined.
       for (int r = 0; r < RB; ++r) {

@@ -7,7 +7,7 @@
 //    At 2, 4 and 8 bits (g and head_dim multiples of 16: intt::tiles_pay) a class's codes
 //    live in 16-token tiles - keys layout=k, values layout=v - so decode attention runs
 //    the int codecs' integer dots on them (queries / probabilities rounded to 15 / 14
-//    bits, dot=8: 8 / 7); the class's newest < 16 rows wait in an f16 staging segment
+//    bits, dot=8 - the default at 2 bits: 8 / 7); the class's newest < 16 rows wait in an f16 staging segment
 //    until their tile fills (window_fold.h with keep 0, as the int2 / int4 methods).
 //    3-bit classes, and groups not a multiple of 16 (g = 8, 24, ...), keep the rows
 //    layout (one token per block, no staging).
@@ -176,7 +176,7 @@ class AkvqVlMethod final : public Method {
         cc.v = cc.k;
         return cc;
       }
-      const std::string dot_text = dot == 16 ? "" : ",dot=8";
+      const std::string dot_text = intt::dot_suffix(dot);
       VLKV_ASSIGN_OR_RETURN(cc.k, make_codec(std::string(text) + ",layout=k" + dot_text));
       VLKV_ASSIGN_OR_RETURN(cc.v, make_codec(std::string(text) + ",layout=v" + dot_text));
       return cc;
@@ -190,10 +190,11 @@ class AkvqVlMethod final : public Method {
     char text[240];
     std::snprintf(text, sizeof text,
                   "akvq_vl:bits=%lld,text_bits=%lld,g=%lld,clip=%g,text_clip=%g,n_pivots=%lld,window=%lld,"
-                  "pattern=%s,tsa_layers=%lld,wht=%lld,dot=%d",
+                  "pattern=%s,tsa_layers=%lld,wht=%lld,dot=%s",
                   static_cast<long long>(bits), static_cast<long long>(text_bits), static_cast<long long>(g), clip,
                   text_clip, static_cast<long long>(n_pivots), static_cast<long long>(window), pattern.c_str(),
-                  static_cast<long long>(tsa_layers), static_cast<long long>(wht), dot);
+                  static_cast<long long>(tsa_layers), static_cast<long long>(wht),
+                  dot ? std::to_string(dot).c_str() : "auto");
     m->spec_ = text;
     m->geo_ = geo;
     m->mode_ = mode;
@@ -476,7 +477,7 @@ MethodInfo akvq_vl_info() {
                           "below tsa_layers TSA, the rest PSA)"},
       {"tsa_layers", "2", "layers [0, tsa_layers) are TSA in the map (LLaVA-1.5: 2)"},
       {"wht", "1", "1 = Walsh-Hadamard-rotate K and V (head_dim a power of two); 0 = plain RTN"},
-      {"dot", "16", intt::kDotHelp},
+      {"dot", "auto", intt::kDotHelp},
   };
   info.create = [](const Spec& s, const KvGeometry& g) { return AkvqVlMethod::create(s, g); };
   return info;

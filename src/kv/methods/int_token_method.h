@@ -99,7 +99,7 @@ inline MethodInfo int_token_method_info(int bits) {
                   "when 32 does not divide it)"},
       {"clip", "1", "clipping ratio in [0.05, 1]: each group's range shrunk around its centre"},
       {"wht", "0", "1 = rotate K and V rows by the normalized Walsh-Hadamard transform (head_dim 2^k)"},
-      {"dot", "16", intt::kDotHelp},
+      {"dot", "auto", intt::kDotHelp},
   };
   info.create = [name, bits](const Spec& spec, const KvGeometry& geo) -> Result<std::unique_ptr<Method>> {
     VLKV_ASSIGN_OR_RETURN(int64_t g, spec.get_int("g", default_channel_group(geo.head_dim), 0, 1024));
@@ -113,11 +113,11 @@ inline MethodInfo int_token_method_info(int bits) {
     char clip_text[32];
     std::snprintf(clip_text, sizeof clip_text, "%g", clip);
     const std::string params = ":g=" + std::to_string(g) + ",clip=" + clip_text;
-    const std::string method_spec = name + params + ",wht=" + std::to_string(wht) + (dot == 16 ? "" : ",dot=8");
+    const std::string method_spec = name + params + ",wht=" + std::to_string(wht) + intt::dot_suffix(dot);
     const std::string codec_spec = std::string(wht ? "wht_" : "") + name + params;
     const int64_t group = g == 0 ? geo.head_dim : g;
     if (intt::tiles_pay(bits, geo.head_dim, group))
-      return TiledIntTokenMethod::create(method_spec, codec_spec + (dot == 16 ? "" : ",dot=8"), geo);
+      return TiledIntTokenMethod::create(method_spec, codec_spec + intt::dot_suffix(dot), geo);
     return SingleCodecMethod::create(method_spec, codec_spec, geo);
   };
   return info;

@@ -48,7 +48,7 @@ class KiviMethod final : public Method {
       return invalid_argument("'" + name + "': g=" + std::to_string(g) + " is not a multiple of 8; valid: 8, 16, 32, 64, 128");
     VLKV_ASSIGN_OR_RETURN(int64_t residual, spec.get_int("residual", 128, 0, 1 << 16));
     VLKV_ASSIGN_OR_RETURN(const int dot, intt::parse_dot_bits(spec, name));
-    const std::string dot_param = dot == 16 ? "" : ",dot=8";
+    const std::string dot_param = intt::dot_suffix(dot);
     const std::string window = spec.get_string("window", "f16");
     if (window != "f16" && window != "f32")
       return invalid_argument("'" + name + "': window=" + window + " is not supported; valid: f16, f32");
@@ -139,7 +139,7 @@ std::vector<ParamInfo> kivi_params(bool with_bits) {
                           "(the whole head when g does not divide head_dim)"});
   p.push_back({"residual", "128", "recent tokens kept in full precision (the window holds residual..residual+g-1)"});
   p.push_back({"window", "f16", "storage of the residual window: f16 or f32"});
-  p.push_back({"dot", "16", intt::kDotHelp});
+  p.push_back({"dot", "auto", intt::kDotHelp});
   return p;
 }
 
