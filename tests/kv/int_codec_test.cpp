@@ -199,27 +199,12 @@ TEST(IntCodec, RoundTripWithinBoundRandomAndOutliers) {
 //   x: [n, d] (n a multiple of tokens_per_block), q: [n_q, d], p: [n_q, n] >= 0
 void expect_fused_ops_match_decode(const Codec& c, const char* spec, int d, int n, int n_q, int kind,
                                    const std::vector<float>& x, const std::vector<float>& q, const std::vector<float>& p) {
-  const int tpb = c.tokens_per_block();
-  const int64_t bb = c.block_bytes(d);
-  // 3 blocks per page, view starting at block 2 of the first page.
-  const int bpp = 3, skip = 2, nb = n / tpb;
-  std::vector<std::vector<uint8_t>> pages((nb + skip + bpp - 1) / bpp, std::vector<uint8_t>(bpp * bb + 7));
-  std::vector<const uint8_t*> ptrs;
-  for (auto& pg : pages) ptrs.push_back(pg.data());
+  const int tpb = c.tokens_per_block(), nb = n / tpb;
+  // 3 blocks per page, view starting at block 2 of the first page, 7 bytes of page slack.
+  const kvtest::PagedCodes paged = kvtest::encode_paged(c, x, n, d, /*blocks_per_page=*/3, /*skip_blocks=*/2, 7);
+  const SegmentView& v = paged.view;
   std::vector<float> dec(static_cast<size_t>(n) * d);
-  for (int b = 0; b < nb; ++b) {
-    uint8_t* blk = pages[(b + skip) / bpp].data() + (b + skip) % bpp * bb;
-    c.encode(&x[static_cast<size_t>(b) * tpb * d], d, d, blk);
-    c.decode(blk, d, &dec[static_cast<size_t>(b) * tpb * d]);
-  }
-  SegmentView v;
-  v.pages = ptrs.data();
-  v.first_block = skip;
-  v.n_tokens = n;
-  v.blocks_per_page = bpp;
-  v.block_bytes = static_cast<int32_t>(bb);
-  v.tokens_per_block = tpb;
-  v.head_dim = d;
+  for (int b = 0; b < nb; ++b) c.decode(v.block(b), d, &dec[static_cast<size_t>(b) * tpb * d]);
   std::vector<double> ref_s(static_cast<size_t>(n_q) * n), mag_s(ref_s.size()), ref_o(static_cast<size_t>(n_q) * d),
       mag_o(ref_o.size(), 1e-6);
   for (int r = 0; r < n_q; ++r)
