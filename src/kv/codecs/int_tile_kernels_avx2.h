@@ -73,26 +73,27 @@ inline __m256i widen_s16(__m256i acc, __m256i s16) { return _mm256_add_epi32(acc
 
 // AVX2 without VNNI, 8-bit codes: vpmaddubsw's s16 pair sums would saturate (2 * 255 * 128 >
 // 2^15; splitting codes into nibbles would double the maddubs and still need widening), so the
-// codes are widened to u16 (vpunpck{l,h}bw with zero: lanes 0,1 | 4,5 and 2,3 | 6,7 of the half)
-// and vpmaddwd multiplies them with the whole rounded input qi = 128 hi + lo as s16 words
-// (|qi| <= 16383): exact int32 pairs (2 * 255 * 16383 < 2^31), summed in s32 (a: lanes 0,1 | 4,5,
-// b: 2,3 | 6,7; within int32 for <= 512 channels or 64 tokens), one vphaddd restores the lane
-// order. That exact total T = 128 ah + al is what the VNNI paths round once in f32 from their
-// exact parts (fmadd(ah, 128, al)), so cvt(T) gives the same bits.
-// widen_codes8: quad j of half h of an 8-bit tile -> its u16 halves (once per quad, for every
-// row; one quad at a time keeps RB = 4 rows' accumulators in registers);
-// dot_words8: words [4] = s16 inputs of the quad's four elements; a, b: s32 accumulators.
-inline void widen_codes8(const uint8_t* tile, int h, int j, __m256i* lo, __m256i* hi) {
+// codes are widened to u16 and vpmaddwd multiplies them with the whole rounded input
+// qi = 128 hi + lo as s16 words (|qi| <= 16383). vpshufb picks elements 0,1 (e01) and 2,3 (e23)
+// of each lane's quad as zero-extended words, so each vpmaddwd pair lands in that lane's own
+// dword: exact int32 (2 * 255 * 16383 < 2^31), summed per lane in s32 (within int32 for <= 512
+// channels or 64 tokens: 512 * 255 * 16383 < 2^31), lanes in order. That exact total
+// T = 128 ah + al is what the VNNI paths round once in f32 from their exact parts
+// (fmadd(ah, 128, al)), so cvt(T) gives the same bits.
+// widen_codes8: quad j of half h of an 8-bit tile -> e01, e23 (once per quad, for every row);
+// dot_words8: words [4] = s16 inputs of the quad's four elements; acc: s32 per lane.
+inline void widen_codes8(const uint8_t* tile, int h, int j, __m256i* e01, __m256i* e23) {
   const __m256i quad = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 * j + 32 * h));
-  *lo = _mm256_unpacklo_epi8(quad, _mm256_setzero_si256());
-  *hi = _mm256_unpackhi_epi8(quad, _mm256_setzero_si256());
+  const __m256i k01 = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1,
+                                       0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
+  *e01 = _mm256_shuffle_epi8(quad, k01);
+  const __m256i k23 = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1,
+                                       2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
+  *e23 = _mm256_shuffle_epi8(quad, k23);
 }
-inline void dot_words8(__m256i lo, __m256i hi, const int16_t* words, __m256i* a, __m256i* b) {
-  int64_t w;
-  std::memcpy(&w, words, 8);
-  const __m256i q = _mm256_set1_epi64x(w);
-  *a = _mm256_add_epi32(*a, _mm256_madd_epi16(lo, q));
-  *b = _mm256_add_epi32(*b, _mm256_madd_epi16(hi, q));
+inline void dot_words8(__m256i e01, __m256i e23, const int16_t* words, __m256i* acc) {
+  *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(e01, _mm256_set1_epi32(load_i32(words))));
+  *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(e23, _mm256_set1_epi32(load_i32(words + 2))));
 }
 // 16 int32 (a: elements 0-7, b: 8-15) -> 16 s16 words in order (|values| < 2^15).
 inline __m256i pack_words(__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); }
@@ -195,17 +196,14 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
     __m256i ah[RB], al[RB];
     for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
     if constexpr (B == 8 && !kVnni) {  // al = the exact total 128 ah + al, ah = 0 (dot_words8)
-      __m256i b[RB];
-      for (int r = 0; r < RB; ++r) b[r] = _mm256_setzero_si256();
       for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
         for (int j = 0; j < 4; ++j) {
-          __m256i c_lo, c_hi;
-          widen_codes8(codes + u * kTb, h, j, &c_lo, &c_hi);
+          __m256i e01, e23;
+          widen_codes8(codes + u * kTb, h, j, &e01, &e23);
           for (int r = 0; r < RB; ++r)
-            dot_words8(c_lo, c_hi, q.w + static_cast<int64_t>(r) * d + 16 * u + 4 * j, &al[r], &b[r]);
+            dot_words8(e01, e23, q.w + static_cast<int64_t>(r) * d + 16 * u + 4 * j, &al[r]);
         }
       }
-      for (int r = 0; r < RB; ++r) al[r] = _mm256_hadd_epi32(al[r], b[r]);
     } else if constexpr (kVnni) {
       for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
         __m256i qd[4];
@@ -576,17 +574,14 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
         __m256i ah[RB], al[RB];
         for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
         if constexpr (kWords) {  // al = the exact total 128 ah + al, ah = 0 (dot_words8)
-          __m256i bw[RB];
-          for (int r = 0; r < RB; ++r) bw[r] = _mm256_setzero_si256();
           for (int b = 0; b < kb; ++b) {
             for (int j = 0; j < 4; ++j) {
-              __m256i c_lo, c_hi;
-              widen_codes8(blk[b] + sh.meta_bytes + u * kTb, h, j, &c_lo, &c_hi);
+              __m256i e01, e23;
+              widen_codes8(blk[b] + sh.meta_bytes + u * kTb, h, j, &e01, &e23);
               for (int r = 0; r < RB; ++r)
-                dot_words8(c_lo, c_hi, words + static_cast<int64_t>(r * ng + k) * kRun + 16 * b + 4 * j, &al[r], &bw[r]);
+                dot_words8(e01, e23, words + static_cast<int64_t>(r * ng + k) * kRun + 16 * b + 4 * j, &al[r]);
             }
           }
-          for (int r = 0; r < RB; ++r) al[r] = _mm256_hadd_epi32(al[r], bw[r]);
         } else if constexpr (kVnni) {
           for (int b = 0; b < kb; ++b) {
             __m256i qd[4];
