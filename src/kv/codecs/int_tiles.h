@@ -57,11 +57,10 @@ inline constexpr const char* kDotHelp =
 inline int default_dot_bits(int code_bits) { return code_bits <= 2 ? 8 : 16; }
 // The `dot` a spec names (8 or 16), or 0 when it names none (auto: default_dot_bits per codec).
 inline Result<int> parse_dot_bits(const Spec& spec, const std::string& who) {
-  if (!spec.has("dot") || spec.get_string("dot", "auto") == "auto") return 0;
-  VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
-  if (dot != 8 && dot != 16)
-    return invalid_argument("'" + who + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8, auto");
-  return static_cast<int>(dot);
+  const std::string dot = spec.get_string("dot", "auto");
+  if (dot == "auto") return 0;
+  if (dot == "8" || dot == "16") return std::stoi(dot);
+  return invalid_argument("'" + who + "': dot=" + dot + " is not supported; valid: 8, 16, auto");
 }
 // ",dot=N" for a codec spec when the method's spec named one, else "" (the codec's default).
 inline std::string dot_suffix(int dot) { return dot ? ",dot=" + std::to_string(dot) : ""; }
