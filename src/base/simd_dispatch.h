@@ -27,7 +27,7 @@
 //        }
 //    A null variant falls back along simd_tier_fallback() (avx512vnni -> avx512 -> avx2 ->
 //    scalar, avx2vnni -> avx2), so a family adds a tier only where it pays.
-//  - A family may leave single entries null (e.g. no 8-bit tile kernel): callers then take
+//  - A family may leave single entries null (e.g. no kernel for some bit width): callers then take
 //    the family's generic path, and say so in the header.
 #pragma once
 

@@ -69,9 +69,10 @@ TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
   auto dot16 = create_method("akvq_vl:dot=16,text_bits=8", g128);
   ASSERT_TRUE(dot16.is_ok()) << dot16.status().message();
   EXPECT_NE((*dot16)->spec().find(",dot=16"), std::string::npos) << (*dot16)->spec();
-  // 8-bit text codes keep the rows layout (no integer tiles for 8 bits): no dot there.
+  // 8-bit text codes tile too (integer dots on 8-bit tiles); dot=16 is their default, so no suffix.
   EXPECT_EQ(names(**dot16), (std::vector<std::string>{"wht_int2:g=128,clip=0.8,layout=k,dot=16",
-                                                      "wht_int2:g=128,clip=0.8,layout=v,dot=16", "wht_int8:g=128,clip=1",
+                                                      "wht_int2:g=128,clip=0.8,layout=v,dot=16",
+                                                      "wht_int8:g=128,clip=1,layout=k", "wht_int8:g=128,clip=1,layout=v",
                                                       "f16"}));
   EXPECT_DOUBLE_EQ((*dot16)->bits_per_element(), 2.25);
   auto dot8 = create_method("akvq_vl:dot=8", g128);  // every class at 8 bits, the 4-bit text codes too
@@ -359,9 +360,9 @@ TEST(AkvqStore, TiledClassesKeepWholeTilesAndStageTheRestInF16) {
   EXPECT_LT(rel_rms(hx.stored(1, akvq::kTagText, true), hx.input(1, text, true)), kInt4Rms);
 }
 
-// 3- and 8-bit codes and groups of 8 channels do not tile: rows, one token per block, no staging.
+// 3-bit codes and groups of 8 channels do not tile: rows, one token per block, no staging.
 TEST(AkvqStore, RowsLayoutWhereTilesDoNotPay) {
-  for (const char* spec : {"akvq_vl:pattern=tsa,window=0,bits=3,text_bits=8", "akvq_vl:pattern=tsa,window=0,g=8,wht=0"}) {
+  for (const char* spec : {"akvq_vl:pattern=tsa,window=0,bits=3,text_bits=3", "akvq_vl:pattern=tsa,window=0,g=8,wht=0"}) {
     LayerHarness hx(spec, 0);
     hx.store(kinds_of({{kT, 7}, {kV, 37}}), nullptr, 2);
     EXPECT_EQ(hx.segment_rows(0, akvq::kTagLow), 37) << spec;

@@ -160,7 +160,7 @@ struct Case {
   int n_heads, n_kv, d;
   int64_t n_cached;
   int n_new;
-  // Tiled 4-bit codes' integer fused ops (int_kernels.h, every SIMD tier) round the query
+  // Tiled 2/4/8-bit codes' integer fused ops (int_kernels.h, every SIMD tier) round the query
   // and the probabilities (Codec::fused_rounding): levels where they do are left to the
   // codec's own tests (int_codec_test.cpp), which bound that rounding.
   bool skip_rounded = false;
@@ -174,7 +174,7 @@ TEST(KeyMass, MatchesBruteForceAcrossSegmentsChunksGqaAndSteps) {
       {"f16", 4, 4, 32, 0, 37},      // prefill only, no GQA
       {"f32", 8, 2, 64, 700, 1},     // decode: the probe is the token
       {"kivi:bits=4,g=32,residual=64", 6, 2, 32, 500, 45, true},  // several segments (compressed + window)
-      {"int8:wht=1", 4, 2, 64, 300, 20},                      // keys through a query transform
+      {"int8:wht=1,g=8", 4, 2, 64, 300, 20},  // keys through a query transform (g=8: rows, no input rounding)
   };
   for (const Case& cs : cases) {
     const KvGeometry g{1, cs.n_heads, cs.n_kv, cs.d};

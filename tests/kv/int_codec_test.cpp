@@ -156,12 +156,15 @@ TEST(IntCodec, RefusesGroupsAndHeadDimsItCannotStore) {
 const char* kSpecs[] = {"int8", "int4", "int3", "int2", "int8:g=0", "int4:g=64", "int2:g=128,clip=0.8",
                         "int4:clip=0.9", "int8c", "int4c", "int3c:G=16", "int2c:G=5", "int2c:G=32,clip=0.8",
                         "wht_int4:g=0", "wht_int2:g=32", "wht_int8", "wht_int2c", "wht_int4c:G=8",
-                        // tiled layouts (8-bit VNNI dots where available)
+                        // tiled layouts (integer dots at every tier but scalar)
                         "int2:layout=k", "int2:layout=v", "int4:g=64,layout=k", "int4:layout=v", "int8:layout=k",
                         "int8:g=16,layout=v", "int2c:G=64", "int8c:G=16", "wht_int2:g=128,layout=v",
                         "wht_int4c:G=32", "int2c:G=32,dot=8", "int4:layout=v,dot=8", "int2:layout=k,dot=8", "int2:layout=v,dot=8", "int4:layout=k,dot=8",
                         // akvq_vl's tiled classes: rotated, clipped, one group per head at d128
-                        "wht_int2:g=128,clip=0.8,layout=k", "wht_int4:g=64,layout=k", "wht_int4:g=0,layout=v"};
+                        "wht_int2:g=128,clip=0.8,layout=k", "wht_int4:g=64,layout=k", "wht_int4:g=0,layout=v",
+                        // 8-bit tiles (int8 / zipvl hi=8 / akvq_vl text_bits=8): integer dots like 2/4 bits
+                        "int8:layout=v", "int8:layout=k,dot=8", "int8c:G=32,dot=8", "int8:g=64,layout=v,dot=8",
+                        "wht_int8:g=128,layout=k"};
 
 TEST(IntCodec, RoundTripWithinBoundRandomAndOutliers) {
   for (const char* spec : kSpecs) {
@@ -190,11 +193,106 @@ TEST(IntCodec, RoundTripWithinBoundRandomAndOutliers) {
   }
 }
 
-// Fused ops against decode() of the stored bytes in double (a plain dot / axpy, not the
+// Fused ops of c against decode() of the stored bytes in double (a plain dot / axpy, not the
 // kernels), at every SIMD tier the CPU has (scalar, avx2, avx2vnni, avx512, avx512vnni: each
-// kernel variant of int_kernels.h), with the rotation hooks. At head_dim 64 and 128: random
-// and outlier-heavy data, n_q = 1, 3, 4, 6 query rows per KV head (GQA ratios); other head
-// dims: outliers, 5 rows.
+// kernel variant of int_kernels.h), with the rotation hooks.
+//   x: [n, d] (n a multiple of tokens_per_block), q: [n_q, d], p: [n_q, n] >= 0
+void expect_fused_ops_match_decode(const Codec& c, const char* spec, int d, int n, int n_q, int kind,
+                                   const std::vector<float>& x, const std::vector<float>& q, const std::vector<float>& p) {
+  const int tpb = c.tokens_per_block();
+  const int64_t bb = c.block_bytes(d);
+  // 3 blocks per page, view starting at block 2 of the first page.
+  const int bpp = 3, skip = 2, nb = n / tpb;
+  std::vector<std::vector<uint8_t>> pages((nb + skip + bpp - 1) / bpp, std::vector<uint8_t>(bpp * bb + 7));
+  std::vector<const uint8_t*> ptrs;
+  for (auto& pg : pages) ptrs.push_back(pg.data());
+  std::vector<float> dec(static_cast<size_t>(n) * d);
+  for (int b = 0; b < nb; ++b) {
+    uint8_t* blk = pages[(b + skip) / bpp].data() + (b + skip) % bpp * bb;
+    c.encode(&x[static_cast<size_t>(b) * tpb * d], d, d, blk);
+    c.decode(blk, d, &dec[static_cast<size_t>(b) * tpb * d]);
+  }
+  SegmentView v;
+  v.pages = ptrs.data();
+  v.first_block = skip;
+  v.n_tokens = n;
+  v.blocks_per_page = bpp;
+  v.block_bytes = static_cast<int32_t>(bb);
+  v.tokens_per_block = tpb;
+  v.head_dim = d;
+  std::vector<double> ref_s(static_cast<size_t>(n_q) * n), mag_s(ref_s.size()), ref_o(static_cast<size_t>(n_q) * d),
+      mag_o(ref_o.size(), 1e-6);
+  for (int r = 0; r < n_q; ++r)
+    for (int t = 0; t < n; ++t) {
+      for (int i = 0; i < d; ++i) {
+        const double kv = dec[static_cast<size_t>(t) * d + i];
+        ref_s[r * n + t] += q[r * d + i] * kv;
+        mag_s[r * n + t] += std::abs(q[r * d + i] * kv);
+        ref_o[r * d + i] += p[r * n + t] * kv;
+        mag_o[r * d + i] += std::abs(p[r * n + t] * kv);
+      }
+    }
+  // Inputs rounded (Codec::fused_rounding): the bounds int_tile_kernels_avx512.h derives,
+  // 15-bit queries: |dq'| <= step/2 per channel (step = max|q'| / 16383 over the rows) times codes
+  // <= 2^B - 1, with (2^B - 1) * scale <= 2.02 max|x| over the block; p' = p * scale to 14
+  // (dot=8: 7) bits: step = max p' / 16383 over 64 tokens times codes <= 2^B - 1. Stored basis.
+  std::vector<float> dec_st = dec;  // decoded rows in the stored (maybe rotated) basis
+  if (c.query_transform()) wht_rows(dec_st.data(), n, d);
+  std::vector<double> max_k(nb, 0.0);
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < d; ++i)
+      max_k[t / tpb] = std::max<double>(max_k[t / tpb], std::abs(dec_st[static_cast<size_t>(t) * d + i]));
+  const double max_all = *std::max_element(max_k.begin(), max_k.end());
+  for (SimdTier tier : kvtest::simd_tiers()) {
+    set_simd_tier_for_testing(tier);
+    const char* level = simd_tier_name(tier);
+    const Codec::FusedRounding rounding = c.fused_rounding(d);
+    std::vector<float> qt = q;
+    if (c.query_transform()) c.transform_query(qt.data(), n_q, d);
+    std::vector<float> logits(static_cast<size_t>(n_q) * (n + 1), -7.0f);
+    c.scores(qt.data(), n_q, v, 1.0f, logits.data(), n + 1);
+    std::vector<float> out(static_cast<size_t>(n_q) * d, 0.0f);
+    c.accumulate(p.data(), n, n_q, v, out.data());
+    if (c.output_transform()) c.untransform_output(out.data(), n_q, d);
+    double err2_s = 0, ref2_s = 0, err2_o = 0, ref2_o = 0;
+    double max_q = 0;  // over every row: per-channel blocks share one query step
+    for (float e : qt) max_q = std::max<double>(max_q, std::abs(e));
+    for (int r = 0; r < n_q; ++r) {
+      double max_p = 0;
+      for (int t = 0; t < n; ++t) max_p = std::max<double>(max_p, p[r * n + t]);
+      for (int t = 0; t < n; ++t) {
+        // f32 sums over <= 128 terms (+ the rotation's d log d adds): 1e-5 of the magnitudes.
+        const double q_levels = rounding.query_bits == 8 ? 254 : 32766;  // 2 * max |qi|
+        const double tol = rounding.query_bits ? d * max_q * 2.02 * max_k[t / tpb] / q_levels + 1e-4
+                                   : 2e-5 * mag_s[r * n + t] + 1e-5;
+        const double e = logits[r * (n + 1) + t] - ref_s[r * n + t];
+        ASSERT_LE(std::abs(e), tol) << spec << " " << level << " d=" << d << " n_q=" << n_q << " kind=" << kind << " t=" << t;
+        err2_s += e * e;
+        ref2_s += ref_s[r * n + t] * ref_s[r * n + t];
+      }
+      ASSERT_EQ(logits[r * (n + 1) + n], -7.0f);
+      for (int i = 0; i < d; ++i) {
+        // rotated values: the error spreads over the head (|H| rows have norm 1): sqrt(d).
+        const double p_levels = rounding.prob_bits == 7 ? 254 : 32766;  // 2 * max pq (7 / 14 bits)
+        const double tol = rounding.prob_bits ? n * max_p * 2.02 * max_all / p_levels * (c.output_transform() ? std::sqrt(d) : 1.0) + 1e-4
+                                   : 2e-5 * mag_o[r * d + i] + 1e-5;
+        const double e = out[r * d + i] - ref_o[r * d + i];
+        ASSERT_LE(std::abs(e), tol) << spec << " " << level << " d=" << d << " n_q=" << n_q << " kind=" << kind << " i=" << i;
+        err2_o += e * e;
+        ref2_o += ref_o[r * d + i] * ref_o[r * d + i];
+      }
+    }
+    // The RMS error stays far below the worst case: ~6e-4 of the outputs' RMS at 15/14 bits;
+    // at 8/7 bits ~2.5e-2 on outlier data (their scales stretch the query step) and up to
+    // 8.6e-2 for 7-bit probabilities on uniform values, whose sums over ~48 tokens cancel.
+    auto rms_tol = [](int bits) { return bits >= 14 ? 1.5e-3 : bits > 0 ? 0.12 : 1e-5; };
+    EXPECT_LE(std::sqrt(err2_s), rms_tol(rounding.query_bits) * std::sqrt(ref2_s)) << spec << " " << level << " d=" << d << " n_q=" << n_q;
+    EXPECT_LE(std::sqrt(err2_o), rms_tol(rounding.prob_bits) * std::sqrt(ref2_o)) << spec << " " << level << " d=" << d << " n_q=" << n_q;
+  }
+}
+
+// At head_dim 64 and 128: random and outlier-heavy data, n_q = 1, 3, 4, 6 query rows per KV
+// head (GQA ratios); other head dims: outliers, 5 rows.
 TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
   kvtest::SimdLevelGuard guard;
   for (const char* spec : kSpecs) {
@@ -206,99 +304,10 @@ TEST(IntCodec, FusedOpsMatchDecodeAtEverySimdLevel) {
       const bool wide_sweep = d == 64 || d == 128;
       if (wide_sweep ? n_q == 5 : (n_q != 5 || kind == 0)) continue;
       const int tpb = c->tokens_per_block(), n = tpb * (45 / tpb + 1);
-      const int64_t bb = c->block_bytes(d);
       const std::vector<float> x = kind ? outlier_data(n, d, 3 + d + n_q)
                                         : random_vec(static_cast<size_t>(n) * d, 17 + d + n_q, -3.0f, 3.0f);
-      // 3 blocks per page, view starting at block 2 of the first page.
-      const int bpp = 3, skip = 2, nb = n / tpb;
-      std::vector<std::vector<uint8_t>> pages((nb + skip + bpp - 1) / bpp, std::vector<uint8_t>(bpp * bb + 7));
-      std::vector<const uint8_t*> ptrs;
-      for (auto& p : pages) ptrs.push_back(p.data());
-      std::vector<float> dec(static_cast<size_t>(n) * d);
-      for (int b = 0; b < nb; ++b) {
-        uint8_t* blk = pages[(b + skip) / bpp].data() + (b + skip) % bpp * bb;
-        c->encode(&x[static_cast<size_t>(b) * tpb * d], d, d, blk);
-        c->decode(blk, d, &dec[static_cast<size_t>(b) * tpb * d]);
-      }
-      SegmentView v;
-      v.pages = ptrs.data();
-      v.first_block = skip;
-      v.n_tokens = n;
-      v.blocks_per_page = bpp;
-      v.block_bytes = static_cast<int32_t>(bb);
-      v.tokens_per_block = tpb;
-      v.head_dim = d;
-      const std::vector<float> q = random_vec(static_cast<size_t>(n_q) * d, 5, -2.0f, 2.0f);
-      const std::vector<float> p = random_vec(static_cast<size_t>(n_q) * n, 6, 0.0f, 1.0f);
-      std::vector<double> ref_s(static_cast<size_t>(n_q) * n), mag_s(ref_s.size()), ref_o(static_cast<size_t>(n_q) * d),
-          mag_o(ref_o.size(), 1e-6);
-      for (int r = 0; r < n_q; ++r)
-        for (int t = 0; t < n; ++t) {
-          for (int i = 0; i < d; ++i) {
-            const double kv = dec[static_cast<size_t>(t) * d + i];
-            ref_s[r * n + t] += q[r * d + i] * kv;
-            mag_s[r * n + t] += std::abs(q[r * d + i] * kv);
-            ref_o[r * d + i] += p[r * n + t] * kv;
-            mag_o[r * d + i] += std::abs(p[r * n + t] * kv);
-          }
-        }
-      // Inputs rounded (Codec::fused_rounding): the bounds int_tile_kernels_avx512.h derives,
-      // 15-bit queries: |dq'| <= step/2 per channel (step = max|q'| / 16383 over the rows) times codes
-      // <= 2^B - 1, with (2^B - 1) * scale <= 2.02 max|x| over the block; p' = p * scale to 14
-      // (dot=8: 7) bits: step = max p' / 16383 over 64 tokens times codes <= 2^B - 1. Stored basis.
-      std::vector<float> dec_st = dec;  // decoded rows in the stored (maybe rotated) basis
-      if (c->query_transform()) wht_rows(dec_st.data(), n, d);
-      std::vector<double> max_k(nb, 0.0);
-      for (int t = 0; t < n; ++t)
-        for (int i = 0; i < d; ++i)
-          max_k[t / tpb] = std::max<double>(max_k[t / tpb], std::abs(dec_st[static_cast<size_t>(t) * d + i]));
-      const double max_all = *std::max_element(max_k.begin(), max_k.end());
-      for (SimdTier tier : kvtest::simd_tiers()) {
-        set_simd_tier_for_testing(tier);
-        const char* level = simd_tier_name(tier);
-        const Codec::FusedRounding rounding = c->fused_rounding(d);
-        std::vector<float> qt = q;
-        if (c->query_transform()) c->transform_query(qt.data(), n_q, d);
-        std::vector<float> logits(static_cast<size_t>(n_q) * (n + 1), -7.0f);
-        c->scores(qt.data(), n_q, v, 1.0f, logits.data(), n + 1);
-        std::vector<float> out(static_cast<size_t>(n_q) * d, 0.0f);
-        c->accumulate(p.data(), n, n_q, v, out.data());
-        if (c->output_transform()) c->untransform_output(out.data(), n_q, d);
-        double err2_s = 0, ref2_s = 0, err2_o = 0, ref2_o = 0;
-        double max_q = 0;  // over every row: per-channel blocks share one query step
-        for (float e : qt) max_q = std::max<double>(max_q, std::abs(e));
-        for (int r = 0; r < n_q; ++r) {
-          double max_p = 0;
-          for (int t = 0; t < n; ++t) max_p = std::max<double>(max_p, p[r * n + t]);
-          for (int t = 0; t < n; ++t) {
-            // f32 sums over <= 128 terms (+ the rotation's d log d adds): 1e-5 of the magnitudes.
-            const double q_levels = rounding.query_bits == 8 ? 254 : 32766;  // 2 * max |qi|
-            const double tol = rounding.query_bits ? d * max_q * 2.02 * max_k[t / tpb] / q_levels + 1e-4
-                                       : 2e-5 * mag_s[r * n + t] + 1e-5;
-            const double e = logits[r * (n + 1) + t] - ref_s[r * n + t];
-            ASSERT_LE(std::abs(e), tol) << spec << " " << level << " d=" << d << " n_q=" << n_q << " kind=" << kind << " t=" << t;
-            err2_s += e * e;
-            ref2_s += ref_s[r * n + t] * ref_s[r * n + t];
-          }
-          ASSERT_EQ(logits[r * (n + 1) + n], -7.0f);
-          for (int i = 0; i < d; ++i) {
-            // rotated values: the error spreads over the head (|H| rows have norm 1): sqrt(d).
-            const double p_levels = rounding.prob_bits == 7 ? 254 : 32766;  // 2 * max pq (7 / 14 bits)
-            const double tol = rounding.prob_bits ? n * max_p * 2.02 * max_all / p_levels * (c->output_transform() ? std::sqrt(d) : 1.0) + 1e-4
-                                       : 2e-5 * mag_o[r * d + i] + 1e-5;
-            const double e = out[r * d + i] - ref_o[r * d + i];
-            ASSERT_LE(std::abs(e), tol) << spec << " " << level << " d=" << d << " n_q=" << n_q << " kind=" << kind << " i=" << i;
-            err2_o += e * e;
-            ref2_o += ref_o[r * d + i] * ref_o[r * d + i];
-          }
-        }
-        // The RMS error stays far below the worst case: ~6e-4 of the outputs' RMS at 15/14 bits;
-        // at 8/7 bits ~2.5e-2 on outlier data (their scales stretch the query step) and up to
-        // 8.6e-2 for 7-bit probabilities on uniform values, whose sums over ~48 tokens cancel.
-        auto rms_tol = [](int bits) { return bits >= 14 ? 1.5e-3 : bits > 0 ? 0.12 : 1e-5; };
-        EXPECT_LE(std::sqrt(err2_s), rms_tol(rounding.query_bits) * std::sqrt(ref2_s)) << spec << " " << level << " d=" << d << " n_q=" << n_q;
-        EXPECT_LE(std::sqrt(err2_o), rms_tol(rounding.prob_bits) * std::sqrt(ref2_o)) << spec << " " << level << " d=" << d << " n_q=" << n_q;
-      }
+      expect_fused_ops_match_decode(*c, spec, d, n, n_q, kind, x, random_vec(static_cast<size_t>(n_q) * d, 5, -2.0f, 2.0f),
+                                    random_vec(static_cast<size_t>(n_q) * n, 6, 0.0f, 1.0f));
     }
   }
 }
@@ -362,50 +371,114 @@ TEST(IntCodec, TinyProbabilitiesAndQueriesStayFinite) {
   }
 }
 
+// 8-bit tiles at the edge of their exactness claims (int_tile_kernels_avx512.h, intt::kMaxDotChannels8):
+// codes 0 and 255 only (one channel in 16 at its group's min, the rest at the max, per token
+// and per channel), queries all at full scale with one sign (15-bit parts 127 / 127, or
+// -128 / 1), probabilities all 1 over more than one 64-token run. head_dim 512: one query
+// step over 512 channels (the largest exact piece: |int32 sums| up to 512 * 255 * 16383);
+// 528: 8-bit key tiles beyond it dequantize (scores without input rounding).
+std::vector<float> full_scale_codes(int n, int d) {
+  std::vector<float> x(static_cast<size_t>(n) * d);
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < d; ++i) x[static_cast<size_t>(t) * d + i] = (t + i) % 16 == 0 ? -1.0f : 1.0f;
+  return x;
+}
+const char* kFullScale8[] = {"int8:g=0,layout=k", "int8:g=0,layout=k,dot=8", "int8c:G=32", "int8c:G=32,dot=8",
+                             "int8:g=0,layout=v", "int8:g=16,layout=v,dot=8"};
+
+TEST(IntCodec, EightBitTilesAtFullScaleMatchDecodeAtEverySimdLevel) {
+  kvtest::SimdLevelGuard guard;
+  for (const char* spec : kFullScale8)
+    for (int d : {128, 512, 528})
+      for (float sign : {1.0f, -1.0f}) {
+        auto c = codec(spec);
+        const int tpb = c->tokens_per_block(), n = tpb * (80 / tpb + 1), n_q = 4;
+        expect_fused_ops_match_decode(*c, spec, d, n, n_q, 2, full_scale_codes(n, d),
+                                      std::vector<float>(static_cast<size_t>(n_q) * d, 2.0f * sign),
+                                      std::vector<float>(static_cast<size_t>(n_q) * n, 1.0f));
+        // The integer kernels ran (they declare their rounding) wherever the claims allow them.
+        const bool keys = std::string(spec).find("layout=v") == std::string::npos;
+        // One query step per key over more than 512 channels: per token (g = d) or per channel at dot=16.
+        const bool per_token = std::string(spec).rfind("int8:", 0) == 0;
+        const bool too_wide = keys && d > 512 && (per_token || std::string(spec).find("dot=8") == std::string::npos);
+        for (SimdTier tier : kvtest::simd_tiers()) {
+          set_simd_tier_for_testing(tier);
+          const Codec::FusedRounding r = c->fused_rounding(d);
+          const bool kernel = tier != SimdTier::kScalar && !too_wide;
+          EXPECT_EQ((keys ? r.query_bits : r.prob_bits) != 0, kernel) << spec << " " << simd_tier_name(tier) << " d=" << d;
+        }
+      }
+}
+
+// The integer tile kernels of every tier (int_kernels.h: AVX2 vpmaddubsw / vpmaddwd, AVX-VNNI
+// and AVX-512 VNNI vpdpbusd) round alike and sum exact integers, with the same float steps
+// per lane: their outputs agree bit for bit (so one declared rounding covers them all).
+//   x: [n, d], q: [n_q, d], p: [n_q, n]
+void expect_tiers_agree_bit_for_bit(const Codec& c, const std::string& spec, const std::vector<SimdTier>& tiers, int d,
+                                    int n, int n_q, const std::vector<float>& x, const std::vector<float>& q,
+                                    const std::vector<float>& p) {
+  kvtest::PagedCodes paged = kvtest::encode_paged(c, x, n, d, /*blocks_per_page=*/3, /*skip_blocks=*/1, 0);
+  std::vector<float> first_s, first_o;
+  for (SimdTier tier : tiers) {
+    set_simd_tier_for_testing(tier);
+    std::vector<float> logits(static_cast<size_t>(n_q) * n), out(static_cast<size_t>(n_q) * d, 0.0f);
+    c.scores(q.data(), n_q, paged.view, 0.5f, logits.data(), n);
+    c.accumulate(p.data(), n, n_q, paged.view, out.data());
+    if (first_s.empty()) {
+      first_s = logits;
+      first_o = out;
+      continue;
+    }
+    // The op the layout tiles (keys: scores, values: accumulate); the other one runs the
+    // f32 kernels over dequantized rows, whose sums differ in order across tiers.
+    if (spec.find("layout=v") == std::string::npos) {
+      for (size_t i = 0; i < logits.size(); ++i)
+        ASSERT_EQ(logits[i], first_s[i]) << spec << " " << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q;
+    } else {
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], first_o[i]) << spec << " " << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q;
+    }
+  }
+}
+
+std::vector<SimdTier> simd_tiers_but_scalar() {
+  std::vector<SimdTier> tiers;
+  for (SimdTier t : kvtest::simd_tiers())
+    if (t != SimdTier::kScalar) tiers.push_back(t);
+  return tiers;
+}
+
 // The integer tile kernels of every tier (int_kernels.h: AVX2 vpmaddubsw, AVX-VNNI and
 // AVX-512 VNNI vpdpbusd) round alike and sum exact integers, with the same float steps per
 // lane: their outputs agree bit for bit (so one declared rounding covers them all).
 TEST(IntCodec, TileKernelsAgreeBitForBitAcrossTiers) {
   kvtest::SimdLevelGuard guard;
-  std::vector<SimdTier> tiers;
-  for (SimdTier t : kvtest::simd_tiers())
-    if (t != SimdTier::kScalar) tiers.push_back(t);
+  const std::vector<SimdTier> tiers = simd_tiers_but_scalar();
   if (tiers.size() < 2) GTEST_SKIP() << "one SIMD tier on this CPU";
   for (const char* spec : {"int2:layout=k", "int4:g=64,layout=k", "int2c:G=64", "int4c:G=32", "int2c:G=32,dot=8",
-                           "int2:layout=v", "int4:layout=v", "int4:layout=v,dot=8", "wht_int2:g=128,layout=v"}) {
+                           "int2:layout=v", "int4:layout=v", "int4:layout=v,dot=8", "wht_int2:g=128,layout=v",
+                           "int8:layout=k", "int8:g=64,layout=k,dot=8", "int8c:G=32", "int8c:G=32,dot=8",
+                           "int8:layout=v", "int8:layout=v,dot=8", "wht_int8:g=128,layout=v"}) {
     auto c = codec(spec);
     for (int d : {64, 128})
       for (int n_q : {1, 3, 4, 6}) {
         const int tpb = c->tokens_per_block(), n = tpb * (100 / tpb + 1);
-        const std::vector<float> x = outlier_data(n, d, 70 + d);
-        const std::vector<float> q = random_vec(static_cast<size_t>(n_q) * d, 71 + n_q, -2.0f, 2.0f);
-        const std::vector<float> p = random_vec(static_cast<size_t>(n_q) * n, 72 + n_q, 0.0f, 1.0f);
-        kvtest::PagedCodes paged = kvtest::encode_paged(*c, x, n, d, /*blocks_per_page=*/3, /*skip_blocks=*/1, 0);
-        std::vector<float> first_s, first_o;
-        for (SimdTier tier : tiers) {
-          set_simd_tier_for_testing(tier);
-          std::vector<float> logits(static_cast<size_t>(n_q) * n), out(static_cast<size_t>(n_q) * d, 0.0f);
-          c->scores(q.data(), n_q, paged.view, 0.5f, logits.data(), n);
-          c->accumulate(p.data(), n, n_q, paged.view, out.data());
-          if (first_s.empty()) {
-            first_s = logits;
-            first_o = out;
-            continue;
-          }
-          // The op the layout tiles (keys: scores, values: accumulate); the other one runs the
-          // f32 kernels over dequantized rows, whose sums differ in order across tiers.
-          if (std::string(spec).find("layout=v") == std::string::npos) {
-            for (size_t i = 0; i < logits.size(); ++i)
-              ASSERT_EQ(logits[i], first_s[i]) << spec << " " << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q;
-          } else {
-            for (size_t i = 0; i < out.size(); ++i)
-              ASSERT_EQ(out[i], first_o[i]) << spec << " " << simd_tier_name(tier) << " d=" << d << " n_q=" << n_q;
-          }
-        }
+        expect_tiers_agree_bit_for_bit(*c, spec, tiers, d, n, n_q, outlier_data(n, d, 70 + d),
+                                       random_vec(static_cast<size_t>(n_q) * d, 71 + n_q, -2.0f, 2.0f),
+                                       random_vec(static_cast<size_t>(n_q) * n, 72 + n_q, 0.0f, 1.0f));
       }
   }
+  // 8-bit codes at full scale (see EightBitTilesAtFullScale...): the AVX2 s16-word totals equal
+  // the VNNI paths' exact parts up to the largest piece.
+  for (const char* spec : kFullScale8)
+    for (float sign : {1.0f, -1.0f}) {
+      auto c = codec(spec);
+      const int d = 512, n_q = 4, tpb = c->tokens_per_block(), n = tpb * (80 / tpb + 1);
+      expect_tiers_agree_bit_for_bit(*c, spec, tiers, d, n, n_q, full_scale_codes(n, d),
+                                     std::vector<float>(static_cast<size_t>(n_q) * d, 2.0f * sign),
+                                     std::vector<float>(static_cast<size_t>(n_q) * n, 1.0f));
+    }
 }
-
 // wht_rows at every SIMD tier against the scalar reference wht(): the AVX2 variant does the
 // same butterflies in the same order, so the outputs match bit for bit.
 TEST(Wht, RowsMatchScalarReferenceBitForBitAtEveryTier) {

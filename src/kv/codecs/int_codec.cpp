@@ -36,13 +36,14 @@
 //    or 8 and head_dim % 16 == 0 (else rows). Block = [scales][mins][codes], per-token
 //    tiled metadata group-major ([n_groups][16 tokens] f16) so 16 tokens' scales load at once.
 //
-// Fused ops: at every SIMD tier but scalar, tiled 2/4-bit layouts run integer dots on the
+// Fused ops: at every SIMD tier but scalar, tiled 2/4/8-bit layouts run integer dots on the
 // codes in place (int_kernels.h: one table, AVX2 / AVX-VNNI / AVX-512 VNNI variants, the same
 // rounding - queries to 15 bits and probabilities to 14, or 8 / 7 with dot=8 - and the same
 // results); with AVX-512 VNNI, rows layouts of 2/4-bit codes use exact 24-bit query dots
-// with gathers (int_kernels_avx512.h). Otherwise 16 tokens are dequantized with SIMD from
-// the codes in place (rows, and 8-bit tiles) into an L1 scratch row block (never the cache)
-// and the f32 kernels run over it (float_kernels.h); the scalar tier decodes with the
+// with gathers (int_kernels_avx512.h). Otherwise (rows) 16 tokens are dequantized with SIMD
+// from the codes in place into an L1 scratch row block (never the cache) and the f32 kernels
+// run over it (float_kernels.h); the scalar tier, and 8-bit key tiles whose query step would
+// span more than intt::kMaxDotChannels8 channels (head_dim > 512), decode tiles with the
 // reference. Dequantized values are identical at every tier (same fma).
 #include <algorithm>
 #include <cmath>
@@ -384,10 +385,12 @@ class IntCodec final : public Codec {
   }
 
   // ---- integer dots on tiles (int_kernels.h: one variant per SIMD tier) ----
-  // 8-bit codes would need more than 8-bit queries to stay near their own precision:
-  // they take the dequantizing path, as does every tier without a kernel (scalar).
+  // Every tier without a kernel (scalar) takes the dequantizing path. At 8 bits the 15-bit
+  // queries (dot=16) keep the rounding ~64x under the codes' own error (dot=8: about equal);
+  // key tiles need each query step within kMaxDotChannels8 channels (exact int32 sums).
   bool int_tiles(int d, bool key_op) const {
     if (!tiled(d) || key_tiles(d) != key_op || !(p_.G || group(d) % intt::kTileChannels == 0)) return false;
+    if (p_.bits == 8 && key_op && (p_.G ? (p_.dot_bits == 16 ? d : 32) : group(d)) > intt::kMaxDotChannels8) return false;
     const intk::IntTileKernels& k = intk::int_tile_kernels();
     return key_op ? k.scores_for(p_.bits, p_.dot_bits) != nullptr : k.accumulate_for(p_.bits, p_.dot_bits) != nullptr;
   }
@@ -572,12 +575,7 @@ class IntCodec final : public Codec {
   // Tokens [t0, t0 + n) of the view -> tile.rows [n, d].
   void dequant(const SegmentView& seg, int64_t t0, int n, Tile& tile) const {
     const int d = seg.head_dim, tpb = tokens_per_block();
-    if (tiled(d) && simd_level() != SimdLevel::kScalar && p_.bits == 8 && n == kTile && t0 % kTile == 0) {
-      // 8-bit tiles (no integer kernel): the 16 tokens of one tile row, SIMD, from the codes in place.
-      const uint8_t* block = seg.block(t0 / tpb);
-      return dequant_tile8_avx2(block, static_cast<int>(t0 % tpb) / kTile, d, tile.rows.data());
-    }
-    if (tiled(d)) {  // scalar tier: the whole block through the scalar reference, once per block
+    if (tiled(d)) {  // no integer kernel: the whole block through the scalar reference, once per block
       tile.blk.resize(static_cast<size_t>(tpb) * d);
       for (int j = 0; j < n; ++j) {
         const int64_t t = t0 + j;
@@ -614,54 +612,6 @@ class IntCodec final : public Codec {
       }
     }
   }
-  // Token-tile row tt (16 tokens) of an 8-bit tiled block -> rows [16, d]. Key tiles: token
-  // t's channels 4j..4j+3 of a unit are the dword at 64 j + 4 t; value tiles: channel c's
-  // tokens 4j..4j+3 are the dword at 64 j + 4 c (int_tiles.h), picked by a byte shuffle.
-  VLKV_AVX2 void dequant_tile8_avx2(const uint8_t* block, int tt, int d, float* rows) const {
-    const int units = d / intt::kTileChannels, g = group(d);
-    const uint8_t* codes = block + meta_bytes(d) + static_cast<int64_t>(tt) * units * intt::tile_bytes(8);
-    const bool keys = key_tiles(d);
-    for (int u = 0; u < units; ++u) {
-      const uint8_t* tile = codes + u * intt::tile_bytes(8);
-      for (int t = 0; t < intt::kTileTokens; ++t) {
-        __m128i c;
-        if (keys) {
-          c = _mm_setr_epi32(intt_load_i32(tile + 4 * t), intt_load_i32(tile + 64 + 4 * t), intt_load_i32(tile + 128 + 4 * t),
-                             intt_load_i32(tile + 192 + 4 * t));
-        } else {  // token t: byte t % 4 of every channel's dword in quad vector t / 4
-          const uint8_t* q = tile + 64 * (t / 4);
-          const int k = t % 4;
-          const __m128i pick = _mm_setr_epi8(static_cast<char>(k), static_cast<char>(k + 4), static_cast<char>(k + 8),
-                                             static_cast<char>(k + 12), -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-          int32_t w[4];
-          for (int i = 0; i < 4; ++i)
-            w[i] = _mm_cvtsi128_si32(_mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * i)), pick));
-          c = _mm_setr_epi32(w[0], w[1], w[2], w[3]);
-        }
-        const int tok = tt * intt::kTileTokens + t;  // token inside the block
-        float* out = rows + static_cast<int64_t>(t) * d + 16 * u;
-        for (int h = 0; h < 2; ++h) {
-          const __m256 cf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(c, 8) : c));
-          const int c0 = 16 * u + 8 * h;
-          __m256 sc, mn;
-          if (p_.G) {
-            sc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * c0)));
-            mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * d + 2 * c0)));
-          } else {
-            sc = _mm256_set1_ps(_cvtsh_ss(load_u16(block + scale_offset(tok, c0 / g))));
-            mn = _mm256_set1_ps(_cvtsh_ss(load_u16(block + min_offset(tok, c0 / g, d))));
-          }
-          _mm256_storeu_ps(out + 8 * h, _mm256_fmadd_ps(cf, sc, mn));
-        }
-      }
-    }
-  }
-  static int32_t intt_load_i32(const uint8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-
   template <bool kAvx512>
   void deq_simd(const RowMeta& m, int d, float* out) const {
     switch (p_.bits) {

@@ -22,15 +22,18 @@ struct IntTileKernels {
   // out[r] += sum_t p[r * ld + t] v_t over a view of value-tile blocks (p >= 0).
   using Accumulate = void (*)(const float* p, int64_t ld, int n_q, const SegmentView& seg,
                               const intt::ValueTileShape& sh, float* out);
-  // [bits: 0 = 2, 1 = 4][dot: 0 = 8, 1 = 16]; null: no integer kernel at this tier.
-  Scores scores[2][2] = {};
-  Accumulate accumulate[2][2] = {};
+  // [bits: 0 = 2, 1 = 4, 2 = 8][dot: 0 = 8, 1 = 16]; null: no integer kernel at this tier.
+  Scores scores[3][2] = {};
+  Accumulate accumulate[3][2] = {};
 
+  static int bits_index(int bits) { return bits == 2 ? 0 : bits == 4 ? 1 : bits == 8 ? 2 : -1; }
   Scores scores_for(int bits, int dot_bits) const {
-    return bits == 2 || bits == 4 ? scores[bits == 4][dot_bits == 16] : nullptr;
+    const int i = bits_index(bits);
+    return i >= 0 ? scores[i][dot_bits == 16] : nullptr;
   }
   Accumulate accumulate_for(int bits, int dot_bits) const {
-    return bits == 2 || bits == 4 ? accumulate[bits == 4][dot_bits == 16] : nullptr;
+    const int i = bits_index(bits);
+    return i >= 0 ? accumulate[i][dot_bits == 16] : nullptr;
   }
 };
 

@@ -6,8 +6,10 @@
 namespace vlkv::intk {
 
 const IntTileKernels kIntTileKernelsAvx512Vnni{
-    {{tilek::scores<2, false>, tilek::scores<2, true>}, {tilek::scores<4, false>, tilek::scores<4, true>}},
-    {{tilek::accumulate<2, false>, tilek::accumulate<2, true>}, {tilek::accumulate<4, false>, tilek::accumulate<4, true>}},
+    {{tilek::scores<2, false>, tilek::scores<2, true>}, {tilek::scores<4, false>, tilek::scores<4, true>},
+     {tilek::scores<8, false>, tilek::scores<8, true>}},
+    {{tilek::accumulate<2, false>, tilek::accumulate<2, true>}, {tilek::accumulate<4, false>, tilek::accumulate<4, true>},
+     {tilek::accumulate<8, false>, tilek::accumulate<8, true>}},
 };
 
 }  // namespace vlkv::intk

@@ -6,6 +6,7 @@
 //   AVX2:   the llama.cpp sequence: vpmaddubsw (u8 codes x s8 query -> s16 pairs) for the four
 //           quads of a 16-code unit summed in s16, then one vpmaddwd by 1 into the s32 lanes.
 //           No saturation: codes < 16, |query byte| <= 128, so |sum| <= 4 * 2 * 15 * 128 < 2^15.
+//           8-bit codes: vpmaddubsw would saturate (2 * 255 * 128 > 2^15), so they take dot_words8.
 //
 // Included only inside a VLKV_TARGET_BEGIN region (int_kernels_avx2.cpp, int_kernels_avx2vnni.cpp):
 // everything here is in an unnamed namespace so each file's copy keeps its own target.
@@ -70,6 +71,42 @@ inline __m256i sum4_s16(__m256i s16, const __m256i* quads, const int8_t* q) {
 }
 inline __m256i widen_s16(__m256i acc, __m256i s16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi16(1))); }
 
+// AVX2 without VNNI, 8-bit codes: vpmaddubsw's s16 pair sums would saturate (2 * 255 * 128 >
+// 2^15; splitting codes into nibbles would double the maddubs and still need widening), so the
+// codes are widened to u16 (vpunpck{l,h}bw with zero: lanes 0,1 | 4,5 and 2,3 | 6,7 of the half)
+// and vpmaddwd multiplies them with the whole rounded input qi = 128 hi + lo as s16 words
+// (|qi| <= 16383): exact int32 pairs (2 * 255 * 16383 < 2^31), summed in s32 (a: lanes 0,1 | 4,5,
+// b: 2,3 | 6,7; within int32 for <= 512 channels or 64 tokens), one vphaddd restores the lane
+// order. That exact total T = 128 ah + al is what the VNNI paths round once in f32 from their
+// exact parts (fmadd(ah, 128, al)), so cvt(T) gives the same bits.
+// widen_codes8: quad j of half h of an 8-bit tile -> its u16 halves (once per quad, for every
+// row; one quad at a time keeps RB = 4 rows' accumulators in registers);
+// dot_words8: words [4] = s16 inputs of the quad's four elements; a, b: s32 accumulators.
+inline void widen_codes8(const uint8_t* tile, int h, int j, __m256i* lo, __m256i* hi) {
+  const __m256i quad = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 * j + 32 * h));
+  *lo = _mm256_unpacklo_epi8(quad, _mm256_setzero_si256());
+  *hi = _mm256_unpackhi_epi8(quad, _mm256_setzero_si256());
+}
+inline void dot_words8(__m256i lo, __m256i hi, const int16_t* words, __m256i* a, __m256i* b) {
+  int64_t w;
+  std::memcpy(&w, words, 8);
+  const __m256i q = _mm256_set1_epi64x(w);
+  *a = _mm256_add_epi32(*a, _mm256_madd_epi16(lo, q));
+  *b = _mm256_add_epi32(*b, _mm256_madd_epi16(hi, q));
+}
+// 16 int32 (a: elements 0-7, b: 8-15) -> 16 s16 words in order (|values| < 2^15).
+inline __m256i pack_words(__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); }
+// Rounded inputs as s16 words for dot_words8: w[c] = 128 hi[c] + lo[c] (kWide) or lo[c]; n % 16 == 0.
+template <bool kWide>
+inline void words_from_bytes(const int8_t* hi, const int8_t* lo, int64_t n, int16_t* w) {
+  for (int64_t c = 0; c < n; c += 16) {
+    __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + c)));
+    if constexpr (kWide)
+      v = _mm256_add_epi16(v, _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + c))), 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + c), v);
+  }
+}
+
 // Half h (lanes 8h..8h+7) of one tile -> quads[j]: lane l = 4 codes (elements 4j..4j+3).
 template <int B>
 inline void unpack_quads_half(const uint8_t* tile, int h, __m256i* quads) {
@@ -80,8 +117,10 @@ inline void unpack_quads_half(const uint8_t* tile, int h, __m256i* quads) {
     quads[1] = _mm256_and_si256(_mm256_srli_epi16(w, 2), k3);
     quads[2] = _mm256_and_si256(_mm256_srli_epi16(w, 4), k3);
     quads[3] = _mm256_and_si256(_mm256_srli_epi16(w, 6), k3);
+  } else if constexpr (B == 8) {  // one 64-byte vector per quad
+    for (int j = 0; j < 4; ++j) quads[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 * j + 32 * h));
   } else {
-    static_assert(B == 4, "2- and 4-bit tiles only");
+    static_assert(B == 4, "2-, 4- and 8-bit tiles");
     const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 * h));
     const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 + 32 * h));
     const __m256i kf = _mm256_set1_epi8(15);
@@ -141,6 +180,7 @@ struct QRows {
   const int8_t* hi;   // [RB, d]
   const int8_t* lo;
   const float* step;  // [RB, d / P]
+  const int16_t* w = nullptr;  // B == 8 without VNNI: [RB, d] 128 hi + lo (dot_words8)
 };
 
 // As tilek::key_tile_rows, for the 8 tokens of half h of each tile.
@@ -154,7 +194,19 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
   for (int pc = 0; pc < np; ++pc) {
     __m256i ah[RB], al[RB];
     for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
-    if constexpr (kVnni) {
+    if constexpr (B == 8 && !kVnni) {  // al = the exact total 128 ah + al, ah = 0 (dot_words8)
+      __m256i b[RB];
+      for (int r = 0; r < RB; ++r) b[r] = _mm256_setzero_si256();
+      for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
+        for (int j = 0; j < 4; ++j) {
+          __m256i c_lo, c_hi;
+          widen_codes8(codes + u * kTb, h, j, &c_lo, &c_hi);
+          for (int r = 0; r < RB; ++r)
+            dot_words8(c_lo, c_hi, q.w + static_cast<int64_t>(r) * d + 16 * u + 4 * j, &al[r], &b[r]);
+        }
+      }
+      for (int r = 0; r < RB; ++r) al[r] = _mm256_hadd_epi32(al[r], b[r]);
+    } else if constexpr (kVnni) {
       for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
         __m256i qd[4];
         unpack_quads_half<B>(codes + u * kTb, h, qd);
@@ -207,6 +259,7 @@ void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t
 
 struct ScoreScratch {
   std::vector<int8_t> hi, lo;
+  std::vector<int16_t> w;  // B == 8 without VNNI: [n_q, d] (dot_words8)
   std::vector<float> step, inv, qsum, c0, sc, mn, qmax;
 };
 
@@ -318,9 +371,14 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
   s.step.resize(static_cast<size_t>(n_q) * np);
   s.inv.resize(static_cast<size_t>(n_q) * d);
   s.c0.resize(n_q);
+  constexpr bool kWords = B == 8 && !kVnni;
+  if constexpr (kWords) s.w.resize(s.hi.size());
   auto rows = [&](int r0) {
     return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
-                 s.step.data() + static_cast<int64_t>(r0) * np};
+                 s.step.data() + static_cast<int64_t>(r0) * np, kWords ? s.w.data() + static_cast<int64_t>(r0) * d : nullptr};
+  };
+  auto words = [&] {
+    if constexpr (kWords) words_from_bytes<kWide>(s.hi.data(), s.lo.data(), static_cast<int64_t>(n_q) * d, s.w.data());
   };
   if (per_token) {
     s.qsum.resize(static_cast<size_t>(n_q) * np);
@@ -336,6 +394,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
       round_q<kWide>(qr, nullptr, &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
                      &s.lo[static_cast<size_t>(r) * d]);
     }
+    words();
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
       for (int r0 = 0; r0 < n_q; r0 += 4)
@@ -358,6 +417,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
     const uint8_t* blk = seg.block(b);
     if constexpr (kWide) {
       wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
+      words();
       for (int tt = 0; tt < G / 16; ++tt)
         for (int r0 = 0; r0 < n_q; r0 += 4)
           key_tile<B, false, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P,
@@ -389,6 +449,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
         s.c0[r] = hsum8(_mm256_add_ps(a1, a0));
       }
     }
+    words();
     for (int tt = 0; tt < G / 16; ++tt)
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, false, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0),
@@ -403,6 +464,7 @@ constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (
 
 struct AccScratch {
   std::vector<int8_t> hi, lo;  // [RB][ng][64]
+  std::vector<int16_t> w;      // B == 8 without VNNI: [RB][ng][64] p' rounded as s16 (dot_words8)
   std::vector<float> step, inv;  // [RB][ng]
   std::vector<float> smax;       // [ng]
   std::vector<float> rs, mt;     // [RB][ng][16]
@@ -418,6 +480,8 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
   s.hi.resize(static_cast<size_t>(RB) * ng * kRun);
   s.lo.resize(s.hi.size());
+  constexpr bool kWords = B == 8 && !kVnni;
+  if constexpr (kWords) s.w.resize(s.hi.size());
   s.step.resize(static_cast<size_t>(RB) * ng + 8);  // + 8: whole-vector divisions below
   s.inv.resize(s.step.size());
   s.smax.resize(ng);
@@ -425,6 +489,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   s.rs.assign(s.mt.size(), 0.0f);
   int8_t* const hi = s.hi.data();
   int8_t* const lo = s.lo.data();
+  int16_t* const words = s.w.data();
   float* const step = s.step.data();
   float* const mt = s.mt.data();
   float* const rs = s.rs.data();
@@ -480,7 +545,9 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
                                                                    _mm256_sub_ps(v, _mm256_cvtepi32_ps(qi[e]))));
             mta[r][e] = _mm256_fmadd_ps(pv, mv[e], mta[r][e]);
           }
-          if constexpr (kWide) {
+          if constexpr (kWords) {  // the dots read only the words
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + at), pack_words(qi[0], qi[1]));
+          } else if constexpr (kWide) {
             _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at),
                              pack_s8(_mm256_srli_epi32(qi[0], 7), _mm256_srli_epi32(qi[1], 7)));
             _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at),
@@ -510,7 +577,19 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       for (int h = 0; h < 2; ++h) {
         __m256i ah[RB], al[RB];
         for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();
-        if constexpr (kVnni) {
+        if constexpr (kWords) {  // al = the exact total 128 ah + al, ah = 0 (dot_words8)
+          __m256i bw[RB];
+          for (int r = 0; r < RB; ++r) bw[r] = _mm256_setzero_si256();
+          for (int b = 0; b < kb; ++b) {
+            for (int j = 0; j < 4; ++j) {
+              __m256i c_lo, c_hi;
+              widen_codes8(blk[b] + sh.meta_bytes + u * kTb, h, j, &c_lo, &c_hi);
+              for (int r = 0; r < RB; ++r)
+                dot_words8(c_lo, c_hi, words + static_cast<int64_t>(r * ng + k) * kRun + 16 * b + 4 * j, &al[r], &bw[r]);
+            }
+          }
+          for (int r = 0; r < RB; ++r) al[r] = _mm256_hadd_epi32(al[r], bw[r]);
+        } else if constexpr (kVnni) {
           for (int b = 0; b < kb; ++b) {
             __m256i qd[4];
             unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
@@ -574,8 +653,10 @@ void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, con
 template <bool kVnni>
 constexpr IntTileKernels tile_kernels() {
   return IntTileKernels{
-      {{scores<2, false, kVnni>, scores<2, true, kVnni>}, {scores<4, false, kVnni>, scores<4, true, kVnni>}},
-      {{accumulate<2, false, kVnni>, accumulate<2, true, kVnni>}, {accumulate<4, false, kVnni>, accumulate<4, true, kVnni>}},
+      {{scores<2, false, kVnni>, scores<2, true, kVnni>}, {scores<4, false, kVnni>, scores<4, true, kVnni>},
+       {scores<8, false, kVnni>, scores<8, true, kVnni>}},
+      {{accumulate<2, false, kVnni>, accumulate<2, true, kVnni>}, {accumulate<4, false, kVnni>, accumulate<4, true, kVnni>},
+       {accumulate<8, false, kVnni>, accumulate<8, true, kVnni>}},
   };
 }
 

@@ -17,8 +17,12 @@
 // At 7 bits the rounding error multiplies centred codes: sum_t (p'_t - step * pq_t) * (2^B - 1)/2
 // is added back exactly per (row, group), which halves the worst case and the RMS error.
 //   |error| per output <= sum over the 64-token runs of 64 * step / 2 * (2^B - 1),
-//   step = max p * max scale / 16383 (dot=8: / 127) over the run. B = 2 and 4 (8-bit codes take the
-//   dequantizing path).
+//   step = max p * max scale / 16383 (dot=8: / 127) over the run. B = 2, 4 and 8.
+// Exact int32 sums, each exact in f32 (< 2^24), worst case at B = 8 (codes up to 255, s8 query
+// parts in [-128, 127], probability parts in [0, 127]): scores sum one step's P channels,
+// P * 255 * 128 < 2^24 for P <= 512 (per token P = g, per channel P = d at dot=16, 16 or 32
+// at dot=8); IntCodec runs 8-bit key tiles only with P <= intt::kMaxDotChannels8 = 512
+// (dequantizing beyond). accumulate sums a 64-token run: 64 * 255 * 127 < 2^21, any B.
 // p must be non-negative (softmax weights), as attention passes them.
 #pragma once
 
@@ -61,13 +65,15 @@ VLKV_TILE_VNNI inline void unpack_quads(const uint8_t* tile, __m512i* quads) {
     quads[1] = _mm512_and_si512(_mm512_srli_epi16(w, 2), k3);
     quads[2] = _mm512_and_si512(_mm512_srli_epi16(w, 4), k3);
     quads[3] = _mm512_and_si512(_mm512_srli_epi16(w, 6), k3);
-  } else {
-    static_assert(B == 4, "2- and 4-bit tiles only (8-bit codes take the dequantizing path)");
+  } else if constexpr (B == 4) {
     const __m512i w0 = _mm512_loadu_si512(tile), w1 = _mm512_loadu_si512(tile + 64), kf = _mm512_set1_epi8(15);
     quads[0] = _mm512_and_si512(w0, kf);
     quads[1] = _mm512_and_si512(_mm512_srli_epi16(w0, 4), kf);
     quads[2] = _mm512_and_si512(w1, kf);
     quads[3] = _mm512_and_si512(_mm512_srli_epi16(w1, 4), kf);
+  } else {
+    static_assert(B == 8, "2-, 4- and 8-bit tiles");
+    for (int j = 0; j < 4; ++j) quads[j] = _mm512_loadu_si512(tile + 64 * j);  // one vector per quad
   }
 }
 

@@ -39,10 +39,17 @@ struct ValueTileShape {
 
 inline bool tileable_bits(int bits) { return bits == 2 || bits == 4 || bits == 8; }
 
-// Whether a method should store a per-token codec in tiles: 2/4-bit codes (8-bit tiles take
-// the dequantizing path, no faster than rows) and whole 16-channel tiles inside each group.
+// Most channels one f32 step of the 8-bit key-tile dots may span: their int32 sums of codes
+// <= 255 times 15-bit query parts stay exact in f32 (512 * 255 * 128 < 2^24) and, as s16-word
+// totals on AVX2, in int32 (512 * 255 * 16383 < 2^31). IntCodec dequantizes wider 8-bit pieces.
+constexpr int kMaxDotChannels8 = 512;
+
+// Whether a method should store a per-token codec in tiles (integer dots at every SIMD tier
+// but scalar): 2/4/8-bit codes, whole 16-channel tiles inside each group, and for 8 bits
+// groups within kMaxDotChannels8. CPU-independent, so the stored layout is the same everywhere.
 inline bool tiles_pay(int bits, int head_dim, int64_t channel_group) {
-  return (bits == 2 || bits == 4) && head_dim % kTileChannels == 0 && channel_group % kTileChannels == 0;
+  return (bits == 2 || bits == 4 || (bits == 8 && channel_group <= kMaxDotChannels8)) &&
+         head_dim % kTileChannels == 0 && channel_group % kTileChannels == 0;
 }
 
 // The `dot` parameter of the int codecs and of the methods that pass it on: bits the tiled
@@ -51,7 +58,7 @@ inline bool tiles_pay(int bits, int head_dim, int64_t channel_group) {
 // dot=16 on stories260K-hd32 and tinyvlm-shapes) and halves the integer work (attention 22-32%
 // faster); 16 at 4 and 8 bits, where dot=8 adds 11-14% to the KL.
 inline constexpr const char* kDotHelp =
-    "integer dots on tiled codes (every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities to 14 "
+    "integer dots on tiled 2/4/8-bit codes (every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities to 14 "
     "(within ~1e-3 of exact attention over the stored values), 8 to 8 and 7 bits (half the integer work, ~1e-2); "
     "auto: 8 for 2-bit codes (~1% of their own error), 16 for 4- and 8-bit codes";
 inline int default_dot_bits(int code_bits) { return code_bits <= 2 ? 8 : 16; }

@@ -4,12 +4,12 @@
 //    asymmetric uniform per token in groups of g channels (default 128, or head_dim when
 //    smaller; f16 scale + min per group), clipping ratio `clip` (0.8 at 2 bits, 0.9 at 3,
 //    1.0 at 4: the group's [min, max] shrunk around its centre, int_codec.cpp).
-//    At 2 and 4 bits (g and head_dim multiples of 16: intt::tiles_pay) a class's codes
+//    At 2, 4 and 8 bits (g and head_dim multiples of 16: intt::tiles_pay) a class's codes
 //    live in 16-token tiles - keys layout=k, values layout=v - so decode attention runs
 //    the int codecs' integer dots on them (queries / probabilities rounded to 15 / 14
 //    bits, dot=8 - the default at 2 bits: 8 / 7); the class's newest < 16 rows wait in an f16 staging segment
 //    until their tile fills (window_fold.h with keep 0, as the int2 / int4 methods).
-//    3- and 8-bit classes, and groups not a multiple of 16 (g = 8, 24, ...), keep the rows
+//    3-bit classes, and groups not a multiple of 16 (g = 8, 24, ...), keep the rows
 //    layout (one token per block, no staging).
 //  - Per layer a saliency pattern (akvq_vl_saliency.h):
 //      TSA (text-salient): text and special tokens at text_bits (4), visual tokens at bits (2);
@@ -462,7 +462,7 @@ MethodInfo akvq_vl_info() {
   info.help =
       "AKVQ-VL: Walsh-Hadamard-rotated K and V, asymmetric per token (groups of g channels); per layer TSA (text "
       "tokens text_bits, visual bits) or PSA (pivot tokens f16, the rest bits) from the prefill's attention, f16 "
-      "recent window (2.25 bits/element at d128 for visual tokens); 2/4-bit codes in 16-token tiles (VNNI decode)";
+      "recent window (2.25 bits/element at d128 for visual tokens); 2/4/8-bit codes in 16-token tiles (integer-dot decode)";
   info.params = {
       {"bits", "2", "code bits of visual tokens (TSA) and non-pivot tokens (PSA): 2, 3 or 4"},
       {"text_bits", "4", "code bits of text tokens in TSA layers: 2, 3, 4 or 8"},

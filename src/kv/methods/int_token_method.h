@@ -2,8 +2,9 @@
 // integer codec intB (int_codec.cpp) - f16 scale + min per group of g channels, optional
 // clipping and Walsh-Hadamard rotation.
 //
-// At 2 and 4 bits (head_dim and g multiples of 16) the codes live in 16-token tiles (keys
-// in key tiles, values in value tiles: integer VNNI dots on the codes, int_tiles.h); the
+// At 2, 4 and 8 bits (head_dim and g multiples of 16, intt::tiles_pay) the codes live in
+// 16-token tiles (keys in key tiles, values in value tiles: integer dots on the codes in
+// place at every SIMD tier but scalar, int_tiles.h); the
 // newest < 16 tokens wait in an f16 staging segment until their tile fills (window_fold.h
 // with keep = 0). Otherwise one segment stores every token as it comes (rows layout).
 #pragma once

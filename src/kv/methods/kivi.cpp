@@ -57,7 +57,7 @@ class KiviMethod final : public Method {
     const int64_t gv = spec.has("g") || geo.head_dim % g == 0 ? g : geo.head_dim;
     const std::string b = std::to_string(bits);
     VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g) + dot_param));
-    // Values in 16-token tiles (8-bit VNNI accumulate on the codes, int_tiles.h) whenever the
+    // Values in 16-token tiles (integer accumulate on the codes, int_tiles.h) whenever the
     // folds (whole groups of g tokens) fill whole tiles; else one token per block.
     const bool v_tiles = intt::tiles_pay(static_cast<int>(bits), geo.head_dim, gv) && g % intt::kTileTokens == 0;
     VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv) + (v_tiles ? ",layout=v" : "") +
