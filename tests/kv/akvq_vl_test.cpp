@@ -69,11 +69,11 @@ TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
   auto dot16 = create_method("akvq_vl:dot=16,text_bits=8", g128);
   ASSERT_TRUE(dot16.is_ok()) << dot16.status().message();
   EXPECT_NE((*dot16)->spec().find(",dot=16"), std::string::npos) << (*dot16)->spec();
-  // 8-bit text codes tile too (integer dots on 8-bit tiles), with the same dot.
+  // 8-bit text codes tile too (integer dots on 8-bit tiles); dot=16 is their default, so no suffix.
   EXPECT_EQ(names(**dot16), (std::vector<std::string>{"wht_int2:g=128,clip=0.8,layout=k,dot=16",
                                                       "wht_int2:g=128,clip=0.8,layout=v,dot=16",
-                                                      "wht_int8:g=128,clip=1,layout=k",
-                                                      "wht_int8:g=128,clip=1,layout=v", "f16"}));
+                                                      "wht_int8:g=128,clip=1,layout=k", "wht_int8:g=128,clip=1,layout=v",
+                                                      "f16"}));
   EXPECT_DOUBLE_EQ((*dot16)->bits_per_element(), 2.25);
   auto dot8 = create_method("akvq_vl:dot=8", g128);  // every class at 8 bits, the 4-bit text codes too
   ASSERT_TRUE(dot8.is_ok()) << dot8.status().message();

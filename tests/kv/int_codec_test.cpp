@@ -434,6 +434,9 @@ std::vector<SimdTier> simd_tiers_but_scalar() {
   return tiers;
 }
 
+// The integer tile kernels of every tier (int_kernels.h: AVX2 vpmaddubsw, AVX-VNNI and
+// AVX-512 VNNI vpdpbusd) round alike and sum exact integers, with the same float steps per
+// lane: their outputs agree bit for bit (so one declared rounding covers them all).
 TEST(IntCodec, TileKernelsAgreeBitForBitAcrossTiers) {
   kvtest::SimdLevelGuard guard;
   const std::vector<SimdTier> tiers = simd_tiers_but_scalar();
@@ -600,6 +603,14 @@ TEST(IntMethods, DefaultsParamsAndRefusals) {
   m = create_method("kivi2:window=bf16", hd64);
   ASSERT_FALSE(m.is_ok());
   EXPECT_NE(m.status().message().find("valid: f16, f32"), std::string::npos);
+  m = create_method("kivi2:dot=7", hd64);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("dot=7 is not supported; valid: 8, 16, auto"), std::string::npos) << m.status().message();
+  // dot=auto: 8-bit integer dots for 2-bit codes, 16 for 4-bit; an explicit dot shows in the spec.
+  EXPECT_EQ(create_method("kivi2:dot=16", hd64).value()->spec(), "kivi2:g=32,residual=128,window=f16,dot=16");
+  EXPECT_EQ(create_method("int4:dot=auto", hd64).value()->spec(), "int4:g=32,clip=1,wht=0");
+  EXPECT_EQ(make_codec("int2:layout=v").value()->fused_rounding(64).prob_bits == 7 || simd_level() == SimdLevel::kScalar, true);
+  EXPECT_EQ(make_codec("int4:layout=v").value()->fused_rounding(64).prob_bits == 14 || simd_level() == SimdLevel::kScalar, true);
   m = create_method("kivi2", hd64);
   ASSERT_TRUE(m.is_ok());
   EXPECT_EQ((*m)->spec(), "kivi2:g=32,residual=128,window=f16");

@@ -306,17 +306,21 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
 
 // As tilek::narrow_channel_rows (per-channel block at dot=8, 32-channel pieces; the same
 // per-lane operations, the AVX-512 path's summation order for c0).
-inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h, int8_t* lo,
-                                float* step, float* c0) {
+inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h, float* sc,
+                                float* mn, int8_t* lo, float* step, float* c0) {
   constexpr float kLevels = query_levels(false);
   const int np = d / 32;
   const __m256 levels = _mm256_set1_ps(kLevels);
+  for (int i = 0; i < d; i += 8) {
+    _mm256_storeu_ps(sc + i, load_halves8(sc_h + 2 * i));
+    _mm256_storeu_ps(mn + i, load_halves8(mn_h + 2 * i));
+  }
   for (int r = 0; r < n_q; ++r) {
     const float* qr = q + static_cast<int64_t>(r) * d;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     for (int i = 0; i < d; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), load_halves8(mn_h + 2 * i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), load_halves8(mn_h + 2 * i + 16), a1);
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(mn + i), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(mn + i + 8), a1);
     }
     c0[r] = hsum8(_mm256_add_ps(a1, a0));
     for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
@@ -326,7 +330,7 @@ inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* s
         mx[k] = _mm256_setzero_ps();
         for (int e = 0; k < n4 && e < 4; ++e) {
           const int c = 32 * (p0 + k) + 8 * e;
-          mx[k] = _mm256_max_ps(mx[k], abs8(_mm256_mul_ps(_mm256_loadu_ps(qr + c), load_halves8(sc_h + 2 * c))));
+          mx[k] = _mm256_max_ps(mx[k], abs8(_mm256_mul_ps(_mm256_loadu_ps(qr + c), _mm256_loadu_ps(sc + c))));
         }
       }
       // z = [max m0 x2, max m2 x2 | max m1 x2, max m3 x2]: piece k's max at lane (0, 4, 2, 6)[k].
@@ -345,7 +349,7 @@ inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* s
         __m256i qi[4];
         for (int e = 0; e < 4; ++e)
           qi[e] = _mm256_cvtps_epi32(
-              _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * e), iv), load_halves8(sc_h + 2 * (c + 8 * e))));
+              _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * e), iv), _mm256_loadu_ps(sc + c + 8 * e)));
         int8_t* out = lo + static_cast<int64_t>(r) * d + c;
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out), pack_s8(qi[0], qi[1]));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), pack_s8(qi[2], qi[3]));
@@ -424,7 +428,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
       continue;
     }
     if (P == 32) {
-      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.lo.data(), s.step.data(), s.c0.data());
+      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(), s.lo.data(), s.step.data(), s.c0.data());
     } else {  // 16-channel pieces (d % 32 != 0)
       for (int i = 0; i < d; i += 8) {
         _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
@@ -480,7 +484,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   s.lo.resize(s.hi.size());
   constexpr bool kWords = B == 8 && !kVnni;
   if constexpr (kWords) s.w.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(RB) * ng);
+  s.step.resize(static_cast<size_t>(RB) * ng + 8);  // + 8: whole-vector divisions below
   s.inv.resize(s.step.size());
   s.smax.resize(ng);
   s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
@@ -514,11 +518,13 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       smax[k] = hmax8(mx);
     }
     for (int r = 0; r < RB; ++r)
-      for (int k = 0; k < ng; ++k) {
-        const float m = pmax[r] * smax[k];
-        step[r * ng + k] = m / kQMax;
-        inv[r * ng + k] = intt::inverse_step(kQMax, m);
-      }
+      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k];  // m, then m / kQMax below
+    // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 8 at a time.
+    for (int i = 0; i < RB * ng; i += 8) {
+      const __m256 m = _mm256_loadu_ps(step + i), q = _mm256_set1_ps(kQMax);
+      _mm256_storeu_ps(inv + i, _mm256_and_ps(_mm256_cmp_ps(m, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ), _mm256_div_ps(q, m)));
+      _mm256_storeu_ps(step + i, _mm256_div_ps(m, q));
+    }
     for (int k = 0; k < ng; ++k) {
       __m256 mta[RB][2];
       for (int r = 0; r < RB; ++r) mta[r][0] = mta[r][1] = _mm256_setzero_ps();

@@ -227,14 +227,19 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
 // mul), so every tier keeps its bits; but each row's pieces are reduced together (four
 // horizontal maxes in one shuffle tree, not one per piece) and the multipliers stay in registers.
 //   sc_h, mn_h: [d] f16 (d % 32 == 0); step: [n_q, d / 32]
+//   sc, mn: [d] scratch for the block's scales and mins as floats (converted once, not per row)
 VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h,
-                                               int8_t* lo, float* step, float* c0) {
+                                               float* sc, float* mn, int8_t* lo, float* step, float* c0) {
   constexpr float kLevels = query_levels(false);
   const int np = d / 32;
+  for (int i = 0; i < d; i += 16) {
+    _mm512_storeu_ps(sc + i, load_halves16(sc_h + 2 * i));
+    _mm512_storeu_ps(mn + i, load_halves16(mn_h + 2 * i));
+  }
   for (int r = 0; r < n_q; ++r) {
     const float* qr = q + static_cast<int64_t>(r) * d;
     __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), load_halves16(mn_h + 2 * i), acc);
+    for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(mn + i), acc);
     c0[r] = _mm512_reduce_add_ps(acc);
     for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
       const int n4 = std::min(4, np - p0);
@@ -243,8 +248,8 @@ VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, c
         mx[k] = _mm512_setzero_ps();
         if (k >= n4) continue;
         const int c = 32 * (p0 + k);
-        mx[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c), load_halves16(sc_h + 2 * c))),
-                              _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16), load_halves16(sc_h + 2 * c + 32))));
+        mx[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c), _mm512_loadu_ps(sc + c))),
+                              _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16), _mm512_loadu_ps(sc + c + 16))));
       }
       // 128-bit lane k of w ends up holding max(mx[k]) in all four floats.
       const __m512 a = _mm512_max_ps(_mm512_shuffle_f32x4(mx[0], mx[1], 0x44), _mm512_shuffle_f32x4(mx[0], mx[1], 0xEE));
@@ -264,7 +269,7 @@ VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, c
         const __m512 iv = iv4[k];
         const int c = 32 * (p0 + k);
         for (int h = 0; h < 2; ++h) {
-          const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16 * h), iv), load_halves16(sc_h + 2 * (c + 16 * h)));
+          const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16 * h), iv), _mm512_loadu_ps(sc + c + 16 * h));
           _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + static_cast<int64_t>(r) * d + c + 16 * h),
                            _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
         }
@@ -338,7 +343,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       continue;
     }
     if (P == 32) {
-      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.lo.data(), s.step.data(), s.c0.data());
+      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(), s.lo.data(), s.step.data(), s.c0.data());
     } else {  // 16-channel pieces (d % 32 != 0)
       for (int i = 0; i < d; i += 16) {
         _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));

@@ -58,17 +58,16 @@ inline bool tiles_pay(int bits, int head_dim, int64_t channel_group) {
 // dot=16 on stories260K-hd32 and tinyvlm-shapes) and halves the integer work (attention 22-32%
 // faster); 16 at 4 and 8 bits, where dot=8 adds 11-14% to the KL.
 inline constexpr const char* kDotHelp =
-    "integer dots on tiled codes (every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities to 14 "
+    "integer dots on tiled 2/4/8-bit codes (every SIMD tier but scalar): 16 rounds queries to 15 bits and probabilities to 14 "
     "(within ~1e-3 of exact attention over the stored values), 8 to 8 and 7 bits (half the integer work, ~1e-2); "
     "auto: 8 for 2-bit codes (~1% of their own error), 16 for 4- and 8-bit codes";
 inline int default_dot_bits(int code_bits) { return code_bits <= 2 ? 8 : 16; }
 // The `dot` a spec names (8 or 16), or 0 when it names none (auto: default_dot_bits per codec).
 inline Result<int> parse_dot_bits(const Spec& spec, const std::string& who) {
-  if (!spec.has("dot") || spec.get_string("dot", "auto") == "auto") return 0;
-  VLKV_ASSIGN_OR_RETURN(int64_t dot, spec.get_int("dot", 16, 8, 16));
-  if (dot != 8 && dot != 16)
-    return invalid_argument("'" + who + "': dot=" + std::to_string(dot) + " is not supported; valid: 16, 8, auto");
-  return static_cast<int>(dot);
+  const std::string dot = spec.get_string("dot", "auto");
+  if (dot == "auto") return 0;
+  if (dot == "8" || dot == "16") return std::stoi(dot);
+  return invalid_argument("'" + who + "': dot=" + dot + " is not supported; valid: 8, 16, auto");
 }
 // ",dot=N" for a codec spec when the method's spec named one, else "" (the codec's default).
 inline std::string dot_suffix(int dot) { return dot ? ",dot=" + std::to_string(dot) : ""; }
