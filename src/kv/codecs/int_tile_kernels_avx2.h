@@ -304,6 +304,11 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
   }
 }
 
+// intt::inverse_step of 8 maxima at once (IEEE divisions: the same values as the scalar form).
+inline __m256 inverse_steps8(__m256 levels, __m256 m) {
+  return _mm256_and_ps(_mm256_cmp_ps(m, _mm256_set1_ps(intt::kMinRoundedMax), _CMP_GE_OQ), _mm256_div_ps(levels, m));
+}
+
 // As tilek::narrow_channel_rows (per-channel block at dot=8, 32-channel pieces; the same
 // per-lane operations, the AVX-512 path's summation order for c0).
 inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h, float* sc,
@@ -338,7 +343,7 @@ inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* s
       const __m256 x23 = _mm256_max_ps(_mm256_permute2f128_ps(mx[2], mx[3], 0x20), _mm256_permute2f128_ps(mx[2], mx[3], 0x31));
       const __m256 y = _mm256_max_ps(_mm256_shuffle_ps(x01, x23, 0x44), _mm256_shuffle_ps(x01, x23, 0xEE));
       const __m256 z = _mm256_max_ps(y, _mm256_permute_ps(y, 0xB1));
-      const __m256 inv = _mm256_and_ps(_mm256_cmp_ps(z, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ), _mm256_div_ps(levels, z));
+      const __m256 inv = inverse_steps8(levels, z);
       const __m256i lane = _mm256_setr_epi32(0, 4, 2, 6, 0, 0, 0, 0);
       const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n4), _mm256_setr_epi32(0, 1, 2, 3, 8, 8, 8, 8));
       _mm256_maskstore_ps(step + static_cast<int64_t>(r) * np + p0, keep,
@@ -522,7 +527,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
     // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 8 at a time.
     for (int i = 0; i < RB * ng; i += 8) {
       const __m256 m = _mm256_loadu_ps(step + i), q = _mm256_set1_ps(kQMax);
-      _mm256_storeu_ps(inv + i, _mm256_and_ps(_mm256_cmp_ps(m, _mm256_set1_ps(0x1p-100f), _CMP_GE_OQ), _mm256_div_ps(q, m)));
+      _mm256_storeu_ps(inv + i, inverse_steps8(q, m));
       _mm256_storeu_ps(step + i, _mm256_div_ps(m, q));
     }
     for (int k = 0; k < ng; ++k) {

@@ -187,6 +187,11 @@ VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d,
   for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
 }
 
+// intt::inverse_step of 16 maxima at once (IEEE divisions: the same values as the scalar form).
+VLKV_TILE_VNNI inline __m512 inverse_steps16(__m512 levels, __m512 m) {
+  return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(intt::kMinRoundedMax), _CMP_GE_OQ), levels, m);
+}
+
 // Per-channel block at dot=16: one step for every row, m = max_c max_r |q_rc| * scale_c
 // (qmax [d] holds max_r |q_rc|); each row rounded to qi = round(q * scale_c * 16383 / m)
 // (hi / lo [n_q, d]) and c0[r] = sum_c q_rc min_c. One pass over the channels for every row,
@@ -259,7 +264,7 @@ VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, c
       w = _mm512_max_ps(w, _mm512_permute_ps(w, 0xB1));
       // step = m / levels, inv = intt::inverse_step(levels, m): IEEE divisions, as the scalar forms.
       const __m512 levels = _mm512_set1_ps(kLevels);
-      const __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(w, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ), levels, w);
+      const __m512 inv = inverse_steps16(levels, w);
       const __m512 steps = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
                                                  _mm512_div_ps(w, levels));
       _mm512_mask_storeu_ps(step + static_cast<int64_t>(r) * np + p0, static_cast<__mmask16>((1u << n4) - 1), steps);
@@ -437,7 +442,7 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
     // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 16 at a time.
     for (int i = 0; i < RB * ng; i += 16) {
       const __m512 m = _mm512_loadu_ps(step + i), q = _mm512_set1_ps(kQMax);
-      _mm512_storeu_ps(inv + i, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(0x1p-100f), _CMP_GE_OQ), q, m));
+      _mm512_storeu_ps(inv + i, inverse_steps16(q, m));
       _mm512_storeu_ps(step + i, _mm512_div_ps(m, q));
     }
     for (int k = 0; k < ng; ++k) {

@@ -79,7 +79,8 @@ inline int64_t tile_bytes(int bits) { return 32LL * bits; }
 // below the best one: p ~ 1e-40): levels / m would overflow to inf and p * inf turn the
 // rounded codes (and the dot=8 residuals) into NaN. Rounded to 0 instead, such inputs change
 // a dot by at most 64 * 2^-100 * 255 ~ 1e-26 in absolute terms.
-inline float inverse_step(float levels, float m) { return m >= 0x1p-100f ? levels / m : 0.0f; }
+constexpr float kMinRoundedMax = 0x1p-100f;  // inputs whose max is below this round to 0
+inline float inverse_step(float levels, float m) { return m >= kMinRoundedMax ? levels / m : 0.0f; }
 
 // Byte offset and bit shift of element e of lane l inside a tile.
 inline void locate(int bits, int lane, int e, int* byte, int* shift) {

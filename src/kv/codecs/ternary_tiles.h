@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kv/codecs/int_tiles.h"  // intt::kMinRoundedMax: the same cut-off for tiny probabilities
+
 namespace vlkv::ternt {
 
 struct TritOrder {

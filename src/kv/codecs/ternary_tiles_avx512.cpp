@@ -78,7 +78,7 @@ VLKV_TT_VNNI bool accum_tiles_avx512vnni(const float* p, const int8_t* codes, co
   mn = _mm512_min_ps(mn, _mm512_permute_ps(mn, 0xb1));
   const float pmax = _mm512_cvtss_f32(mx);
   if (nan != 0 || _mm512_cvtss_f32(mn) < 0.0f) return false;  // the float path propagates NaN
-  if (pmax < 0x1p-100f) return true;  // every p ~0: 32767 / pmax would overflow (intt::inverse_step)
+  if (pmax < intt::kMinRoundedMax) return true;  // every p ~0: 32767 / pmax would overflow (intt::inverse_step)
   if (!(pmax <= 3.4e38f)) return false;                        // inf
   alignas(64) uint8_t hb[256], lb[256];  // [G] high and low 7+8 bits of the rounded p
   const __m512 inv = _mm512_set1_ps(32767.0f / pmax);

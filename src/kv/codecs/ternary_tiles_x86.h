@@ -54,7 +54,7 @@ inline bool round_p15(const float* p, int G, uint8_t* hb, uint8_t* lb, float* pm
   if (_mm_cvtss_f32(n4) < 0.0f) return false;
   if (!(pmax <= 3.4e38f)) return false;  // inf: the float path propagates it
   *pmax_out = pmax;
-  if (pmax < 0x1p-100f) return true;  // every p ~0: 32767 / pmax would overflow (intt::inverse_step)
+  if (pmax < intt::kMinRoundedMax) return true;  // every p ~0: 32767 / pmax would overflow (intt::inverse_step)
   const __m256 inv = _mm256_set1_ps(32767.0f / pmax);
   const __m256i lo7 = _mm256_set1_epi32(127);
   // Bytes of each dword lane to the low 4 bytes of each 128-bit half.
