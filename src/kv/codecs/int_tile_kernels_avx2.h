@@ -258,7 +258,7 @@ void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t
 struct ScoreScratch {
   std::vector<int8_t> hi, lo;
   std::vector<int16_t> w;  // B == 8 without VNNI: [n_q, d] (dot_words8)
-  std::vector<float> step, inv, qsum, c0, sc, mn, qmax;
+  std::vector<float> step, inv, qsum, c0, sc, mn, qmax, qhat, qstep;
 };
 
 inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
@@ -304,62 +304,47 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
   }
 }
 
-// intt::inverse_step of 8 maxima at once (IEEE divisions: the same values as the scalar form).
-inline __m256 inverse_steps8(__m256 levels, __m256 m) {
-  return _mm256_and_ps(_mm256_cmp_ps(m, _mm256_set1_ps(intt::kMinRoundedMax), _CMP_GE_OQ), _mm256_div_ps(levels, m));
-}
-
-// As tilek::narrow_channel_rows (per-channel block at dot=8, 32-channel pieces; the same
-// per-lane operations, the AVX-512 path's summation order for c0).
-inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h, float* sc,
-                                float* mn, int8_t* lo, float* step, float* c0) {
+// As tilek::narrow_query_rows / narrow_channel_rows (per-channel blocks at dot=8, 32-channel
+// pieces): the same per-lane operations, the AVX-512 path's summation order for c0.
+inline void narrow_query_rows(const float* q, int n_q, int d, float* qhat, float* qstep) {
   constexpr float kLevels = query_levels(false);
   const int np = d / 32;
-  const __m256 levels = _mm256_set1_ps(kLevels);
-  for (int i = 0; i < d; i += 8) {
-    _mm256_storeu_ps(sc + i, load_halves8(sc_h + 2 * i));
-    _mm256_storeu_ps(mn + i, load_halves8(mn_h + 2 * i));
+  for (int r = 0; r < n_q; ++r)
+    for (int pc = 0; pc < np; ++pc) {
+      const int64_t c = static_cast<int64_t>(r) * d + 32 * pc;
+      const float m = piece_max(q + static_cast<int64_t>(r) * d, nullptr, 32 * pc, 32);
+      qstep[r * np + pc] = m / kLevels;
+      const __m256 inv = _mm256_set1_ps(intt::inverse_step(kLevels, m));
+      for (int e = 0; e < 32; e += 8) _mm256_storeu_ps(qhat + c + e, _mm256_mul_ps(_mm256_loadu_ps(q + c + e), inv));
+    }
+}
+inline void narrow_channel_rows(const float* q, const float* qhat, const float* qstep, int n_q, int d,
+                                const uint8_t* sc_h, const uint8_t* mn_h, float* sc, float* mn, int8_t* lo, float* step,
+                                float* c0) {
+  const int np = d / 32;
+  for (int c = 0; c < d; c += 8) _mm256_storeu_ps(mn + c, load_halves8(mn_h + 2 * c));
+  for (int pc = 0; pc < np; ++pc) {
+    __m256 v[4], mx = _mm256_setzero_ps();
+    for (int e = 0; e < 4; ++e) {
+      v[e] = load_halves8(sc_h + 64 * pc + 16 * e);
+      mx = _mm256_max_ps(mx, abs8(v[e]));
+    }
+    const float m = hmax8(mx);
+    const __m256 inv = _mm256_set1_ps(intt::inverse_step(1.0f, m));
+    for (int e = 0; e < 4; ++e) _mm256_storeu_ps(sc + 32 * pc + 8 * e, _mm256_mul_ps(v[e], inv));
+    for (int r = 0; r < n_q; ++r) step[r * np + pc] = qstep[r * np + pc] * m;
   }
   for (int r = 0; r < n_q; ++r) {
-    const float* qr = q + static_cast<int64_t>(r) * d;
+    const int64_t o = static_cast<int64_t>(r) * d;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    for (int i = 0; i < d; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(mn + i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(mn + i + 8), a1);
+    for (int c = 0; c < d; c += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + o + c), _mm256_loadu_ps(mn + c), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + o + c + 8), _mm256_loadu_ps(mn + c + 8), a1);
+      const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(qhat + o + c), _mm256_loadu_ps(sc + c)));
+      const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(qhat + o + c + 8), _mm256_loadu_ps(sc + c + 8)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + o + c), pack_s8(q0, q1));
     }
     c0[r] = hsum8(_mm256_add_ps(a1, a0));
-    for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
-      const int n4 = std::min(4, np - p0);
-      __m256 mx[4];
-      for (int k = 0; k < 4; ++k) {
-        mx[k] = _mm256_setzero_ps();
-        for (int e = 0; k < n4 && e < 4; ++e) {
-          const int c = 32 * (p0 + k) + 8 * e;
-          mx[k] = _mm256_max_ps(mx[k], abs8(_mm256_mul_ps(_mm256_loadu_ps(qr + c), _mm256_loadu_ps(sc + c))));
-        }
-      }
-      // z = [max m0 x2, max m2 x2 | max m1 x2, max m3 x2]: piece k's max at lane (0, 4, 2, 6)[k].
-      const __m256 x01 = _mm256_max_ps(_mm256_permute2f128_ps(mx[0], mx[1], 0x20), _mm256_permute2f128_ps(mx[0], mx[1], 0x31));
-      const __m256 x23 = _mm256_max_ps(_mm256_permute2f128_ps(mx[2], mx[3], 0x20), _mm256_permute2f128_ps(mx[2], mx[3], 0x31));
-      const __m256 y = _mm256_max_ps(_mm256_shuffle_ps(x01, x23, 0x44), _mm256_shuffle_ps(x01, x23, 0xEE));
-      const __m256 z = _mm256_max_ps(y, _mm256_permute_ps(y, 0xB1));
-      const __m256 inv = inverse_steps8(levels, z);
-      const __m256i lane = _mm256_setr_epi32(0, 4, 2, 6, 0, 0, 0, 0);
-      const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n4), _mm256_setr_epi32(0, 1, 2, 3, 8, 8, 8, 8));
-      _mm256_maskstore_ps(step + static_cast<int64_t>(r) * np + p0, keep,
-                          _mm256_permutevar8x32_ps(_mm256_div_ps(z, levels), lane));
-      for (int k = 0; k < n4; ++k) {
-        const __m256 iv = _mm256_permutevar8x32_ps(inv, _mm256_set1_epi32((k & 1) * 4 + (k & 2)));
-        const int c = 32 * (p0 + k);
-        __m256i qi[4];
-        for (int e = 0; e < 4; ++e)
-          qi[e] = _mm256_cvtps_epi32(
-              _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * e), iv), _mm256_loadu_ps(sc + c + 8 * e)));
-        int8_t* out = lo + static_cast<int64_t>(r) * d + c;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), pack_s8(qi[0], qi[1]));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), pack_s8(qi[2], qi[3]));
-      }
-    }
   }
 }
 
@@ -415,6 +400,11 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
   const int64_t tb = 32 * B;
   s.sc.resize(d);
   s.mn.resize(d);
+  if (!kWide && P == 32) {
+    s.qhat.resize(static_cast<size_t>(n_q) * d);
+    s.qstep.resize(static_cast<size_t>(n_q) * np);
+    narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
+  }
   s.qmax.assign(d, 0.0f);
   for (int r = 0; r < n_q; ++r)
     for (int c = 0; c < d; c += 8)
@@ -433,7 +423,8 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
       continue;
     }
     if (P == 32) {
-      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(), s.lo.data(), s.step.data(), s.c0.data());
+      narrow_channel_rows(q, s.qhat.data(), s.qstep.data(), n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(),
+                          s.lo.data(), s.step.data(), s.c0.data());
     } else {  // 16-channel pieces (d % 32 != 0)
       for (int i = 0; i < d; i += 8) {
         _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
@@ -472,9 +463,10 @@ constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (
 struct AccScratch {
   std::vector<int8_t> hi, lo;  // [RB][ng][64]
   std::vector<int16_t> w;      // B == 8 without VNNI: [RB][ng][64] p' rounded as s16 (dot_words8)
-  std::vector<float> step, inv;  // [RB][ng]
-  std::vector<float> smax;       // [ng]
-  std::vector<float> rs, mt;     // [RB][ng][16]
+  std::vector<float> step;   // [RB][ng]
+  std::vector<float> smax;   // [ng]
+  std::vector<float> ph;     // [RB][64] p / max p of the run
+  std::vector<float> mt;     // [RB][ng][16]
 };
 
 // As tilek::accumulate_rows (same steps and rounding; lanes in two halves of 8).
@@ -489,18 +481,16 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   s.lo.resize(s.hi.size());
   constexpr bool kWords = B == 8 && !kVnni;
   if constexpr (kWords) s.w.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(RB) * ng + 8);  // + 8: whole-vector divisions below
-  s.inv.resize(s.step.size());
+  s.step.resize(static_cast<size_t>(RB) * ng);
   s.smax.resize(ng);
+  s.ph.resize(static_cast<size_t>(RB) * kRun);
   s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
-  s.rs.assign(s.mt.size(), 0.0f);
   int8_t* const hi = s.hi.data();
   int8_t* const lo = s.lo.data();
   int16_t* const words = s.w.data();
   float* const step = s.step.data();
   float* const mt = s.mt.data();
-  float* const rs = s.rs.data();
-  float* const inv = s.inv.data();
+  float* const ph = s.ph.data();
   float* const smax = s.smax.data();
   float pmax[RB];
   const __m256i k127 = _mm256_set1_epi32(127);
@@ -510,6 +500,8 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
     const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
     for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
+    // As the AVX-512 path: p' / step = p^ * s^ (p^ = p / max p per row, s^ = scale * kQMax /
+    // max scale per group, each scaled once per run).
     for (int r = 0; r < RB; ++r) {
       __m256 mx = _mm256_setzero_ps();
       for (int b = 0; b < kb; ++b)
@@ -523,33 +515,38 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       smax[k] = hmax8(mx);
     }
     for (int r = 0; r < RB; ++r)
-      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k];  // m, then m / kQMax below
-    // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 8 at a time.
-    for (int i = 0; i < RB * ng; i += 8) {
-      const __m256 m = _mm256_loadu_ps(step + i), q = _mm256_set1_ps(kQMax);
-      _mm256_storeu_ps(inv + i, inverse_steps8(q, m));
-      _mm256_storeu_ps(step + i, _mm256_div_ps(m, q));
+      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k] / kQMax;
+    for (int r = 0; r < RB; ++r) {
+      const __m256 pinv = _mm256_set1_ps(intt::inverse_step(1.0f, pmax[r]));
+      for (int i = 0; i < 16 * kb; i += 8)
+        _mm256_storeu_ps(ph + r * kRun + i, _mm256_mul_ps(_mm256_loadu_ps(p + r * ld + b0 * 16 + i), pinv));
     }
     for (int k = 0; k < ng; ++k) {
-      __m256 mta[RB][2];
-      for (int r = 0; r < RB; ++r) mta[r][0] = mta[r][1] = _mm256_setzero_ps();
+      __m256 mta[RB][2], vsum[RB][2];
+      __m256i qsum[RB][2];
+      for (int r = 0; r < RB; ++r)
+        for (int e = 0; e < 2; ++e) {
+          mta[r][e] = vsum[r][e] = _mm256_setzero_ps();
+          qsum[r][e] = _mm256_setzero_si256();
+        }
+      const __m256 sinv = _mm256_set1_ps(intt::inverse_step(kQMax, smax[k]));
       for (int b = 0; b < kb; ++b) {
         __m256 sv[2], mv[2];
         for (int e = 0; e < 2; ++e) {
-          sv[e] = load_halves8(blk[b] + 2 * (16 * k + 8 * e));
+          sv[e] = _mm256_mul_ps(load_halves8(blk[b] + 2 * (16 * k + 8 * e)), sinv);
           mv[e] = load_halves8(blk[b] + 2 * (16 * (ng + k) + 8 * e));
         }
         for (int r = 0; r < RB; ++r) {
-          const int rk = r * ng + k;
-          const int64_t at = static_cast<int64_t>(rk) * kRun + 16 * b;
+          const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
           __m256i qi[2];
           for (int e = 0; e < 2; ++e) {
-            const __m256 pv = _mm256_loadu_ps(p + r * ld + (b0 + b) * 16 + 8 * e);
-            const __m256 v = _mm256_mul_ps(pv, _mm256_mul_ps(sv[e], _mm256_set1_ps(inv[rk])));
+            const __m256 pv = _mm256_loadu_ps(ph + r * kRun + 16 * b + 8 * e);
+            const __m256 v = _mm256_mul_ps(pv, sv[e]);  // p' / step
             qi[e] = _mm256_cvtps_epi32(v);
-            if constexpr (!kWide)
-              _mm256_storeu_ps(rs + rk * 16 + 8 * e, _mm256_add_ps(_mm256_loadu_ps(rs + rk * 16 + 8 * e),
-                                                                   _mm256_sub_ps(v, _mm256_cvtepi32_ps(qi[e]))));
+            if constexpr (!kWide) {
+              vsum[r][e] = _mm256_add_ps(vsum[r][e], v);
+              qsum[r][e] = _mm256_add_epi32(qsum[r][e], qi[e]);
+            }
             mta[r][e] = _mm256_fmadd_ps(pv, mv[e], mta[r][e]);
           }
           if constexpr (kWords) {  // the dots read only the words
@@ -567,18 +564,14 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
       for (int r = 0; r < RB; ++r)
         for (int e = 0; e < 2; ++e) {
           float* m = mt + (r * ng + k) * 16 + 8 * e;
-          _mm256_storeu_ps(m, _mm256_add_ps(mta[r][e], _mm256_loadu_ps(m)));
+          __m256 sum = _mm256_fmadd_ps(mta[r][e], _mm256_set1_ps(pmax[r]), _mm256_loadu_ps(m));
+          if constexpr (!kWide) {
+            const __m256 res = _mm256_sub_ps(vsum[r][e], _mm256_cvtepi32_ps(qsum[r][e]));
+            sum = _mm256_fmadd_ps(res, _mm256_mul_ps(centre, _mm256_set1_ps(step[r * ng + k])), sum);
+          }
+          _mm256_storeu_ps(m, sum);
         }
     }
-    if constexpr (!kWide)
-      for (int rk = 0; rk < RB * ng; ++rk)
-        for (int e = 0; e < 2; ++e) {
-          float* m = mt + rk * 16 + 8 * e;
-          float* res = rs + rk * 16 + 8 * e;
-          _mm256_storeu_ps(m, _mm256_fmadd_ps(_mm256_loadu_ps(res), _mm256_mul_ps(centre, _mm256_set1_ps(step[rk])),
-                                              _mm256_loadu_ps(m)));
-          _mm256_storeu_ps(res, _mm256_setzero_ps());
-        }
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
       for (int h = 0; h < 2; ++h) {

@@ -8,8 +8,9 @@
 // per-channel blocks) is rounded to 15 bits (sign + 14), split into two s8 parts (two
 // vpdpbusd), with one f32 step per group (per-token codecs) or per block (per-channel; at
 // 8 bits per row and 32 channels, as q * scale spans orders of magnitude across outlier
-// channels).
-//   |error| <= d * max|q'| * (2^B - 1) / (2 * 16383), q' = q (* per-channel scale).
+// channels, from the bound max |q| * max scale over the piece: narrow_query_rows).
+//   |error| <= d * m * (2^B - 1) / (2 * 16383), m = max|q'|, q' = q (* per-channel scale);
+//   per channel at dot=8 m = max |q| * max scale, / 127.
 // accumulate (value tiles; lane = channel): p' = p_t * scale_{t,g} is rounded to 14 bits
 // (two 7-bit halves, two vpdpbusd; dot=8: 7 bits, one) with one step per (row, group, 64
 // tokens) - max p times max scale over the run, a bound on max p' - and the mins add
@@ -167,7 +168,7 @@ void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t
 
 struct ScoreScratch {
   std::vector<int8_t> hi, lo;
-  std::vector<float> step, inv, qsum, c0, sc, mn, qmax;
+  std::vector<float> step, inv, qsum, c0, sc, mn, qmax, qhat, qstep;
 };
 
 // max over channels [c0, c0 + n) of |v (* mul)|.
@@ -185,11 +186,6 @@ VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d,
   s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
   const __m512 iv = _mm512_set1_ps(intt::inverse_step(levels, m));
   for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
-}
-
-// intt::inverse_step of 16 maxima at once (IEEE divisions: the same values as the scalar form).
-VLKV_TILE_VNNI inline __m512 inverse_steps16(__m512 levels, __m512 m) {
-  return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(intt::kMinRoundedMax), _CMP_GE_OQ), levels, m);
 }
 
 // Per-channel block at dot=16: one step for every row, m = max_c max_r |q_rc| * scale_c
@@ -226,60 +222,54 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
   }
 }
 
-// Per-channel block at dot=8: per (row, 32-channel piece) step = m / 127, m = max |q_c * scale_c|
-// over the piece; qi = round(q * (127 / m) * scale_c) in s8 (lo [n_q, d]); c0[r] = sum_c q_rc min_c.
-// The same operations and order as the generic path (piece_max, set_piece_step, round_q with
-// mul), so every tier keeps its bits; but each row's pieces are reduced together (four
-// horizontal maxes in one shuffle tree, not one per piece) and the multipliers stay in registers.
-//   sc_h, mn_h: [d] f16 (d % 32 == 0); step: [n_q, d / 32]
-//   sc, mn: [d] scratch for the block's scales and mins as floats (converted once, not per row)
-VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, int n_q, int d, const uint8_t* sc_h, const uint8_t* mn_h,
-                                               float* sc, float* mn, int8_t* lo, float* step, float* c0) {
+// Per-channel blocks at dot=8, 32-channel pieces: qi = round(q^_c * s^_c) in s8 with
+//   q^ = q * 127 / max |q| over the piece (per row, once per call: narrow_query_rows) and
+//   s^ = scale / max scale over the piece (per block, shared by every row),
+// so step = max |q| * max scale / 127 per (row, piece) bounds max |q_c scale_c| / 127. The
+// bound is looser than that max (by the spread of q * scale inside a piece, ~2x on outlier
+// data), but the rounding is one multiply per query element and block, where the exact max
+// needed a reduction and two divisions per (row, block): it cost as much as the dots.
+//   q: [n_q, d] (d % 32 == 0); qhat: [n_q, d]; qstep: [n_q, d / 32] = max |q| / 127
+VLKV_TILE_VNNI inline void narrow_query_rows(const float* q, int n_q, int d, float* qhat, float* qstep) {
   constexpr float kLevels = query_levels(false);
   const int np = d / 32;
-  for (int i = 0; i < d; i += 16) {
-    _mm512_storeu_ps(sc + i, load_halves16(sc_h + 2 * i));
-    _mm512_storeu_ps(mn + i, load_halves16(mn_h + 2 * i));
+  for (int r = 0; r < n_q; ++r)
+    for (int pc = 0; pc < np; ++pc) {
+      const int64_t c = static_cast<int64_t>(r) * d + 32 * pc;
+      const __m512 a = _mm512_loadu_ps(q + c), b = _mm512_loadu_ps(q + c + 16);
+      const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+      qstep[r * np + pc] = m / kLevels;
+      const __m512 inv = _mm512_set1_ps(intt::inverse_step(kLevels, m));
+      _mm512_storeu_ps(qhat + c, _mm512_mul_ps(a, inv));
+      _mm512_storeu_ps(qhat + c + 16, _mm512_mul_ps(b, inv));
+    }
+}
+
+// One block's rounding (see narrow_query_rows): lo [n_q, d] = round(q^ * s^), step [n_q, np]
+// = qstep * max scale, c0[r] = sum_c q_rc min_c (the AVX2 path's lane order: same bits).
+//   sc_h, mn_h: [d] f16; sc, mn: [d] scratch for s^ and the mins as floats
+VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, const float* qhat, const float* qstep, int n_q, int d,
+                                               const uint8_t* sc_h, const uint8_t* mn_h, float* sc, float* mn,
+                                               int8_t* lo, float* step, float* c0) {
+  const int np = d / 32;
+  for (int c = 0; c < d; c += 16) _mm512_storeu_ps(mn + c, load_halves16(mn_h + 2 * c));
+  for (int pc = 0; pc < np; ++pc) {
+    const __m512 a = load_halves16(sc_h + 64 * pc), b = load_halves16(sc_h + 64 * pc + 32);
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    const __m512 inv = _mm512_set1_ps(intt::inverse_step(1.0f, m));
+    _mm512_storeu_ps(sc + 32 * pc, _mm512_mul_ps(a, inv));
+    _mm512_storeu_ps(sc + 32 * pc + 16, _mm512_mul_ps(b, inv));
+    for (int r = 0; r < n_q; ++r) step[r * np + pc] = qstep[r * np + pc] * m;
   }
   for (int r = 0; r < n_q; ++r) {
-    const float* qr = q + static_cast<int64_t>(r) * d;
+    const int64_t o = static_cast<int64_t>(r) * d;
     __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(mn + i), acc);
-    c0[r] = _mm512_reduce_add_ps(acc);
-    for (int p0 = 0; p0 < np; p0 += 4) {  // four pieces (128 channels) at a time
-      const int n4 = std::min(4, np - p0);
-      __m512 mx[4];
-      for (int k = 0; k < 4; ++k) {
-        mx[k] = _mm512_setzero_ps();
-        if (k >= n4) continue;
-        const int c = 32 * (p0 + k);
-        mx[k] = _mm512_max_ps(_mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c), _mm512_loadu_ps(sc + c))),
-                              _mm512_abs_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16), _mm512_loadu_ps(sc + c + 16))));
-      }
-      // 128-bit lane k of w ends up holding max(mx[k]) in all four floats.
-      const __m512 a = _mm512_max_ps(_mm512_shuffle_f32x4(mx[0], mx[1], 0x44), _mm512_shuffle_f32x4(mx[0], mx[1], 0xEE));
-      const __m512 b = _mm512_max_ps(_mm512_shuffle_f32x4(mx[2], mx[3], 0x44), _mm512_shuffle_f32x4(mx[2], mx[3], 0xEE));
-      __m512 w = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
-      w = _mm512_max_ps(w, _mm512_permute_ps(w, 0x4E));
-      w = _mm512_max_ps(w, _mm512_permute_ps(w, 0xB1));
-      // step = m / levels, inv = intt::inverse_step(levels, m): IEEE divisions, as the scalar forms.
-      const __m512 levels = _mm512_set1_ps(kLevels);
-      const __m512 inv = inverse_steps16(levels, w);
-      const __m512 steps = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                                                 _mm512_div_ps(w, levels));
-      _mm512_mask_storeu_ps(step + static_cast<int64_t>(r) * np + p0, static_cast<__mmask16>((1u << n4) - 1), steps);
-      const __m512 iv4[4] = {_mm512_shuffle_f32x4(inv, inv, 0x00), _mm512_shuffle_f32x4(inv, inv, 0x55),
-                             _mm512_shuffle_f32x4(inv, inv, 0xAA), _mm512_shuffle_f32x4(inv, inv, 0xFF)};
-      for (int k = 0; k < n4; ++k) {
-        const __m512 iv = iv4[k];
-        const int c = 32 * (p0 + k);
-        for (int h = 0; h < 2; ++h) {
-          const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(qr + c + 16 * h), iv), _mm512_loadu_ps(sc + c + 16 * h));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + static_cast<int64_t>(r) * d + c + 16 * h),
-                           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
-        }
-      }
+    for (int c = 0; c < d; c += 16) {
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + o + c), _mm512_loadu_ps(mn + c), acc);
+      const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qhat + o + c), _mm512_loadu_ps(sc + c)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + o + c), _mm512_cvtsepi32_epi8(qi));
     }
+    c0[r] = _mm512_reduce_add_ps(acc);
   }
 }
 
@@ -294,7 +284,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
   // Steps: per token, one per (row, group), set once per call. Per channel, q' = q * scale
   // changes with every block: at 16 bits one step per block shared by every row (its max
   // over rows and channels: one reduction), at 8 bits one per (row, 32 channels), as an
-  // outlier channel's q' would flatten the others.
+  // outlier channel's q' would flatten the others (narrow_query_rows).
   const int P = per_token ? sh.g : kWide ? d : (d % 32 == 0 ? 32 : 16);
   const int np = d / P;
   s.hi.resize(static_cast<size_t>(n_q) * d);
@@ -330,6 +320,11 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
   const int64_t tb = 32 * B;
   s.sc.resize(d);
   s.mn.resize(d);
+  if (!kWide && P == 32) {
+    s.qhat.resize(static_cast<size_t>(n_q) * d);
+    s.qstep.resize(static_cast<size_t>(n_q) * np);
+    narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
+  }
   s.qmax.assign(d, 0.0f);  // per channel: max over rows of |q|
   for (int r = 0; r < n_q; ++r)
     for (int c = 0; c < d; c += 16)
@@ -348,7 +343,8 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       continue;
     }
     if (P == 32) {
-      narrow_channel_rows(q, n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(), s.lo.data(), s.step.data(), s.c0.data());
+      narrow_channel_rows(q, s.qhat.data(), s.qstep.data(), n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(),
+                          s.lo.data(), s.step.data(), s.c0.data());
     } else {  // 16-channel pieces (d % 32 != 0)
       for (int i = 0; i < d; i += 16) {
         _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
@@ -381,8 +377,9 @@ struct AccScratch {
   // p' rounded (128 hi + lo, 7 bits each), four rows packed per quad: byte 16 j + 4 r of
   // [k][b][64] holds row r's quad j (tokens 4j..4j+3) of block b of the run, group k.
   std::vector<int8_t> hi, lo;
-  std::vector<float> step, inv;     // [RB][ng]
+  std::vector<float> step;          // [RB][ng]
   std::vector<float> smax;          // [ng]
+  std::vector<float> ph;            // [RB][64] p / max p of the run
   std::vector<float> mt;            // [RB][ng][16] lanes of sum_t p_t min_{t,g} + centre * residuals
 };
 
@@ -399,18 +396,19 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
   // 7 bits each, pq = 128 hi + lo (14 bits) or pq = lo (7 bits).
   constexpr float kQMax = kWide ? 16383.0f : 127.0f;
   constexpr int64_t kTb = 32 * B;
+  constexpr int kRun = 16 * kRunBlocks;
   const int d = sh.d, g = sh.g, ng = d / g, units = d / 16;
   s.hi.resize(static_cast<size_t>(ng) * kRunBlocks * 64);
   s.lo.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(RB) * ng + 16);  // + 16: whole-vector divisions below
-  s.inv.resize(s.step.size());
+  s.step.resize(static_cast<size_t>(RB) * ng);
   s.smax.resize(ng);
+  s.ph.resize(static_cast<size_t>(RB) * kRun);
   s.mt.assign(static_cast<size_t>(RB) * ng * 16, 0.0f);
   int8_t* const hi = s.hi.data();
   int8_t* const lo = s.lo.data();
   float* const step = s.step.data();  // [RB * ng]
   float* const mt = s.mt.data();      // [RB * ng][16]
-  float* const inv = s.inv.data();    // [RB * ng]
+  float* const ph = s.ph.data();      // [RB][kRun] p^ of the run
   float* const smax = s.smax.data();  // [ng]
   float pmax[RB];
   const __m512i k127 = _mm512_set1_epi32(127);
@@ -426,7 +424,9 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
     for (int b = 0; b < kn; ++b) next[b] = seg.block(b0 + kRunBlocks + b);
     const int64_t lines = (seg.block_bytes + 63) / 64;
     // Step per (row, group): max_t p_t * max_t scale_{t,g} over the run bounds max p' and
-    // needs RB + ng reductions instead of RB * ng; then p' is rounded in one pass.
+    // needs RB + ng reductions instead of RB * ng. p' / step = p^ * s^ with p^ = p / max p
+    // (per row, in [0, 1]) and s^ = scale * kQMax / max scale (per group), each scaled once
+    // per run: one multiply per (row, group, 16 tokens) rounds p'.
     for (int r = 0; r < RB; ++r) {
       __m512 mx = _mm512_setzero_ps();
       for (int b = 0; b < kb; ++b) mx = _mm512_max_ps(mx, _mm512_loadu_ps(p + r * ld + (b0 + b) * 16));
@@ -438,30 +438,37 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       smax[k] = _mm512_reduce_max_ps(mx);
     }
     for (int r = 0; r < RB; ++r)
-      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k];  // m, then m / kQMax below
-    // step = m / kQMax, inv = intt::inverse_step(kQMax, m): IEEE divisions, 16 at a time.
-    for (int i = 0; i < RB * ng; i += 16) {
-      const __m512 m = _mm512_loadu_ps(step + i), q = _mm512_set1_ps(kQMax);
-      _mm512_storeu_ps(inv + i, inverse_steps16(q, m));
-      _mm512_storeu_ps(step + i, _mm512_div_ps(m, q));
+      for (int k = 0; k < ng; ++k) step[r * ng + k] = pmax[r] * smax[k] / kQMax;
+    for (int r = 0; r < RB; ++r) {
+      const __m512 pinv = _mm512_set1_ps(intt::inverse_step(1.0f, pmax[r]));
+      for (int b = 0; b < kb; ++b)
+        _mm512_storeu_ps(ph + r * kRun + 16 * b, _mm512_mul_ps(_mm512_loadu_ps(p + r * ld + (b0 + b) * 16), pinv));
     }
     for (int k = 0; k < ng; ++k) {
-      __m512 mta[RB], res[RB];  // sum_t p_t min_{t,k} over the run; narrow: rounding residuals (in steps)
-      for (int r = 0; r < RB; ++r) mta[r] = res[r] = _mm512_setzero_ps();
+      // sum_t p^_t min_{t,k} over the run; narrow: sum_t of p' / step and of its rounding.
+      __m512 mta[RB], vsum[RB];
+      __m512i qsum[RB];
+      for (int r = 0; r < RB; ++r) {
+        mta[r] = vsum[r] = _mm512_setzero_ps();
+        qsum[r] = _mm512_setzero_si512();
+      }
+      const __m512 sinv = _mm512_set1_ps(intt::inverse_step(kQMax, smax[k]));
       for (int b = 0; b < kb; ++b) {
-        const __m512 sv = load_halves16(blk[b] + 2 * 16 * k), mv = load_halves16(blk[b] + 2 * 16 * (ng + k));
+        const __m512 sv = _mm512_mul_ps(load_halves16(blk[b] + 2 * 16 * k), sinv);
+        const __m512 mv = load_halves16(blk[b] + 2 * 16 * (ng + k));
         __m512i qh[4], ql[4];
         for (int r = 0; r < 4; ++r) qh[r] = ql[r] = _mm512_setzero_si512();
         for (int r = 0; r < RB; ++r) {
-          const __m512 pv = _mm512_loadu_ps(p + r * ld + (b0 + b) * 16);
-          const __m512 v = _mm512_mul_ps(pv, _mm512_mul_ps(sv, _mm512_set1_ps(inv[r * ng + k])));  // p' / step
+          const __m512 pv = _mm512_loadu_ps(ph + r * kRun + 16 * b);
+          const __m512 v = _mm512_mul_ps(pv, sv);  // p' / step
           const __m512i qi = _mm512_cvtps_epi32(v);
           if constexpr (kWide) {
             qh[r] = _mm512_srli_epi32(qi, 7);
             ql[r] = _mm512_and_si512(qi, k127);
           } else {
             ql[r] = qi;
-            res[r] = _mm512_add_ps(res[r], _mm512_sub_ps(v, _mm512_cvtepi32_ps(qi)));
+            vsum[r] = _mm512_add_ps(vsum[r], v);
+            qsum[r] = _mm512_add_epi32(qsum[r], qi);
           }
           mta[r] = _mm512_fmadd_ps(pv, mv, mta[r]);
         }
@@ -471,9 +478,13 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       }
       for (int r = 0; r < RB; ++r) {
         float* m = mt + (r * ng + k) * 16;
-        __m512 sum = _mm512_add_ps(mta[r], _mm512_loadu_ps(m));
+        __m512 sum = _mm512_fmadd_ps(mta[r], _mm512_set1_ps(pmax[r]), _mm512_loadu_ps(m));
         // the residuals times the code centre: sum_t (p'_t - step * pq_t) * (2^B - 1) / 2
-        if constexpr (!kWide) sum = _mm512_fmadd_ps(res[r], _mm512_mul_ps(centre, _mm512_set1_ps(step[r * ng + k])), sum);
+        // (qsum <= 64 * 127: exact in f32)
+        if constexpr (!kWide) {
+          const __m512 res = _mm512_sub_ps(vsum[r], _mm512_cvtepi32_ps(qsum[r]));
+          sum = _mm512_fmadd_ps(res, _mm512_mul_ps(centre, _mm512_set1_ps(step[r * ng + k])), sum);
+        }
         _mm512_storeu_ps(m, sum);
       }
     }
