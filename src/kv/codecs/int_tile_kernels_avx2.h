@@ -389,6 +389,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
     words();
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
+      if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, true, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk,
                                         blk + 2 * 16 * np, s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale,
@@ -412,6 +413,7 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
                                                  abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
+    if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
     if constexpr (kWide) {
       wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
       words();
@@ -500,6 +502,11 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
     const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
     for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
+    // The next run's blocks, a few lines per unit below (a burst would fill the line buffers).
+    const uint8_t* next[kRunBlocks];
+    const int kn = static_cast<int>(std::clamp<int64_t>(nb - b0 - kRunBlocks, 0, kRunBlocks));
+    for (int b = 0; b < kn; ++b) next[b] = seg.block(b0 + kRunBlocks + b);
+    const int64_t lines = (seg.block_bytes + 63) / 64;
     // As the AVX-512 path: p' / step = p^ * s^ (p^ = p / max p per row, s^ = scale * kQMax /
     // max scale per group, each scaled once per run).
     for (int r = 0; r < RB; ++r) {
@@ -574,6 +581,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
     }
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
+      for (int b = 0; b < kn; ++b) intt::prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
       for (int h = 0; h < 2; ++h) {
         __m256i ah[RB], al[RB];
         for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();

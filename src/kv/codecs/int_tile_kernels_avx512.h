@@ -78,12 +78,6 @@ VLKV_TILE_VNNI inline void unpack_quads(const uint8_t* tile, __m512i* quads) {
   }
 }
 
-// Pulls a block into cache ahead of use: a stream's 2 KiB pages lie anywhere in memory, so
-// the hardware prefetcher loses the stream at every page and each block would wait on DRAM.
-inline void prefetch_bytes(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
-}
-
 VLKV_TILE_VNNI inline __m512 load_halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -308,7 +302,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
       for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
     for (int64_t b = 0; b < seg.n_blocks(); ++b) {
       const uint8_t* blk = seg.block(b);
-      if (b + 2 < seg.n_blocks()) prefetch_bytes(seg.block(b + 2), seg.block_bytes);
+      if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
       for (int r0 = 0; r0 < n_q; r0 += 4)
         key_tile<B, true, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
                                  s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16,
@@ -332,7 +326,7 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
                                                  _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
-    if (b + 2 < seg.n_blocks()) prefetch_bytes(seg.block(b + 2), seg.block_bytes);
+    if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
     if constexpr (kWide) {
       wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
       for (int tt = 0; tt < G / 16; ++tt)
@@ -493,9 +487,7 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
       const int k = u * 16 / g;
       __m512i ah[RB], al[RB];
       for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm512_setzero_si512();
-      for (int b = 0; b < kn; ++b)
-        for (int64_t l = u * lines / units; l < (u + 1) * lines / units; ++l)
-          _mm_prefetch(reinterpret_cast<const char*>(next[b] + 64 * l), _MM_HINT_T0);
+      for (int b = 0; b < kn; ++b) intt::prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
       for (int b = 0; b < kb; ++b) {
         __m512i qd[4];
         unpack_quads<B>(blk[b] + sh.meta_bytes + u * kTb, qd);

@@ -82,6 +82,13 @@ inline int64_t tile_bytes(int bits) { return 32LL * bits; }
 constexpr float kMinRoundedMax = 0x1p-100f;  // inputs whose max is below this round to 0
 inline float inverse_step(float levels, float m) { return m >= kMinRoundedMax ? levels / m : 0.0f; }
 
+// Pulls a block into cache ahead of use: a stream's 2 KiB pages lie anywhere in memory, so
+// the hardware prefetcher loses the stream at every page and each block would wait on DRAM.
+inline void prefetch_lines(const uint8_t* p, int64_t l0, int64_t l1) {  // 64-byte lines [l0, l1)
+  for (int64_t l = l0; l < l1; ++l) __builtin_prefetch(p + 64 * l, 0, 3);
+}
+inline void prefetch_bytes(const uint8_t* p, int64_t n) { prefetch_lines(p, 0, (n + 63) / 64); }
+
 // Byte offset and bit shift of element e of lane l inside a tile.
 inline void locate(int bits, int lane, int e, int* byte, int* shift) {
   const int per = 8 / bits, j = e / 4, k = e % 4;
