@@ -86,8 +86,14 @@ bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
   return q8 && fmt.dot_q8_tile && n_x > kMaxDotRows;
 }
 
-// y_i[t * ldy] = rows[i] . x[t] for the n_rows (<= kMaxTileRows) weight rows of one format and
-// every decode row t, through dot_q8_tile: the x rows in near-equal groups of at most kMaxTileX.
+// Weight rows one pass over the activation groups serves (tile_dots): a group (kMaxTileX rows,
+// ~2.5 KB each at 2048 columns) stays in L1 while it meets every row pair of the block, where
+// one pair at a time streamed all the activations (180 KB at 72 decode rows) from L2 per pair.
+constexpr int kTileBlockRows = 8;
+
+// y_i[t * ldy] = rows[i] . x[t] for n_rows (<= kTileBlockRows) weight rows of one format and
+// every decode row t, through dot_q8_tile: the x rows in near-equal groups of at most
+// kMaxTileX, each group against the rows in pairs.
 void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, int64_t n_cols, const DecodeRows& xs,
                float* const* y, int64_t ldy) {
   const int64_t n_groups = (xs.n_x + kMaxTileX - 1) / kMaxTileX;
@@ -97,9 +103,12 @@ void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, 
     std::array<const Q8Activations*, kMaxTileX> group;
     std::array<float, kMaxTileRows * kMaxTileX> out;
     for (int t = 0; t < nt; ++t) group[t] = &xs.rounded(t0 + t);
-    fmt.dot_q8_tile(reinterpret_cast<const void* const*>(rows), n_rows, group.data(), nt, n_cols, out.data());
-    for (int i = 0; i < n_rows; ++i)
-      for (int t = 0; t < nt; ++t) y[i][(t0 + t) * ldy] = out[i * nt + t];
+    for (int i0 = 0; i0 < n_rows; i0 += kMaxTileRows) {
+      const int nr = std::min(kMaxTileRows, n_rows - i0);
+      fmt.dot_q8_tile(reinterpret_cast<const void* const*>(rows + i0), nr, group.data(), nt, n_cols, out.data());
+      for (int i = 0; i < nr; ++i)
+        for (int t = 0; t < nt; ++t) y[i0 + i][(t0 + t) * ldy] = out[i * nt + t];
+    }
     t0 += nt;
   }
 }
@@ -212,11 +221,11 @@ void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadP
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(r0, first_row[i]), e = std::min(r1, first_row[i + 1]);
       const WeightMatrix& w = *targets[i].w;
-      if (tile[i]) {  // rows in pairs (the last alone)
-        for (int64_t wr = b - first_row[i]; wr < e - first_row[i]; wr += kMaxTileRows) {
-          const int nr = static_cast<int>(std::min<int64_t>(kMaxTileRows, e - first_row[i] - wr));
-          std::array<const uint8_t*, kMaxTileRows> rows;
-          std::array<float*, kMaxTileRows> ys;
+      if (tile[i]) {  // rows in blocks of kTileBlockRows
+        for (int64_t wr = b - first_row[i]; wr < e - first_row[i]; wr += kTileBlockRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(kTileBlockRows, e - first_row[i] - wr));
+          std::array<const uint8_t*, kTileBlockRows> rows;
+          std::array<float*, kTileBlockRows> ys;
           for (int j = 0; j < nr; ++j) {
             rows[j] = w.data + (wr + j) * w.row_bytes;
             ys[j] = targets[i].y + wr + j;
@@ -247,13 +256,23 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
   // Each chunk holds rows of both matrices, so its grain counts two rows per output.
   pool.parallel_for_chunked(n_ff, matvec_grain(n_ff, 2 * gate.n_cols * n_x, pool.n_threads()),
                             [&](int64_t r0, int64_t r1, int) {
-    thread_local std::vector<float> gu;  // [2, n_x] gate and up dots of one output
-    if (tile && gu.size() < static_cast<size_t>(2 * n_x)) gu.resize(static_cast<size_t>(2 * n_x));
-    for (int64_t r = r0; r < r1 && tile; ++r) {
-      const uint8_t* rows[2] = {gate.data + r * gate.row_bytes, up.data + r * up.row_bytes};
-      float* ys[2] = {gu.data(), gu.data() + n_x};
-      tile_dots(fg, rows, 2, gate.n_cols, xs, ys, 1);
-      for (int64_t t = 0; t < n_x; ++t) out[t * n_ff + r] = swiglu_one(gu[t], gu[n_x + t]);
+    // Tiles: kTileBlockRows / 2 outputs at a time, each its gate and up rows as one pair.
+    constexpr int kOutputs = kTileBlockRows / 2;
+    thread_local std::vector<float> gu;  // [2 * kOutputs, n_x] gate and up dots of the outputs
+    if (tile && gu.size() < static_cast<size_t>(2 * kOutputs * n_x)) gu.resize(static_cast<size_t>(2 * kOutputs * n_x));
+    for (int64_t r = r0; r < r1 && tile; r += kOutputs) {
+      const int no = static_cast<int>(std::min<int64_t>(kOutputs, r1 - r));
+      std::array<const uint8_t*, kTileBlockRows> rows;
+      std::array<float*, kTileBlockRows> ys;
+      for (int j = 0; j < no; ++j) {
+        rows[2 * j] = gate.data + (r + j) * gate.row_bytes;
+        rows[2 * j + 1] = up.data + (r + j) * up.row_bytes;
+        ys[2 * j] = gu.data() + 2 * j * n_x;
+        ys[2 * j + 1] = gu.data() + (2 * j + 1) * n_x;
+      }
+      tile_dots(fg, rows.data(), 2 * no, gate.n_cols, xs, ys.data(), 1);
+      for (int j = 0; j < no; ++j)
+        for (int64_t t = 0; t < n_x; ++t) out[t * n_ff + r + j] = swiglu_one(ys[2 * j][t], ys[2 * j + 1][t]);
     }
     for (int64_t r = r0; r < r1 && !tile; ++r) {
       for (int64_t t0 = 0; t0 < n_x; t0 += kMaxDotRows) {
