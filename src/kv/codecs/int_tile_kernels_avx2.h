@@ -312,7 +312,7 @@ inline void narrow_query_rows(const float* q, int n_q, int d, float* qhat, float
   for (int r = 0; r < n_q; ++r)
     for (int pc = 0; pc < np; ++pc) {
       const int64_t c = static_cast<int64_t>(r) * d + 32 * pc;
-      const float m = piece_max(q + static_cast<int64_t>(r) * d, nullptr, 32 * pc, 32);
+      const float m = piece_max(q + c, nullptr, 0, 32);
       qstep[r * np + pc] = m / kLevels;
       const __m256 inv = _mm256_set1_ps(intt::inverse_step(kLevels, m));
       for (int e = 0; e < 32; e += 8) _mm256_storeu_ps(qhat + c + e, _mm256_mul_ps(_mm256_loadu_ps(q + c + e), inv));
@@ -406,11 +406,13 @@ void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTile
     s.qstep.resize(static_cast<size_t>(n_q) * np);
     narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
   }
-  s.qmax.assign(d, 0.0f);
-  for (int r = 0; r < n_q; ++r)
-    for (int c = 0; c < d; c += 8)
-      _mm256_storeu_ps(&s.qmax[c], _mm256_max_ps(_mm256_loadu_ps(&s.qmax[c]),
-                                                 abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+  if constexpr (kWide) {  // per channel: max over rows of |q| (wide_channel_rows' step)
+    s.qmax.assign(d, 0.0f);
+    for (int r = 0; r < n_q; ++r)
+      for (int c = 0; c < d; c += 8)
+        _mm256_storeu_ps(&s.qmax[c], _mm256_max_ps(_mm256_loadu_ps(&s.qmax[c]),
+                                                   abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+  }
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
     if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);

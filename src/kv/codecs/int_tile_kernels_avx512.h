@@ -319,11 +319,13 @@ VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, cons
     s.qstep.resize(static_cast<size_t>(n_q) * np);
     narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
   }
-  s.qmax.assign(d, 0.0f);  // per channel: max over rows of |q|
-  for (int r = 0; r < n_q; ++r)
-    for (int c = 0; c < d; c += 16)
-      _mm512_storeu_ps(&s.qmax[c], _mm512_max_ps(_mm512_loadu_ps(&s.qmax[c]),
-                                                 _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+  if constexpr (kWide) {  // per channel: max over rows of |q| (wide_channel_rows' step)
+    s.qmax.assign(d, 0.0f);
+    for (int r = 0; r < n_q; ++r)
+      for (int c = 0; c < d; c += 16)
+        _mm512_storeu_ps(&s.qmax[c], _mm512_max_ps(_mm512_loadu_ps(&s.qmax[c]),
+                                                   _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+  }
   for (int64_t b = 0; b < seg.n_blocks(); ++b) {
     const uint8_t* blk = seg.block(b);
     if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
