@@ -49,6 +49,7 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
   if (!jpeg_huffman_tables_fit(data, size)) {  // before stb_image reads any table (stbi_info does)
     return invalid_file(what + ": corrupt JPEG (a Huffman table of more than 256 codes)");
   }
+  if (!jpeg_scan_tables_defined(data, size)) return invalid_file(what + ": corrupt JPEG (a scan uses an undefined Huffman table)");
   if (!pnm_header_numbers_fit(data, size)) return invalid_file(what + ": corrupt PNM header (a number too large)");
   if (!png_chunks_fit(data, size)) return invalid_file(what + ": corrupt or truncated PNG image (a chunk longer than the file)");
   int w = 0, h = 0, channels = 0;

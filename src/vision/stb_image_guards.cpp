@@ -1,8 +1,9 @@
 #include "vision/stb_image_guards.h"
 
-#include <cstring>
-
+#include <algorithm>
+#include <array>
 #include <climits>
+#include <cstring>
 
 namespace vlkv {
 namespace {
@@ -60,9 +61,14 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The Huffman tables stb_image has built so far: [class: 0 DC, 1 AC][id]. Its decoder
+// state is not zeroed, so a scan that decodes with a table no DHT built reads garbage
+// code limits and indexes past them.
+using DefinedTables = std::array<std::array<bool, 4>, 2>;
+
 // stbi__process_marker's DHT case: tables of (class/id, 16 counts, codes) while the
 // segment length lasts. The counts' sum must not pass 256.
-Step read_dht(Reader& r) {
+Step read_dht(Reader& r, DefinedTables& defined) {
   int64_t left = r.get16() - 2;
   while (left > 0) {
     const int q = r.get8();
@@ -70,6 +76,7 @@ Step read_dht(Reader& r) {
     int n = 0;
     for (int i = 0; i < 16; ++i) n += r.get8();
     if (n > 256) return Step::kUnsafe;
+    defined[q >> 4][q & 15] = true;
     r.skip(n);
     left -= 17 + n;
   }
@@ -77,8 +84,8 @@ Step read_dht(Reader& r) {
 }
 
 // stbi__process_marker: the segments that may come before a frame or between scans.
-Step read_segment(Reader& r, int m) {
-  if (m == kDht) return read_dht(r);
+Step read_segment(Reader& r, int m, DefinedTables& defined) {
+  if (m == kDht) return read_dht(r, defined);
   if (m == kDri) {
     if (r.get16() != 4) return Step::kStop;
     r.get16();
@@ -108,46 +115,85 @@ Step read_segment(Reader& r, int m) {
 // may stop there, and going on past its stop only checks more than it reads.
 void skip_by_length(Reader& r) { r.skip(r.get16() - 2); }
 
+// A scan header (stbi__process_scan_header), skipped by its length as skip_by_length; true
+// when stb_image would accept it and then decode with a table no DHT has built: sequential
+// scans use each component's DC and AC tables, progressive DC-first scans (Ss = 0, Ah = 0)
+// the DC table, refinement DC scans none, AC scans (Ss > 0) the AC table.
+bool scan_uses_undefined_table(Reader& r, bool progressive, const DefinedTables& defined) {
+  const int len = r.get16();
+  std::array<int, 12> h{};  // component count, 4 x (id, tables), Ss, Se, Ah/Al
+  const int n_read = std::clamp(len - 2, 0, static_cast<int>(h.size()));
+  for (int i = 0; i < n_read; ++i) h[static_cast<size_t>(i)] = r.get8();
+  r.skip(len - 2 < 0 ? -1 : len - 2 - n_read);
+  const int n = h[0];
+  if (n < 1 || n > 4 || len != 6 + 2 * n) return false;  // stb_image stops: "bad SOS"
+  const int ss = h[static_cast<size_t>(1 + 2 * n)], ah = h[static_cast<size_t>(3 + 2 * n)] >> 4;
+  const bool uses_dc = !progressive || (ss == 0 && ah == 0), uses_ac = !progressive || ss > 0;
+  for (int i = 0; i < n; ++i) {
+    const int q = h[static_cast<size_t>(2 + 2 * i)], hd = q >> 4, ha = q & 15;
+    if (hd > 3 || ha > 3) return false;  // "bad DC huff" / "bad AC huff"
+    if ((uses_dc && !defined[0][hd]) || (uses_ac && !defined[1][ha])) return true;
+  }
+  return false;
+}
+
 // stbi__pnm_isspace
 bool pnm_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
-}  // namespace
+// What walking the markers as stb_image does (segments by their lengths, entropy-coded
+// data up to the next marker; bytes past the end read as 0) finds. The walk ends at the
+// first oversized table (stb_image would write past its arrays there) or where stb_image
+// would stop with an error; a scan with an undefined table is noted and the walk goes on.
+struct JpegWalk {
+  bool oversized_table = false;
+  bool undefined_table = false;
+};
 
-bool jpeg_huffman_tables_fit(const uint8_t* data, size_t size) {
+JpegWalk walk_jpeg(const uint8_t* data, size_t size) {
+  JpegWalk w;
+  DefinedTables defined{};
   Reader r(data, size);
-  if (r.marker() != kSoi) return true;
+  if (r.marker() != kSoi) return w;
   // stbi__decode_jpeg_header: segments up to the frame header; bytes between
   // segments that do not start a marker are skipped.
   int m = r.marker();
   while (!is_sof(m)) {
-    const Step s = read_segment(r, m);
-    if (s != Step::kNext) return s != Step::kUnsafe;
+    const Step s = read_segment(r, m, defined);
+    w.oversized_table = s == Step::kUnsafe;
+    if (s != Step::kNext) return w;
     m = r.marker();
     while (m == kNoMarker) {
-      if (r.at_end()) return true;
+      if (r.at_end()) return w;
       m = r.marker();
     }
   }
+  const bool progressive = m == 0xc2;
   skip_by_length(r);
   // stbi__decode_jpeg_image: scans and the segments between them, up to EOI.
   m = r.marker();
   while (m != kEoi) {
     if (m == kSos) {
-      skip_by_length(r);
+      if (scan_uses_undefined_table(r, progressive, defined)) w.undefined_table = true;
       m = r.marker_after_scan();
-      if (m == kNoMarker) return true;
+      if (m == kNoMarker) return w;
       continue;
     }
     if (m == kDnl) {
       skip_by_length(r);
     } else {
-      const Step s = read_segment(r, m);
-      if (s != Step::kNext) return s != Step::kUnsafe;
+      const Step s = read_segment(r, m, defined);
+      w.oversized_table = s == Step::kUnsafe;
+      if (s != Step::kNext) return w;
     }
     m = r.marker();
   }
-  return true;
+  return w;
 }
+
+}  // namespace
+
+bool jpeg_huffman_tables_fit(const uint8_t* data, size_t size) { return !walk_jpeg(data, size).oversized_table; }
+bool jpeg_scan_tables_defined(const uint8_t* data, size_t size) { return !walk_jpeg(data, size).undefined_table; }
 
 bool pnm_header_numbers_fit(const uint8_t* data, size_t size) {
   if (size < 2 || data[0] != 'P' || (data[1] != '5' && data[1] != '6')) return true;

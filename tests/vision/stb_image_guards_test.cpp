@@ -1,4 +1,5 @@
-// The pre-checks in front of stb_image 2.27. JPEG: a DHT table of more than 256 codes
+// The pre-checks in front of stb_image 2.27. JPEG: a scan with an undefined Huffman table is
+// refused (below); a DHT table of more than 256 codes
 // (which stb_image would write past its Huffman arrays) is refused wherever stb_image
 // would read it (before the frame, between scans) and only there (not inside an APP
 // segment it skips), and real JPEGs pass. PNM: a header number that overflows an int
@@ -110,6 +111,54 @@ TEST(JpegHuffmanGuard, RealJpegsPassAndDecode) {
     Result<Image> img = decode_image(b.data(), b.size());
     ASSERT_TRUE(img.is_ok()) << name << ": " << img.status().message();
     EXPECT_TRUE(img->valid());
+  }
+}
+
+// A scan decoding with a Huffman table no DHT defined (stb_image would read its
+// uninitialized code limits and index past them: UBSan, index 18 out of bounds, found by
+// the image fuzzer) is refused; which tables a scan uses follows stb_image's decoder.
+bool tables_defined(const Bytes& b) { return jpeg_scan_tables_defined(b.data(), b.size()); }
+const Bytes kDcDht = segment(0xc4, dht_table(0x00, {1}));  // DC table 0
+const Bytes kAcDht = segment(0xc4, dht_table(0x10, {1}));  // AC table 0
+const Bytes kSof2 = segment(0xc2, {8, 0, 8, 0, 8, 1, 1, 0x11, 0});  // progressive
+Bytes sos(uint8_t tables, uint8_t ss, uint8_t se, uint8_t a) { return segment(0xda, {1, 1, tables, ss, se, a}); }
+
+TEST(JpegScanTableGuard, RefusesAScanWithAnUndefinedTable) {
+  // Sequential: both tables of the component, defined before the scan.
+  EXPECT_TRUE(tables_defined(kSoi + kDcDht + kAcDht + kSof + kSos + kScanData + kEoi));
+  EXPECT_FALSE(tables_defined(kSoi + kAcDht + kSof + kSos + kScanData + kEoi));
+  EXPECT_FALSE(tables_defined(kSoi + kDcDht + kSof + kSos + kScanData + kEoi));
+  EXPECT_FALSE(tables_defined(kSoi + kDcDht + kAcDht + kSof + sos(0x01, 0, 63, 0) + kScanData + kEoi));  // AC 1
+  // A table defined between scans serves the later scan only.
+  EXPECT_FALSE(tables_defined(kSoi + kDcDht + kSof + kSos + kScanData + kAcDht + kSos + kEoi));
+  // Progressive: a DC-first scan needs only its DC table, a DC refinement none, an AC scan its AC table.
+  EXPECT_TRUE(tables_defined(kSoi + kDcDht + kSof2 + sos(0x00, 0, 0, 0x01) + kScanData + kEoi));
+  EXPECT_FALSE(tables_defined(kSoi + kAcDht + kSof2 + sos(0x00, 0, 0, 0x01) + kScanData + kEoi));
+  EXPECT_TRUE(tables_defined(kSoi + kSof2 + sos(0x00, 0, 0, 0x10) + kScanData + kEoi));
+  EXPECT_TRUE(tables_defined(kSoi + kDcDht + kSof2 + sos(0x00, 0, 0, 0) + kScanData + kAcDht + sos(0x00, 1, 63, 0) +
+                             kScanData + kEoi));
+  EXPECT_FALSE(tables_defined(kSoi + kDcDht + kSof2 + sos(0x00, 0, 0, 0) + kScanData + sos(0x00, 1, 63, 0) + kEoi));
+  // Scan headers stb_image refuses itself, and data that is not a JPEG.
+  EXPECT_TRUE(tables_defined(kSoi + kSof + segment(0xda, {1, 1, 0x00, 0, 63}) + kEoi));  // bad SOS length
+  EXPECT_TRUE(tables_defined(kSoi + kSof + sos(0x40, 0, 63, 0) + kEoi));                   // DC table id 4
+  EXPECT_TRUE(tables_defined(Bytes{0x89, 'P', 'N', 'G'} + kSos));
+  EXPECT_TRUE(tables_defined({}));
+}
+
+TEST(JpegScanTableGuard, TheFuzzersFindIsRefusedWithAClearErrorAndRealJpegsPass) {
+  for (const char* name : {"regress_undefined_huffman_table.jpg", "rgb16x8.jpg", "gray8x8.jpg"}) {
+    const std::string path = std::string(VLKV_SOURCE_DIR) + "/fuzz/corpus/image/" + name;
+    std::ifstream f(path, std::ios::binary);
+    const Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(b.empty()) << path;
+    const bool regress = name[0] == 'r' && name[1] == 'e';
+    EXPECT_EQ(tables_defined(b), !regress) << name;
+    Result<Image> img = decode_image(b.data(), b.size());
+    EXPECT_EQ(img.is_ok(), !regress) << name;
+    if (regress) {
+      EXPECT_EQ(img.status().code(), StatusCode::kInvalidFile);
+      EXPECT_NE(img.status().message().find("undefined Huffman table"), std::string::npos) << img.status().message();
+    }
   }
 }
 
