@@ -49,88 +49,87 @@ int64_t matvec_grain(int64_t n_rows, int64_t n_cols, int n_threads) {
 }
 
 // The decode rows x [n_x, n_cols] of one loop, each rounded to 8 bits once by the caller's
-// thread when any of the loop's matrices uses them (else an empty span: the f32 dots read x).
+// thread when any of the loop's matrices uses them (else an empty span: the f32 dots read x),
+// and, for the loops through dot_q8_lanes, interleaved in near-equal groups of <= kLaneRows.
 struct DecodeRows {
   const float* x;
   int64_t n_x, n_cols;
   std::span<const Q8Activations> q8;
+  std::span<const Q8Lanes> groups;
   const float* row(int64_t t) const { return x + t * n_cols; }
   const Q8Activations& rounded(int64_t t) const {
     static const Q8Activations kNone;
     return q8.empty() ? kNone : q8[static_cast<size_t>(t)];
   }
-  // Rows [t0, t0 + n).
-  DecodeRows slice(int64_t t0, int64_t n) const {
-    return {x + t0 * n_cols, n, n_cols, q8.empty() ? q8 : q8.subspan(static_cast<size_t>(t0), static_cast<size_t>(n))};
-  }
 };
 
-// tile: some matrix of the loop multiplies through dot_q8_tile (its operands are prepared).
+// tile: some matrix of the loop multiplies through dot_q8_lanes (its groups are built).
 DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8, bool tile) {
   thread_local std::vector<Q8Activations> xq;  // [n_x], storage reused across steps
-  if (!any_q8) return {x, n_x, n_cols, {}};
+  thread_local std::vector<Q8Lanes> lanes;     // [n_groups]
+  if (!any_q8) return {x, n_x, n_cols, {}, {}};
   if (xq.size() < static_cast<size_t>(n_x)) xq.resize(static_cast<size_t>(n_x));
-  for (int64_t t = 0; t < n_x; ++t) {
-    Q8Activations& a = xq[static_cast<size_t>(t)];
-    quantize_activations_q8(x + t * n_cols, n_cols, a);
-    if (tile) prepare_q8_tile_operands(a);
-  }
-  return {x, n_x, n_cols, std::span<const Q8Activations>(xq.data(), static_cast<size_t>(n_x))};
-}
-
-// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_tile. Up to
-// kMaxDotRows rows one dot_q8_rows pass per weight row does as well (matmul_bench DecodeRows:
-// the tiles gain from 16 rows on; at 8, vlkv bench --parallel 8 measured no gain), so those
-// keep the path the weight-reuse numbers were taken on.
-bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
-  return q8 && fmt.dot_q8_tile && n_x > kMaxDotRows;
-}
-
-// Weight rows one pass over the activation groups serves (tile_dots): a group (kMaxTileX rows,
-// ~2.5 KB each at 2048 columns) stays in L1 while it meets every row pair of the block, where
-// one pair at a time streamed all the activations (180 KB at 72 decode rows) from L2 per pair.
-constexpr int kTileBlockRows = 8;
-
-// y_i[t * ldy] = rows[i] . x[t] for n_rows (<= kTileBlockRows) weight rows of one format and
-// every decode row t, through dot_q8_tile: the x rows in near-equal groups of at most
-// kMaxTileX, each group against the rows in pairs.
-void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, int64_t n_cols, const DecodeRows& xs,
-               float* const* y, int64_t ldy) {
-  const int64_t n_groups = (xs.n_x + kMaxTileX - 1) / kMaxTileX;
-  int64_t t0 = 0;
-  for (int64_t gi = 0; gi < n_groups; ++gi) {
-    const int nt = static_cast<int>(xs.n_x / n_groups + (gi < xs.n_x % n_groups ? 1 : 0));
-    std::array<const Q8Activations*, kMaxTileX> group;
-    std::array<float, kMaxTileRows * kMaxTileX> out;
-    for (int t = 0; t < nt; ++t) group[t] = &xs.rounded(t0 + t);
-    for (int i0 = 0; i0 < n_rows; i0 += kMaxTileRows) {
-      const int nr = std::min(kMaxTileRows, n_rows - i0);
-      fmt.dot_q8_tile(reinterpret_cast<const void* const*>(rows + i0), nr, group.data(), nt, n_cols, out.data());
-      for (int i = 0; i < nr; ++i)
-        for (int t = 0; t < nt; ++t) y[i0 + i][(t0 + t) * ldy] = out[i * nt + t];
-    }
+  for (int64_t t = 0; t < n_x; ++t) quantize_activations_q8(x + t * n_cols, n_cols, xq[static_cast<size_t>(t)]);
+  const int64_t n_groups = tile ? (n_x + kLaneRows - 1) / kLaneRows : 0;
+  if (lanes.size() < static_cast<size_t>(n_groups)) lanes.resize(static_cast<size_t>(n_groups));
+  for (int64_t gi = 0, t0 = 0; gi < n_groups; ++gi) {
+    const int nt = static_cast<int>(n_x / n_groups + (gi < n_x % n_groups ? 1 : 0));
+    std::array<const Q8Activations*, kLaneRows> rows;
+    for (int t = 0; t < nt; ++t) rows[t] = &xq[static_cast<size_t>(t0 + t)];
+    interleave_q8_lanes(rows.data(), nt, lanes[static_cast<size_t>(gi)]);
     t0 += nt;
   }
+  return {x, n_x, n_cols, std::span<const Q8Activations>(xq.data(), static_cast<size_t>(n_x)),
+          std::span<const Q8Lanes>(lanes.data(), static_cast<size_t>(n_groups))};
 }
 
-// y_r[t * ldy] = w[r] . x[t] for every decode row t: the weight row is read from memory
-// once and stays in L1 for the other rows; formats with dot_q8_rows also decode it once
-// per kMaxDotRows rows.
-inline void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r, const DecodeRows& xs,
-                     float* y_r, int64_t ldy) {
-  if (q8 && fmt.dot_q8_rows && xs.n_x > 1) {
-    const uint8_t* row = w.data + r * w.row_bytes;
-    for (int64_t t0 = 0; t0 < xs.n_x; t0 += kMaxDotRows) {
-      const int nt = static_cast<int>(std::min<int64_t>(kMaxDotRows, xs.n_x - t0));
-      std::array<const Q8Activations*, kMaxDotRows> group;
-      std::array<float, kMaxDotRows> out;
-      for (int t = 0; t < nt; ++t) group[t] = &xs.rounded(t0 + t);
-      fmt.dot_q8_rows(row, group.data(), nt, w.n_cols, out.data());
-      for (int t = 0; t < nt; ++t) y_r[(t0 + t) * ldy] = out[t];
+// The lane kernels pay only where the CPU has them (AVX-512 VNNI); elsewhere dot_q8_lanes and
+// dot_q8_strided are loops over dot_q8, so the loops below call dot_q8 directly.
+bool lane_kernels_native() { return simd_tier() == SimdTier::kAvx512Vnni; }
+
+// Whether a loop of n_x > 1 decode rows multiplies this matrix through dot_q8_lanes: at the
+// tier that has it, always (matmul_bench DecodeRows: at n_x = 8 the 15-lane pass already costs
+// less than one dot per pair), so every decode row of a batch takes the same kernel.
+bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
+  return q8 && fmt.dot_q8_lanes && n_x > 1 && lane_kernels_native();
+}
+
+// Weight rows one pass over the activation groups serves (tile_dots): a group (~35 KB at 2048
+// columns) is read from L2 once per block of rows, the rows' blocks from L1 for every group.
+constexpr int kTileBlockRows = kMaxLaneWeightRows;
+
+// y_i[t * ldy] = rows[i] . x[t] for n_rows (<= kTileBlockRows) weight rows of one format and
+// every decode row t, through dot_q8_lanes, group by group.
+void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, int64_t n_cols, const DecodeRows& xs,
+               float* const* y, int64_t ldy) {
+  constexpr int kLanes = kLaneRows + 1;
+  std::array<float, kMaxLaneWeightRows * kLanes> out;
+  int64_t t0 = 0;
+  for (const Q8Lanes& g : xs.groups) {
+    fmt.dot_q8_lanes(reinterpret_cast<const void* const*>(rows), n_rows, g, n_cols, out.data());
+    for (int i = 0; i < n_rows; ++i)
+      for (int l = 0; l < g.n_rows; ++l) y[i][(t0 + l) * ldy] = out[i * kLanes + l];
+    t0 += g.n_rows;
+  }
+}
+
+// y[(r - r0) * ldy_r + t * ldy] = w[r] . x[t] for rows [r0, r1) and every decode row t. One decode
+// row through dot_q8_strided (16 rows per pass where the CPU has it), else a dot per pair.
+void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r0, int64_t r1, const DecodeRows& xs,
+              float* y, int64_t ldy_r, int64_t ldy) {
+  if (q8 && xs.n_x == 1 && fmt.dot_q8_strided && lane_kernels_native()) {
+    constexpr int kChunk = kLaneRows + 1;
+    std::array<float, kChunk> out;
+    for (int64_t r = r0; r < r1; r += kChunk) {
+      const int nr = static_cast<int>(std::min<int64_t>(kChunk, r1 - r));
+      fmt.dot_q8_strided(w.data + r * w.row_bytes, static_cast<int64_t>(w.row_bytes), nr, xs.rounded(0), w.n_cols,
+                         out.data());
+      for (int i = 0; i < nr; ++i) y[(r - r0 + i) * ldy_r] = out[i];
     }
     return;
   }
-  for (int64_t t = 0; t < xs.n_x; ++t) y_r[t * ldy] = row_dot(w, fmt, q8, r, xs.row(t), xs.rounded(t));
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < xs.n_x; ++t) y[(r - r0) * ldy_r + t * ldy] = row_dot(w, fmt, q8, r, xs.row(t), xs.rounded(t));
 }
 
 // Prefill: for rows [r0, r1) (at most kRowBlock) and every token, y[t][r] = w[r] . x[t].
@@ -234,10 +233,7 @@ void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadP
         }
         continue;
       }
-      for (int64_t r = b; r < e; ++r) {
-        const int64_t wr = r - first_row[i];
-        row_dots(w, *fmts[i], q8[i], wr, xs, targets[i].y + wr, w.n_rows);
-      }
+      if (b < e) row_dots(w, *fmts[i], q8[i], b - first_row[i], e - first_row[i], xs, targets[i].y + (b - first_row[i]), 1, w.n_rows);
     }
   });
 }
@@ -249,7 +245,7 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
   const WeightFormat& fg = format_of(gate);
   const WeightFormat& fu = format_of(up);
   const bool q8g = uses_q8(gate, fg), q8u = uses_q8(up, fu);
-  // One tile over the gate and up rows of an output (same format, both through dot_q8_tile).
+  // One tile over the gate and up rows of an output (same format, both through dot_q8_lanes).
   const bool tile = &fg == &fu && uses_tile(fg, q8g, n_x) && q8u;
   const DecodeRows xs = decode_rows(x, n_x, gate.n_cols, q8g || q8u, tile);
   const int64_t n_ff = gate.n_rows;
@@ -274,15 +270,16 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
       for (int j = 0; j < no; ++j)
         for (int64_t t = 0; t < n_x; ++t) out[t * n_ff + r + j] = swiglu_one(ys[2 * j][t], ys[2 * j + 1][t]);
     }
-    for (int64_t r = r0; r < r1 && !tile; ++r) {
-      for (int64_t t0 = 0; t0 < n_x; t0 += kMaxDotRows) {
-        const DecodeRows group = xs.slice(t0, std::min<int64_t>(kMaxDotRows, n_x - t0));
-        std::array<float, kMaxDotRows> g, u;
-        row_dots(gate, fg, q8g, r, group, g.data(), 1);  // g[t] = gate_r . x[t0 + t]
-        row_dots(up, fu, q8u, r, group, u.data(), 1);
-        for (int64_t t = 0; t < group.n_x; ++t) out[(t0 + t) * n_ff + r] = swiglu_one(g[t], u[t]);
-      }
-    }
+    if (tile) return;
+    // The chunk's gate and up dots, [2][r1 - r0][n_x], then its outputs.
+    const int64_t nr = r1 - r0;
+    if (gu.size() < static_cast<size_t>(2 * nr * n_x)) gu.resize(static_cast<size_t>(2 * nr * n_x));
+    float* g = gu.data();
+    float* u = g + nr * n_x;
+    row_dots(gate, fg, q8g, r0, r1, xs, g, n_x, 1);
+    row_dots(up, fu, q8u, r0, r1, xs, u, n_x, 1);
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t t = 0; t < n_x; ++t) out[t * n_ff + r0 + r] = swiglu_one(g[r * n_x + t], u[r * n_x + t]);
   });
 }
 

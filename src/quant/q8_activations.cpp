@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "base/check.h"
 #include "base/cpu_features.h"
 #include "base/fp16.h"
 
@@ -94,16 +96,25 @@ void quantize_activations_q8(const float* x, int64_t n, Q8Activations& out) {
   }
 }
 
-void prepare_q8_tile_operands(Q8Activations& x) {
-  if (x.n % 64 != 0) {
-    x.biased.clear();
-    x.pair_d.clear();
-    return;
+void interleave_q8_lanes(const Q8Activations* const* rows, int n_rows, Q8Lanes& out) {
+  VLKV_CHECK(n_rows >= 1 && n_rows <= kLaneRows);
+  const int64_t n = rows[0]->n, nb = n / 32;
+  constexpr int kLanes = kLaneRows + 1;
+  out.n = n;
+  out.n_rows = n_rows;
+  out.codes.assign(static_cast<size_t>(nb * 8 * kLanes), 0x80808080u);
+  out.d.assign(static_cast<size_t>(nb * kLanes), 0.0f);
+  for (int l = 0; l < n_rows; ++l) {
+    VLKV_CHECK(rows[l]->n == n);
+    out.rows[l] = rows[l];
+    const int8_t* q = rows[l]->q.data();
+    for (int64_t k = 0; k < nb * 8; ++k) {  // dword k of the row -> lane l of vector k
+      uint32_t v;
+      std::memcpy(&v, q + 4 * k, 4);
+      out.codes[static_cast<size_t>(k * kLanes + l)] = v ^ 0x80808080u;
+    }
+    for (int64_t b = 0; b < nb; ++b) out.d[static_cast<size_t>(b * kLanes + l)] = rows[l]->d[static_cast<size_t>(b)];
   }
-  x.biased.resize(static_cast<size_t>(x.n));
-  for (int64_t i = 0; i < x.n; ++i) x.biased[i] = static_cast<uint8_t>(x.q[i]) ^ 0x80;
-  x.pair_d.resize(static_cast<size_t>(x.n / 4));
-  for (int64_t b = 0; b < x.n / 32; ++b) std::fill_n(&x.pair_d[b * 8], 8, x.d[b]);
 }
 
 }  // namespace vlkv

@@ -13,16 +13,26 @@ struct Q8Activations {
   std::vector<int8_t> q;          // [n] codes
   std::vector<float> d;           // [n / 32] scales (f16-rounded, as stored by Q8_0)
   std::vector<int32_t> half_sum;  // [n / 16] sum of the codes of each 16 (for formats with offsets)
-  // Operands of WeightFormat::dot_q8_tile, set by prepare_q8_tile_operands (else empty):
-  std::vector<uint8_t> biased;    // [n] q + 128 (q ^ 0x80): VNNI's unsigned operand
-  std::vector<float> pair_d;      // [n / 64, 16] the scales of blocks 2i, 2i + 1, each over 8 lanes
+};
+
+// Activation rows that share one pass over the weights (WeightFormat::dot_q8_lanes): up to
+// kLaneRows rows interleaved so that one 64-byte vector holds 4 codes of each of 16 lanes.
+// Lane l < n_rows is row l; the other lanes (lane 15 always) hold x = 0, whose dot with a
+// weight block is w . 128: the bias of VNNI's unsigned operand, subtracted in every lane.
+inline constexpr int kLaneRows = 15;
+struct Q8Lanes {
+  int64_t n = 0;     // elements per row, a multiple of 32
+  int n_rows = 0;
+  const Q8Activations* rows[kLaneRows] = {};  // the source rows (the kernels' fallback reads them)
+  std::vector<uint32_t> codes;  // [n / 32][8][16]: dword k of block b of lane l, as u8 codes + 128
+  std::vector<float> d;         // [n / 32][16]: lane l's block scale (0 past n_rows)
 };
 
 // Rounds x[n] (n a multiple of 32) into out, reusing out's storage.
 void quantize_activations_q8(const float* x, int64_t n, Q8Activations& out);
 
-// Fills x.biased and x.pair_d from x.q and x.d (n a multiple of 64; else they stay empty):
-// done once per activation row of a batched step, not once per weight row.
-void prepare_q8_tile_operands(Q8Activations& x);
+// Interleaves rows[0, n_rows) (1 <= n_rows <= kLaneRows, equal n) into out, reusing its
+// storage: once per group of a batched step's decode rows, not once per weight row.
+void interleave_q8_lanes(const Q8Activations* const* rows, int n_rows, Q8Lanes& out);
 
 }  // namespace vlkv

@@ -32,20 +32,17 @@ struct WeightFormat {
   // (Q8Activations), by integer multiply-adds — llama.cpp's CPU semantics, several times
   // less compute per weight byte than the f32 path. Dispatched on simd_level().
   float (*dot_q8)(const void* row, const Q8Activations& x, int64_t n) = nullptr;
-  // Optional (a batched step's decode rows): out[t] = dot_q8(row, *xs[t], n) bit for bit for
-  // t < n_x <= kMaxDotRows, the weight bytes loaded and prepared once for all the rows.
-  void (*dot_q8_rows)(const void* row, const Q8Activations* const* xs, int n_x, int64_t n, float* out) = nullptr;
-  // Optional (a batched step with many decode rows): out[i * n_x + t] = dot_q8(rows[i], *xs[t], n)
-  // bit for bit for i < n_rows <= kMaxTileRows, t < n_x <= kMaxTileX; each activation load
-  // serves every weight row. Null where the CPU lacks the kernel; xs prepared with
-  // prepare_q8_tile_operands.
-  void (*dot_q8_tile)(const void* const* rows, int n_rows, const Q8Activations* const* xs, int n_x, int64_t n,
-                      float* out) = nullptr;
+  // Optional (a decode matvec): out[r] = dot_q8(base + r * stride, x, n) bit for bit for
+  // r < n_rows <= kLaneRows + 1 (stride 0: one row), several rows per pass where the CPU has it.
+  void (*dot_q8_strided)(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n,
+                         float* out) = nullptr;
+  // Optional (a batched step's decode rows): out[i * (kLaneRows + 1) + l] = dot_q8(rows[i], *x.rows[l], n)
+  // bit for bit for i < n_rows <= kMaxLaneWeightRows, l < x.n_rows; each activation vector
+  // loaded serves every weight row. Without the CPU's kernel, pair by pair.
+  void (*dot_q8_lanes)(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out) = nullptr;
 };
 
-inline constexpr int kMaxDotRows = 8;
-inline constexpr int kMaxTileRows = 2;
-inline constexpr int kMaxTileX = 4;
+inline constexpr int kMaxLaneWeightRows = 8;
 
 // nullptr if the type is not one we implement.
 const WeightFormat* find_weight_format(GgmlType type);

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/fp16.h"
 #include "quant/q8_activations.h"
 #include "quant/weight_format.h"
 
@@ -98,80 +100,112 @@ TEST(Q8Activations, SimdRoundingMatchesScalar) {
   EXPECT_EQ(ref.q[5], 1);   // 0.5 -> 1
 }
 
-// dot_q8_rows (one weight row with up to kMaxDotRows activation rows) equals dot_q8 of each
-// row bit for bit (tolerance 0: the same integer lane sums and f32 steps), at every level,
-// block counts with and without a tail of 1-3 blocks, weight codes of -128 included.
-TEST(DotQ8Rows, EqualsOneRowDotsBitForBit) {
-  for (const GgmlType type : {GgmlType::kQ8_0}) {
-    const WeightFormat* f = find_weight_format(type);
-    ASSERT_NE(f->dot_q8_rows, nullptr);
-    std::mt19937 rng(3);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (int64_t n : {32, 96, 256, 2080}) {
-      std::vector<float> w(n);
-      for (auto& v : w) v = nd(rng);
-      std::vector<uint8_t> row(f->block_bytes * (n / f->block_elems));
-      f->quantize_row_ref(w.data(), row.data(), n);
-      row[2] = 0x80;  // a -128 code (not what ggml writes, but a file may hold it)
-      std::vector<Q8Activations> xs(kMaxDotRows);
-      std::vector<const Q8Activations*> ptrs;
-      for (auto& xq : xs) {
-        std::vector<float> x(n);
-        for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);
-        quantize_activations_q8(x.data(), n, xq);
-        ptrs.push_back(&xq);
+std::vector<uint8_t> q8_0_row(const WeightFormat* f, int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> w(n);
+  for (auto& v : w) v = nd(rng);
+  std::vector<uint8_t> row(f->block_bytes * (n / f->block_elems));
+  f->quantize_row_ref(w.data(), row.data(), n);
+  return row;
+}
+Q8Activations q8_activations(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);  // a few outliers per block
+  Q8Activations xq;
+  quantize_activations_q8(x.data(), n, xq);
+  return xq;
+}
+
+// At the AVX-512 VNNI tier every Q8_0 dot takes one order, written out here in scalar code:
+// per block the exact integer sum, then acc = fma(sum, dw * dx, acc) block after block
+// (tolerance 0: the kernels must take exactly these steps, so batched = solo bit for bit).
+TEST(DotQ8, Q8_0VnniTierIsTheBlockOrderBitForBit) {
+  set_simd_level_for_testing(SimdLevel::kAvx512);
+  if (simd_tier() != SimdTier::kAvx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
+  const WeightFormat* f = find_weight_format(GgmlType::kQ8_0);
+  std::mt19937 rng(5);
+  for (int64_t n : {32, 96, 256, 2080}) {
+    std::vector<uint8_t> row = q8_0_row(f, n, rng);
+    row[2] = 0x80;  // a -128 code (not what ggml writes, but a file may hold it)
+    const Q8Activations xq = q8_activations(n, rng);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const uint8_t* blk = row.data() + 34 * b;
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(blk[2 + j]) * xq.q[static_cast<size_t>(32 * b + j)];
+      uint16_t h;
+      std::memcpy(&h, blk, 2);
+      acc = std::fma(static_cast<float>(sum), fp16_to_fp32(h) * xq.d[static_cast<size_t>(b)], acc);
+    }
+    EXPECT_EQ(f->dot_q8(row.data(), xq, n), acc) << n;
+  }
+}
+
+// dot_q8_strided (up to 16 weight rows a stride apart, one activation row) equals dot_q8 of
+// each row bit for bit (tolerance 0), at every level, block counts odd and even.
+TEST(DotQ8Strided, EqualsOneRowDotsBitForBit) {
+  const WeightFormat* f = find_weight_format(GgmlType::kQ8_0);
+  ASSERT_NE(f->dot_q8_strided, nullptr);
+  std::mt19937 rng(3);
+  constexpr int kRows = kLaneRows + 1;
+  for (int64_t n : {32, 96, 256, 2080}) {
+    const size_t rb = f->block_bytes * (n / f->block_elems);
+    std::vector<uint8_t> rows;
+    for (int r = 0; r < kRows; ++r) {
+      const std::vector<uint8_t> row = q8_0_row(f, n, rng);
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    rows[2] = 0x80;                // a -128 code in the first block
+    rows[rows.size() - 1] = 0x80;  // and in the last (a lone tail block at odd counts)
+    const Q8Activations xq = q8_activations(n, rng);
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      set_simd_level_for_testing(level);
+      for (int nr = 1; nr <= kRows; ++nr) {
+        std::vector<float> out(nr);
+        f->dot_q8_strided(rows.data(), static_cast<int64_t>(rb), nr, xq, n, out.data());
+        for (int r = 0; r < nr; ++r)
+          EXPECT_EQ(out[r], f->dot_q8(rows.data() + r * rb, xq, n)) << n << " " << nr << " " << r;
       }
-      for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-        set_simd_level_for_testing(level);
-        for (int n_x = 1; n_x <= kMaxDotRows; ++n_x) {
-          std::vector<float> out(n_x);
-          f->dot_q8_rows(row.data(), ptrs.data(), n_x, n, out.data());
-          for (int t = 0; t < n_x; ++t) EXPECT_EQ(out[t], f->dot_q8(row.data(), xs[t], n)) << n << " " << n_x << " " << t;
-        }
-      }
+      float one;
+      f->dot_q8_strided(rows.data() + rb, 0, 1, xq, n, &one);  // stride 0: one row
+      EXPECT_EQ(one, f->dot_q8(rows.data() + rb, xq, n));
     }
   }
 }
 
-// dot_q8_tile (up to kMaxTileRows weight rows x kMaxTileX activation rows) equals dot_q8 of
-// each pair bit for bit (tolerance 0, as above), at every level, with prepared operands (n a
-// multiple of 64, with and without a tail of 1-3 blocks) and without (n = 96: the pairwise
-// fallback), weight codes of -128 included.
-TEST(DotQ8Tile, EqualsPairDotsBitForBit) {
+// dot_q8_lanes (up to kMaxLaneWeightRows weight rows x kLaneRows interleaved activation rows)
+// equals dot_q8 of each pair bit for bit (tolerance 0), at every level, weight codes of -128
+// included, every group size.
+TEST(DotQ8Lanes, EqualsPairDotsBitForBit) {
   const WeightFormat* f = find_weight_format(GgmlType::kQ8_0);
-  ASSERT_NE(f->dot_q8_tile, nullptr);
+  ASSERT_NE(f->dot_q8_lanes, nullptr);
   std::mt19937 rng(4);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t n : {96, 256, 448, 2048}) {
-    std::vector<std::vector<uint8_t>> rows(kMaxTileRows, std::vector<uint8_t>(f->block_bytes * (n / f->block_elems)));
-    for (auto& row : rows) {
-      std::vector<float> w(n);
-      for (auto& v : w) v = nd(rng);
-      f->quantize_row_ref(w.data(), row.data(), n);
-    }
-    rows[0][2] = 0x80;  // a -128 code
-    rows[1][rows[1].size() - 1] = 0x80;  // and one in the last block (a tail block at n = 448)
-    const void* row_ptrs[kMaxTileRows] = {rows[0].data(), rows[1].data()};
-    std::vector<Q8Activations> xs(kMaxTileX);
+  constexpr int kLanes = kLaneRows + 1;
+  for (int64_t n : {32, 96, 448, 2048}) {
+    std::vector<std::vector<uint8_t>> rows;
+    for (int i = 0; i < kMaxLaneWeightRows; ++i) rows.push_back(q8_0_row(f, n, rng));
+    rows[0][2] = 0x80;
+    rows[1][rows[1].size() - 1] = 0x80;
+    std::vector<const void*> row_ptrs;
+    for (const auto& r : rows) row_ptrs.push_back(r.data());
+    std::vector<Q8Activations> xs;
+    for (int l = 0; l < kLaneRows; ++l) xs.push_back(q8_activations(n, rng));
     std::vector<const Q8Activations*> ptrs;
-    for (auto& xq : xs) {
-      std::vector<float> x(n);
-      for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);
-      quantize_activations_q8(x.data(), n, xq);
-      prepare_q8_tile_operands(xq);
-      EXPECT_EQ(xq.biased.empty(), n % 64 != 0) << n;
-      ptrs.push_back(&xq);
-    }
+    for (const auto& x : xs) ptrs.push_back(&x);
     for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
       set_simd_level_for_testing(level);
-      for (int n_rows = 1; n_rows <= kMaxTileRows; ++n_rows)
-        for (int n_x = 1; n_x <= kMaxTileX; ++n_x) {
-          std::vector<float> out(n_rows * n_x);
-          f->dot_q8_tile(row_ptrs, n_rows, ptrs.data(), n_x, n, out.data());
-          for (int i = 0; i < n_rows; ++i)
-            for (int t = 0; t < n_x; ++t)
-              EXPECT_EQ(out[i * n_x + t], f->dot_q8(row_ptrs[i], xs[t], n)) << n << " " << n_rows << "x" << n_x;
+      for (int n_x : {1, 2, 7, kLaneRows}) {
+        Q8Lanes lanes;
+        interleave_q8_lanes(ptrs.data(), n_x, lanes);
+        for (int nr = 1; nr <= kMaxLaneWeightRows; ++nr) {
+          std::vector<float> out(static_cast<size_t>(nr * kLanes));
+          f->dot_q8_lanes(row_ptrs.data(), nr, lanes, n, out.data());
+          for (int i = 0; i < nr; ++i)
+            for (int l = 0; l < n_x; ++l)
+              EXPECT_EQ(out[i * kLanes + l], f->dot_q8(row_ptrs[i], xs[l], n)) << n << " " << nr << "x" << n_x;
         }
+      }
     }
   }
 }
