@@ -145,7 +145,7 @@ BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes", "threads"})->Args({5632 * 2048
     ->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeRows)
     ->ArgNames({"type", "rows", "cols", "n_x", "threads"})
-    ->ArgsProduct({{static_cast<int64_t>(GgmlType::kQ8_0)}, {2048}, {2048}, {1, 8, 16, 73}, {1}})
+    ->ArgsProduct({{static_cast<int64_t>(GgmlType::kQ8_0)}, {2048}, {2048}, {1, 2, 3, 4, 6, 8, 16, 73}, {1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Matmul)->Name("BM_Decode")->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -87,11 +87,13 @@ DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8,
 // dot_q8_strided are loops over dot_q8, so the loops below call dot_q8 directly.
 bool lane_kernels_native() { return simd_tier() == SimdTier::kAvx512Vnni; }
 
-// Whether a loop of n_x > 1 decode rows multiplies this matrix through dot_q8_lanes: at the
-// tier that has it, always (matmul_bench DecodeRows: at n_x = 8 the 15-lane pass already costs
-// less than one dot per pair), so every decode row of a batch takes the same kernel.
+// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_lanes: from 3 rows
+// on, where one 15-lane pass costs less than a dot_q8_strided pass per row (matmul_bench
+// DecodeRows 2048x2048, 1 thread: 2 rows 0.39-0.42 ms strided vs 0.59-0.68 lanes; 3 and 4 rows
+// within noise of each other; 8 rows 0.69-0.92 lanes). Both take the same per-lane steps.
+constexpr int64_t kMinLaneRows = 3;
 bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
-  return q8 && fmt.dot_q8_lanes && n_x > 1 && lane_kernels_native();
+  return q8 && fmt.dot_q8_lanes && n_x >= kMinLaneRows && lane_kernels_native();
 }
 
 // Weight rows one pass over the activation groups serves (tile_dots): a group (~35 KB at 2048
@@ -114,17 +116,20 @@ void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, 
 }
 
 // y[(r - r0) * ldy_r + t * ldy] = w[r] . x[t] for rows [r0, r1) and every decode row t. One decode
-// row through dot_q8_strided (16 rows per pass where the CPU has it), else a dot per pair.
+// row at a time through dot_q8_strided (16 weight rows per pass where the CPU has it), else a
+// dot per pair.
 void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r0, int64_t r1, const DecodeRows& xs,
               float* y, int64_t ldy_r, int64_t ldy) {
-  if (q8 && xs.n_x == 1 && fmt.dot_q8_strided && lane_kernels_native()) {
+  if (q8 && fmt.dot_q8_strided && lane_kernels_native()) {
     constexpr int kChunk = kLaneRows + 1;
     std::array<float, kChunk> out;
     for (int64_t r = r0; r < r1; r += kChunk) {
       const int nr = static_cast<int>(std::min<int64_t>(kChunk, r1 - r));
-      fmt.dot_q8_strided(w.data + r * w.row_bytes, static_cast<int64_t>(w.row_bytes), nr, xs.rounded(0), w.n_cols,
-                         out.data());
-      for (int i = 0; i < nr; ++i) y[(r - r0 + i) * ldy_r] = out[i];
+      for (int64_t t = 0; t < xs.n_x; ++t) {  // the chunk's rows stay in L1 for the other decode rows
+        fmt.dot_q8_strided(w.data + r * w.row_bytes, static_cast<int64_t>(w.row_bytes), nr, xs.rounded(t), w.n_cols,
+                           out.data());
+        for (int i = 0; i < nr; ++i) y[(r - r0 + i) * ldy_r + t * ldy] = out[i];
+      }
     }
     return;
   }

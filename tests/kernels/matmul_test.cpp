@@ -180,9 +180,9 @@ TEST(Matmul, FusedMatvecsEqualSeparateMatmuls) {
 // row's own matmul bit for bit (tolerance 0: each row is the same dot product in the same
 // order), and matmul_step's prompt block equals matmul over those rows. At AVX-512 VNNI Q8_0's
 // decode rows go through dot_q8_lanes in groups of <= 15 (5, 13: one group; 16, 31: two and
-// three) and one row through dot_q8_strided (70 rows: a 6-row tail chunk).
+// three), 2 rows and one row through dot_q8_strided (70 rows: a 6-row tail chunk).
 TEST(Matmul, DecodeRowsOfABatchEqualOneRowMatmuls) {
-  for (const int64_t n_x : {5, 13, 16, 31})
+  for (const int64_t n_x : {2, 5, 13, 16, 31})
   for (bool q8 : {false, true}) {
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF16}) {
       QuantMatrix a = make_matrix(type, 70, 256, 11);
