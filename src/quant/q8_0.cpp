@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "quant/q8_0_lanes.h"
 #include "quant/q8_dot.h"
 #include "quant/simd_blocks.h"
 
@@ -50,154 +51,36 @@ struct Traits {
 
 using Kernels = BlockKernels<Traits, dequantize_ref>;
 
-// ---- AVX-512 VNNI: one block order for every path ----
-// At this tier every Q8_0 dot of a weight row with an activation row is, per lane,
-//   acc = 0; for each block b in order: acc = fma(f32(exact int32 sum_j w_bj x_bj), dw_b * dx_b, acc)
-// (|block sum| <= 32 * 128 * 127 < 2^24: its f32 is exact). The single dot, the decode
-// matvec (dot_q8_strided: lanes = 16 weight rows) and the batched GEMM (dot_q8_lanes: lanes =
-// 15 activation rows) all take these steps, so a sequence's logits do not depend on the batch.
-
-constexpr int kLanes = kLaneRows + 1;
-
-inline int32_t load_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// The 64 weight codes of blocks b, b + 1 at pb (block b in the low half); `two` false: the
-// high half zero (the row's last block).
-VLKV_TARGET_AVX512_VNNI inline __m512i load_block_pair(const uint8_t* pb, bool two) {
-  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2));
-  const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kBytes + 2)) : _mm256_setzero_si256();
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-// 16 vectors v[r] (row r: block b's 8 partial sums in lanes 0-7, block b + 1's in 8-15) ->
-// a[r] = row r's block b sum, c[r] = its block b + 1 sum (exact int32 adds in a tree).
-VLKV_TARGET_AVX512_VNNI inline void reduce_rows16(const __m512i* v, __m512i* a, __m512i* c) {
-  __m512i u[8], w[4], z[2];
-  for (int k = 0; k < 8; ++k)  // per 128-bit lane: rows 2k, 2k+1, two partial sums each
-    u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
-  for (int k = 0; k < 4; ++k)  // per 128-bit lane: rows 4k..4k+3, that lane's sum
-    w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]), _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
-  for (int k = 0; k < 2; ++k)  // [b rows 8k..+3, b+1 rows 8k..+3, b rows 8k+4..+7, b+1 rows 8k+4..+7]
-    z[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  *a = _mm512_shuffle_i32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0));
-  *c = _mm512_shuffle_i32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1));
-}
-
-// out[r] for n_rows <= 16 weight rows at base + r * stride (stride 0: one row in every lane)
-// with one activation row. Lanes = weight rows: per pair of blocks each row's 64 products
-// (x + 128 unsigned, so w . (x + 128) - w . 128), the 16 rows' partial sums reduced into one
-// vector per block, then each block's f32 step for all 16 rows at once.
-VLKV_TARGET_AVX512_VNNI void dot_q8_strided_avx512(const uint8_t* base, int64_t stride, int n_rows,
-                                                   const Q8Activations& x, int64_t n, float* out) {
-  const int64_t nb = n / kQk;
-  const uint8_t* rows[kLanes];
-  alignas(64) int32_t offsets[kLanes];
-  for (int r = 0; r < kLanes; ++r) {
-    const int64_t at = (r < n_rows ? r : 0) * stride;
-    rows[r] = base + at;
-    offsets[r] = static_cast<int32_t>(at);
-  }
-  const __m512i idx = _mm512_load_si512(offsets);
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    const __mmask64 m = two ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
-    const __m512i xb = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x.q.data() + b * kQk), bias);
-    const __m512i bx = _mm512_maskz_mov_epi8(m, bias);
-    __m512i v[kLanes];
-    for (int r = 0; r < kLanes; ++r) {
-      const __m512i wv = load_block_pair(rows[r] + b * kBytes, two);
-      v[r] = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), xb, wv),
-                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), bx, wv));
-    }
-    __m512i sa, sc;
-    reduce_rows16(v, &sa, &sc);
-    // f16 scales of the 16 rows' block b (low 16 bits of each gathered dword)
-    const __m512i ga = _mm512_i32gather_epi32(idx, base + b * kBytes, 1);
-    const __m512 dwa = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(ga));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa), _mm512_mul_ps(dwa, _mm512_set1_ps(x.d[static_cast<size_t>(b)])), acc);
-    if (two) {
-      const __m512i gc = _mm512_i32gather_epi32(idx, base + (b + 1) * kBytes, 1);
-      const __m512 dwc = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gc));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sc), _mm512_mul_ps(dwc, _mm512_set1_ps(x.d[static_cast<size_t>(b + 1)])),
-                            acc);
-    }
-  }
-  alignas(64) float lanes[kLanes];
-  _mm512_store_ps(lanes, acc);
-  for (int r = 0; r < n_rows; ++r) out[r] = lanes[r];
-}
-
-// out[i * 16 + l] for R weight rows and the activation rows in the lanes of x (Q8Lanes: lane 15
-// holds x = 0, whose sum w . 128 is the bias every lane subtracts). Lanes = activation rows:
-// per block, 8 vpdpbusd per weight row (4 weight bytes broadcast against 16 rows' 4 codes).
-template <int R>
-VLKV_TARGET_AVX512_VNNI void dot_q8_lanes_avx512(const void* const* rows, const Q8Lanes& x, int64_t n, float* out) {
-  const int64_t nb = n / kQk;
-  const __m512i k15 = _mm512_set1_epi32(kLanes - 1);
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint32_t* xb = x.codes.data() + b * 8 * kLanes;
-    __m512i xv[8];
-    for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xb + k * kLanes);
-    const __m512 dx = _mm512_loadu_ps(x.d.data() + b * kLanes);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* wb = static_cast<const uint8_t*>(rows[i]) + b * kBytes;
-      __m512i s0 = _mm512_setzero_si512(), s1 = s0;  // two chains: vpdpbusd's latency
-      for (int k = 0; k < 8; k += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, xv[k], _mm512_set1_epi32(load_i32(wb + 2 + 4 * k)));
-        s1 = _mm512_dpbusd_epi32(s1, xv[k + 1], _mm512_set1_epi32(load_i32(wb + 6 + 4 * k)));
-      }
-      __m512i s = _mm512_add_epi32(s0, s1);
-      s = _mm512_sub_epi32(s, _mm512_permutexvar_epi32(k15, s));
-      const __m512 dw = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(load_u16(wb))));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i]);
-    }
-  }
-  for (int i = 0; i < R; ++i) _mm512_storeu_ps(out + i * kLanes, acc[i]);
-}
-
-// Dispatch: the VNNI tier's block order where the CPU has it, else the shared loops.
+// Dispatch: at the VNNI tiers the block order of q8_0_lanes.h, else the shared loops.
 float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
-  if (simd_tier() == SimdTier::kAvx512Vnni) {
-    float out;
-    dot_q8_strided_avx512(static_cast<const uint8_t*>(row), 0, 1, x, n, &out);
-    return out;
+  float out;
+  switch (simd_tier()) {
+    case SimdTier::kAvx512Vnni: q8lanes::strided_avx512vnni(static_cast<const uint8_t*>(row), 0, 1, x, n, &out); return out;
+    case SimdTier::kAvx2Vnni: q8lanes::strided_avx2vnni(static_cast<const uint8_t*>(row), 0, 1, x, n, &out); return out;
+    default: return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
   }
-  return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
 }
 
 void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
-  VLKV_CHECK(n_rows >= 1 && n_rows <= kLanes && stride >= 0 && stride * (kLanes - 1) < (int64_t{1} << 31));
+  VLKV_CHECK(n_rows >= 1 && n_rows <= q8lanes::kLanes && stride >= 0 &&
+             stride * (q8lanes::kLanes - 1) < (int64_t{1} << 31));
   const auto* p = static_cast<const uint8_t*>(base);
-  if (simd_tier() == SimdTier::kAvx512Vnni) return dot_q8_strided_avx512(p, stride, n_rows, x, n, out);
-  for (int r = 0; r < n_rows; ++r) out[r] = dot_q8(p + r * stride, x, n);
+  switch (simd_tier()) {
+    case SimdTier::kAvx512Vnni: return q8lanes::strided_avx512vnni(p, stride, n_rows, x, n, out);
+    case SimdTier::kAvx2Vnni: return q8lanes::strided_avx2vnni(p, stride, n_rows, x, n, out);
+    default:
+      for (int r = 0; r < n_rows; ++r) out[r] = dot_q8(p + r * stride, x, n);
+  }
 }
 
 void dot_q8_lanes(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out) {
   VLKV_CHECK(n_rows >= 1 && n_rows <= kMaxLaneWeightRows && x.n == n && x.n_rows >= 1);
-  if (simd_tier() != SimdTier::kAvx512Vnni) {  // the contract's definition, pair by pair
-    for (int i = 0; i < n_rows; ++i)
-      for (int l = 0; l < x.n_rows; ++l) out[i * kLanes + l] = dot_q8(rows[i], *x.rows[l], n);
-    return;
-  }
-  switch (n_rows) {
-    case 8: return dot_q8_lanes_avx512<8>(rows, x, n, out);
-    case 7: return dot_q8_lanes_avx512<7>(rows, x, n, out);
-    case 6: return dot_q8_lanes_avx512<6>(rows, x, n, out);
-    case 5: return dot_q8_lanes_avx512<5>(rows, x, n, out);
-    case 4: return dot_q8_lanes_avx512<4>(rows, x, n, out);
-    case 3: return dot_q8_lanes_avx512<3>(rows, x, n, out);
-    case 2: return dot_q8_lanes_avx512<2>(rows, x, n, out);
-    default: return dot_q8_lanes_avx512<1>(rows, x, n, out);
+  switch (simd_tier()) {
+    case SimdTier::kAvx512Vnni: return q8lanes::lanes_avx512vnni(rows, n_rows, x, n, out);
+    case SimdTier::kAvx2Vnni: return q8lanes::lanes_avx2vnni(rows, n_rows, x, n, out);
+    default:  // the contract's definition, pair by pair
+      for (int i = 0; i < n_rows; ++i)
+        for (int l = 0; l < x.n_rows; ++l) out[i * q8lanes::kLanes + l] = dot_q8(rows[i], *x.rows[l], n);
   }
 }
 
