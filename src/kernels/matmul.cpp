@@ -83,18 +83,24 @@ DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8,
           std::span<const Q8Lanes>(lanes.data(), static_cast<size_t>(n_groups))};
 }
 
-// The lane kernels pay only at the vpdpbusd tiers (AVX-512 VNNI, AVX-VNNI); elsewhere
-// dot_q8_lanes and dot_q8_strided are loops over dot_q8, so the loops below call dot_q8 directly.
-bool lane_kernels_native() { return simd_vnni(); }
+// The lane kernels exist above scalar; there dot_q8_lanes and dot_q8_strided are loops over
+// dot_q8, so the loops below call dot_q8 directly.
+bool lane_kernels_native() { return simd_tier() != SimdTier::kScalar; }
 
 // Whether a loop of n_x decode rows multiplies this matrix through dot_q8_lanes: from as many
 // rows as one 15-lane pass costs dot_q8_strided passes, one per row (matmul_bench DecodeRows
-// 2048x2048, 1 thread; AVX-512 VNNI: 2 rows 0.39-0.42 ms strided vs 0.59-0.68 lanes, 3-4 rows
-// within noise; AVX-VNNI: a lanes pass 1.44 ms, a strided one 0.25-0.29). Both take the same
-// per-lane steps, so the choice never changes a result.
+// 2048x2048, 1 thread: AVX-512 VNNI a lanes pass 0.59-0.75 ms, a strided one 0.19-0.26; AVX-VNNI
+// 1.32-1.44 vs 0.25-0.29; AVX2 2.2-2.5 vs 0.25). Both take the same per-lane steps, so the choice
+// never changes a result.
+int64_t min_lane_rows() {
+  switch (simd_tier()) {
+    case SimdTier::kAvx512Vnni: return 3;
+    case SimdTier::kAvx2Vnni: return 6;
+    default: return 10;
+  }
+}
 bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
-  const int64_t min_rows = simd_tier() == SimdTier::kAvx512Vnni ? 3 : 6;
-  return q8 && fmt.dot_q8_lanes && n_x >= min_rows && lane_kernels_native();
+  return q8 && fmt.dot_q8_lanes && lane_kernels_native() && n_x >= min_lane_rows();
 }
 
 // Weight rows one pass over the activation groups serves (tile_dots): a group (~35 KB at 2048

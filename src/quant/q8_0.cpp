@@ -51,14 +51,14 @@ struct Traits {
 
 using Kernels = BlockKernels<Traits, dequantize_ref>;
 
-// Dispatch: at the VNNI tiers the block order of q8_0_lanes.h, else the shared loops.
+void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out);
+
+// Dispatch: above scalar the block order of q8_0_lanes.h, else the scalar reference.
 float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
+  if (simd_tier() == SimdTier::kScalar) return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
   float out;
-  switch (simd_tier()) {
-    case SimdTier::kAvx512Vnni: q8lanes::strided_avx512vnni(static_cast<const uint8_t*>(row), 0, 1, x, n, &out); return out;
-    case SimdTier::kAvx2Vnni: q8lanes::strided_avx2vnni(static_cast<const uint8_t*>(row), 0, 1, x, n, &out); return out;
-    default: return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
-  }
+  dot_q8_strided(row, 0, 1, x, n, &out);
+  return out;
 }
 
 void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
@@ -68,7 +68,9 @@ void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activa
   switch (simd_tier()) {
     case SimdTier::kAvx512Vnni: return q8lanes::strided_avx512vnni(p, stride, n_rows, x, n, out);
     case SimdTier::kAvx2Vnni: return q8lanes::strided_avx2vnni(p, stride, n_rows, x, n, out);
-    default:
+    case SimdTier::kAvx2:
+    case SimdTier::kAvx512: return q8lanes::strided_avx2(p, stride, n_rows, x, n, out);
+    case SimdTier::kScalar:
       for (int r = 0; r < n_rows; ++r) out[r] = dot_q8(p + r * stride, x, n);
   }
 }
@@ -78,7 +80,9 @@ void dot_q8_lanes(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t
   switch (simd_tier()) {
     case SimdTier::kAvx512Vnni: return q8lanes::lanes_avx512vnni(rows, n_rows, x, n, out);
     case SimdTier::kAvx2Vnni: return q8lanes::lanes_avx2vnni(rows, n_rows, x, n, out);
-    default:  // the contract's definition, pair by pair
+    case SimdTier::kAvx2:
+    case SimdTier::kAvx512: return q8lanes::lanes_avx2(rows, n_rows, x, n, out);
+    case SimdTier::kScalar:  // the contract's definition, pair by pair
       for (int i = 0; i < n_rows; ++i)
         for (int l = 0; l < x.n_rows; ++l) out[i * q8lanes::kLanes + l] = dot_q8(rows[i], *x.rows[l], n);
   }

@@ -1,13 +1,14 @@
-// Q8_0 dots with 8-bit activations at the vpdpbusd tiers (AVX-512 VNNI, AVX-VNNI), in one
-// block order for every path: per (weight row, activation row), in f32,
+// Q8_0 dots with 8-bit activations at every SIMD tier above scalar (AVX-512 VNNI, AVX-VNNI, AVX2;
+// AVX-512 without VNNI runs the AVX2 kernels), in one block order for every path: per (weight
+// row, activation row), in f32,
 //   acc = 0; for each block b in order: acc = fma(f32(exact int32 sum_j w_bj x_bj), dw_b * dx_b, acc)
 // (|block sum| <= 32 * 128 * 127 < 2^24, so its f32 is exact). The single dot, the decode
 // matvec (strided: lanes = weight rows) and the batched GEMM (lanes: lanes = activation rows,
 // Q8Lanes) all take these steps, so a sequence's logits do not depend on what else is in its
 // batch. The float work is one convert + FMA per block for a whole vector of rows, where a dot
-// per pair spends it per 16 weights. VNNI's unsigned operand is x + 128 (x ^ 0x80): each
-// block sum subtracts w . 128 (strided: one more vpdpbusd; lanes: lane 15, which holds x = 0).
-// Internal to q8_0.cpp; kernels in q8_0_lanes_{avx512vnni,avx2vnni}.cpp.
+// per pair spends it per block. VNNI's unsigned operand is x + 128 (x ^ 0x80): each block sum
+// subtracts w . 128 (strided: one more vpdpbusd; lanes: lane 15, which holds x = 0).
+// Internal to q8_0.cpp; kernels in q8_0_lanes_avx512vnni.cpp and q8_0_lanes_x86.h (256-bit).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,10 @@ constexpr int64_t kBytes = 34;
 void strided_avx512vnni(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n,
                         float* out);
 void strided_avx2vnni(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out);
+void strided_avx2(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out);
 // out[i * kLanes + l] = the dot of rows[i] (i < n_rows <= kMaxLaneWeightRows) with lane l of x.
 void lanes_avx512vnni(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out);
 void lanes_avx2vnni(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out);
+void lanes_avx2(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out);
 
 }  // namespace vlkv::quant::q8lanes
