@@ -1,7 +1,5 @@
 // Q8_0: blocks of 32 weights, one f16 scale d and 32 signed bytes.
 // Layout (34 bytes): d | qs[32]; w = qs[j] * d.
-#include <cstring>
-
 #include "base/check.h"
 #include "quant/q8_0_lanes.h"
 #include "quant/q8_dot.h"
@@ -10,8 +8,8 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 34;
+constexpr int64_t kQk = q8lanes::kQk;  // the layout, stated once in q8_0_lanes.h
+constexpr size_t kBytes = q8lanes::kBytes;
 
 void dequantize_ref(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(src);
@@ -55,7 +53,7 @@ void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activa
 
 // Dispatch: above scalar the block order of q8_0_lanes.h, else the scalar reference.
 float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
-  if (simd_tier() == SimdTier::kScalar) return dot_q8_dispatch<Traits, dequantize_ref>(row, x, n);
+  if (simd_tier() == SimdTier::kScalar) return dot_q8_scalar<dequantize_ref, kQk, kBytes>(row, x, n);
   float out;
   dot_q8_strided(row, 0, 1, x, n, &out);
   return out;

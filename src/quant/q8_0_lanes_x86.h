@@ -44,12 +44,11 @@ void strided8(const uint8_t* base, int64_t stride, int n_rows, const Q8Activatio
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * kQk));
-    const __m256i xb = _mm256_xor_si256(xv, bias);
     __m256i v[8];
     for (int r = 0; r < 8; ++r) {
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + b * kBytes + 2));
       if constexpr (kVnni)
-        v[r] = _mm256_sub_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), xb, wv),
+        v[r] = _mm256_sub_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_xor_si256(xv, bias), wv),
                                 _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), bias, wv));
       else
         v[r] = products_avx2(wv, xv);
