@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/kv_cache.h"
 #include "kv/method_registry.h"
 #include "kv/spec.h"
 #include "vlkv/engine.h"
@@ -17,7 +18,13 @@
 
 namespace vlkv::cli {
 
-inline constexpr uint64_t kKvPageBytes = 64 * 1024;  // KvCacheConfig's page size (the engine's default)
+// The page size the engine's cache uses (EngineParams::kv_page_bytes = 0: KvCacheConfig's
+// default), read from that one place so these checks never assume another size.
+inline const uint64_t kKvPageBytes = KvCacheConfig{}.page_bytes;
+
+inline std::string kv_page_size_text() {
+  return kKvPageBytes % 1024 == 0 ? std::to_string(kKvPageBytes / 1024) + " KiB" : std::to_string(kKvPageBytes) + " B";
+}
 
 inline std::string kv_method_help(bool several) {
   return std::string(several ? "Comma-separated KV cache methods" : "KV cache method") +
@@ -50,8 +57,8 @@ inline std::vector<std::string> split_kv_method_list(const std::string& list) {
 
 inline void add_kv_flags(CLI::App& app, std::string& method, std::string& budget) {
   app.add_option("--kv", method, kv_method_help(false))->capture_default_str();
-  app.add_option("--kv-budget", budget, "KV cache memory budget (e.g. 512M, 4G); at least one 64 KiB page per "
-                                        "K/V stream of every layer and kv head")
+  app.add_option("--kv-budget", budget, "KV cache memory budget (e.g. 512M, 4G); at least one " + kv_page_size_text() +
+                                        " page per K/V stream of every layer and kv head")
       ->capture_default_str();
 }
 
@@ -88,8 +95,8 @@ inline Status check_kv_budget_for_model(uint64_t budget, const std::string& budg
   const uint64_t pages = 2ull * static_cast<uint64_t>(info.n_layers) * static_cast<uint64_t>(info.n_kv_heads);
   if (budget < pages * kKvPageBytes)
     return invalid_argument("--kv-budget '" + budget_text + "' holds " + std::to_string(budget / kKvPageBytes) +
-                            " pages of 64 KiB; this model needs at least " + std::to_string(pages) + " (" +
-                            std::to_string(pages * kKvPageBytes >> 20) + " MiB) for its first token");
+                            " pages of " + kv_page_size_text() + "; this model needs at least " + std::to_string(pages) + " (" +
+                            std::to_string((pages * kKvPageBytes + 1023) >> 10) + " KiB) for its first token");
   return Status::ok();
 }
 

@@ -59,11 +59,21 @@ TEST(CliKvFlags, ValuesTheCodecCannotDoForTheModel) {
 TEST(CliKvFlags, BudgetTooSmall) {
   expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "hi", "--kv-budget", "1K"}), "--kv-budget",
                     "one KV page");
-  expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "hi", "--kv-budget", "128K"}), "--kv-budget",
-                    "first token");
+  // stories260K: 5 layers x 4 kv heads x K/V = 40 streams of at least one 2 KiB page: 80 KiB.
+  expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "hi", "--kv-budget", "64K"}), "--kv-budget",
+                    "40 (80 KiB) for its first token");
   expect_flag_error(testing_cli::run_cli({"bench", "-m", stories(), "--ctx", "16", "--no-bandwidth", "--kv-budget",
                                           "0"}),
                     "--kv-budget");
+}
+
+// The checks use the cache's real page size (2 KiB), not an old 64 KiB assumption: a budget
+// of 100K holds 50 pages, enough for stories260K's 40 streams, and runs.
+TEST(CliKvFlags, BudgetCheckedInTheCachesPageSize) {
+  const testing_cli::CliResult r =
+      testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "-n", "4", "--kv-budget", "100K"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("80.0 KiB of pages in use"), std::string::npos) << r.err;
 }
 
 // A wrapper with parameters around a method with parameters: each part is its own spec.
