@@ -1,16 +1,15 @@
 #include "random_model.h"
 
+#include "random_tensor.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
-#include "base/fp16.h"
 #include "gguf/ggml_type_info.h"
 #include "gguf/gguf_writer.h"
-#include "quant/weight_format.h"
 
 namespace vlkv {
 namespace {
@@ -87,66 +86,6 @@ Vocab make_vocab(int64_t n_vocab) {
   return v;
 }
 
-// A per-tensor seed, so each tensor's values do not depend on the order of generation.
-uint64_t tensor_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = seed ^ 0x9e3779b97f4a7c15ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  h ^= h >> 31;  // splitmix-style finalizer
-  h *= 0xbf58476d1ce4e5b9ull;
-  return h ^ (h >> 29);
-}
-
-// Encodes one f32 row as `type` into dst (row_bytes bytes).
-Status encode_row(GgmlType type, const float* src, int64_t n, uint8_t* dst) {
-  switch (type) {
-    case GgmlType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      return Status::ok();
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = type == GgmlType::kF16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return Status::ok();
-    default: {
-      const WeightFormat* wf = find_weight_format(type);
-      if (!wf || !wf->quantize_row_ref) {
-        return unsupported(std::string("no quantizer for weight type ") + ggml_type_info(type)->name);
-      }
-      wf->quantize_row_ref(src, dst, n);
-      return Status::ok();
-    }
-  }
-}
-
-enum class Init { kEmbedding, kLinear, kNorm };
-
-// Adds a tensor whose rows are drawn and encoded when the writer streams it out.
-Status add_random(GgufWriter& w, const std::string& name, GgmlType type, std::vector<int64_t> dims, Init init,
-                  uint64_t seed) {
-  const int64_t row = dims[0];
-  const int64_t n_rows = dims.size() > 1 ? dims[1] : 1;
-  // Fan-in of y = W x is the row length (ggml's dims[0]).
-  const float stddev = init == Init::kEmbedding ? std::sqrt(0.5f)
-                       : init == Init::kLinear  ? 1.0f / std::sqrt(static_cast<float>(row))
-                                                : 0.1f;
-  const float mean = init == Init::kNorm ? 1.0f : 0.0f;
-  const uint64_t rng_seed = tensor_seed(seed, name);
-  auto fill = [=](uint8_t* dst, size_t n_bytes) -> Status {
-    std::mt19937_64 rng(rng_seed);
-    std::normal_distribution<float> dist(mean, stddev);
-    std::vector<float> buf(static_cast<size_t>(row));  // [row]
-    const size_t row_bytes = n_bytes / static_cast<size_t>(n_rows);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      for (float& x : buf) x = dist(rng);
-      VLKV_RETURN_IF_ERROR(encode_row(type, buf.data(), row, dst + static_cast<size_t>(r) * row_bytes));
-    }
-    return Status::ok();
-  };
-  return w.add_tensor(name, type, std::move(dims), fill);
-}
-
 Status check_spec(const RandomModelSpec& s) {
   const std::pair<const char*, int64_t> sizes[] = {
       {"n_embd", s.n_embd}, {"n_layers", s.n_layers}, {"n_heads", s.n_heads}, {"n_kv_heads", s.n_kv_heads},
@@ -162,6 +101,10 @@ Status check_spec(const RandomModelSpec& s) {
   }
   if (s.n_vocab < 259) return invalid_argument("random model: n_vocab must be >= 259 (3 special + 256 byte tokens)");
   if (s.head_dim % 2 != 0) return invalid_argument("random model: head_dim must be even (RoPE rotates pairs)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen2vl")
+    return invalid_argument("random model: architecture '" + s.arch + "' is not one gen-model writes (llama, qwen2, qwen2vl)");
+  if (s.arch == "qwen2vl" && s.head_dim % 8 != 0)
+    return invalid_argument("random model: qwen2vl's M-RoPE sections need head_dim to be a multiple of 8");
   const GgmlTypeInfo* info = ggml_type_info(s.weight_type);
   if (!info) return invalid_argument("random model: unknown weight type");
   for (int64_t row : {s.n_embd, s.n_heads * s.head_dim, s.n_ff}) {
@@ -179,23 +122,29 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
   VLKV_RETURN_IF_ERROR(check_spec(spec));
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  const std::string& a = spec.arch;
+  w.set_string("general.architecture", a);
   w.set_string("general.type", "model");
   w.set_string("general.name", spec.name);
-  w.set_u32("llama.block_count", u32(spec.n_layers));
-  w.set_u32("llama.context_length", u32(spec.context_length));
-  w.set_u32("llama.embedding_length", u32(spec.n_embd));
-  w.set_u32("llama.feed_forward_length", u32(spec.n_ff));
-  w.set_u32("llama.attention.head_count", u32(spec.n_heads));
-  w.set_u32("llama.attention.head_count_kv", u32(spec.n_kv_heads));
-  w.set_f32("llama.rope.freq_base", spec.rope_freq_base);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", spec.rms_eps);
+  w.set_u32(a + ".block_count", u32(spec.n_layers));
+  w.set_u32(a + ".context_length", u32(spec.context_length));
+  w.set_u32(a + ".embedding_length", u32(spec.n_embd));
+  w.set_u32(a + ".feed_forward_length", u32(spec.n_ff));
+  w.set_u32(a + ".attention.head_count", u32(spec.n_heads));
+  w.set_u32(a + ".attention.head_count_kv", u32(spec.n_kv_heads));
+  w.set_f32(a + ".rope.freq_base", spec.rope_freq_base);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
   if (spec.head_dim * spec.n_heads != spec.n_embd) {
-    w.set_u32("llama.attention.key_length", u32(spec.head_dim));
-    w.set_u32("llama.attention.value_length", u32(spec.head_dim));
+    w.set_u32(a + ".attention.key_length", u32(spec.head_dim));
+    w.set_u32(a + ".attention.value_length", u32(spec.head_dim));
   }
-  w.set_u32("llama.vocab_size", u32(spec.n_vocab));
-  w.set_u32("llama.rope.dimension_count", u32(spec.head_dim));
+  w.set_u32(a + ".vocab_size", u32(spec.n_vocab));
+  w.set_u32(a + ".rope.dimension_count", u32(spec.head_dim));
+  if (a == "qwen2vl") {
+    const int32_t t = static_cast<int32_t>(spec.head_dim / 8), hw = static_cast<int32_t>((spec.head_dim / 2 - t) / 2);
+    const int32_t sections[4] = {t, hw, hw, 0};
+    w.set(a + ".rope.dimension_sections", gguf_i32_array(sections));
+  }
   if (const int64_t ftype = llama_file_type(spec.weight_type); ftype >= 0) w.set_u32("general.file_type", u32(ftype));
   const GgmlTypeInfo* info = ggml_type_info(spec.weight_type);
   if (info->block_elems > 1) w.set_u32("general.quantization_version", 2);
@@ -228,6 +177,11 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q.weight", wt, {d, q}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k.weight", wt, {d, kv}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.weight", wt, {d, kv}, Init::kLinear, seed));
+    if (spec.arch != "llama") {  // qwen2 / qwen2vl: biases on q, k, v
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q.bias", f32, {q}, Init::kBias, seed));
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k.bias", f32, {kv}, Init::kBias, seed));
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.bias", f32, {kv}, Init::kBias, seed));
+    }
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_output.weight", wt, {q, d}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_norm.weight", f32, {d}, Init::kNorm, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_gate.weight", wt, {d, spec.n_ff}, Init::kLinear, seed));

@@ -1,4 +1,4 @@
-// Writes a random-weight Llama GGUF that llama.cpp loads: llama.cpp's metadata keys
+// Writes a random-weight Llama-family GGUF (llama, qwen2, qwen2vl) that llama.cpp loads: llama.cpp's metadata keys
 // and tensor names/dims, a SentencePiece vocabulary with byte fallback (any text
 // tokenizes), weights quantized with src/quant's reference quantizers. Tensor data is
 // generated and written one tensor at a time, so memory stays at one tensor.
@@ -14,6 +14,9 @@ namespace vlkv {
 
 struct RandomModelSpec {
   std::string name = "vlkv-random-llama";  // general.name
+  // general.architecture: llama; qwen2 (q/k/v biases, NEOX RoPE); qwen2vl (qwen2 + M-RoPE
+  // sections t = head_dim/8, h = w = (head_dim/2 - t)/2 rotary pairs: Qwen2/2.5-VL's 16/24/24 at 128).
+  std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layers = 4;
   int64_t n_heads = 4;

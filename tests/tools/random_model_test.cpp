@@ -9,6 +9,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "quant/weight_format.h"
+#include "text/hparams.h"
 
 #include "random_model.h"
 
@@ -193,6 +194,42 @@ TEST(RandomModel, RejectsBadSpecs) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("block size 256"), std::string::npos) << st.message();
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace vlkv
+
+namespace vlkv {
+namespace {
+
+// --arch qwen2vl: keys under the arch's prefix, q/k/v biases, M-RoPE sections of Qwen2-VL's
+// split (t = head_dim/8, h = w = the rest halved: 16/24/24 at head_dim 128), and vlkv's own
+// loader reads it as a qwen2vl text model.
+TEST(RandomModel, Qwen2VlArchHasBiasesAndMropeSections) {
+  const std::string path = (std::filesystem::temp_directory_path() / "vlkv_random_qwen2vl.gguf").string();
+  RandomModelSpec s;
+  s.arch = "qwen2vl";
+  s.n_embd = 256;
+  s.n_heads = 2;
+  s.n_kv_heads = 1;
+  s.head_dim = 128;
+  s.n_layers = 1;
+  s.weight_type = GgmlType::kF16;
+  ASSERT_TRUE(write_random_llama(s, path).is_ok());
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_EQ((*f)->get_string("general.architecture").value(), "qwen2vl");
+  EXPECT_EQ((*f)->get_u64("qwen2vl.embedding_length").value(), 256u);
+  ASSERT_NE((*f)->find_tensor("blk.0.attn_k.bias"), nullptr);
+  EXPECT_EQ((*f)->find_tensor("blk.0.attn_k.bias")->dims, std::vector<int64_t>{128});
+  auto hp = read_text_hparams(**f);
+  ASSERT_TRUE(hp.is_ok()) << hp.status().message();
+  EXPECT_EQ(hp->arch, TextArch::kQwen2Vl);
+  EXPECT_TRUE(hp->qkv_bias);
+  EXPECT_EQ(hp->rope_sections, (std::array<int, 4>{16, 24, 24, 0}));
+  s.arch = "mamba";
+  EXPECT_FALSE(write_random_llama(s, path).is_ok());
+  std::filesystem::remove(path);
 }
 
 }  // namespace
