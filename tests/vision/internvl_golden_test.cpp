@@ -71,7 +71,7 @@ TEST_F(InternvlFixture, GridChoiceAsLlamaCpp) {
   EXPECT_EQ(proj->tokens_per_tile(), 4);
   EXPECT_EQ(proj->n_embd_out(), 128);
   // 64x64: 2x2 (no waste); 128x48: 4x2 (128x64 keeps all pixels, least padding);
-  // llava's rule, not InternVL's closest-aspect-ratio one (which would give 3x1 for 128x48).
+  // llava's rule, not HF InternVL's closest-aspect-ratio one (which would give 5x2 for 128x48).
   const std::vector<std::pair<std::string, std::pair<int, int>>> cases = {{"vlm_p1", {2, 2}},
                                                                          {"vlm_p1_wide", {2, 4}}};
   for (const auto& [run, grid] : cases) {
