@@ -189,6 +189,8 @@ Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparam
     }
     VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
     VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector_optional(g, p + "ffn_down.bias", d));
+    VLKV_ASSIGN_OR_RETURN(l.ls1, bind_vit_vector_optional(g, p + "ls1.weight", d));
+    VLKV_ASSIGN_OR_RETURN(l.ls2, bind_vit_vector_optional(g, p + "ls2.weight", d));
   }
   return layers;
 }
@@ -196,6 +198,14 @@ Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparam
 void add_bias_rows(float* y, const std::vector<float>& bias, int64_t n, int64_t dim) {
   if (bias.empty()) return;
   for (int64_t t = 0; t < n; ++t) add_inplace(y + t * dim, bias.data(), dim);
+}
+
+void scale_rows(float* y, const std::vector<float>& scale, int64_t n, int64_t dim) {
+  if (scale.empty()) return;
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = y + t * dim;
+    for (int64_t i = 0; i < dim; ++i) row[i] *= scale[static_cast<size_t>(i)];
+  }
 }
 
 void vit_activation(VitFfnOp op, float* x, int64_t n) {
@@ -296,6 +306,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   }
   matmul(l.wo, attn.data(), n, proj.data(), pool);
   add_bias_rows(proj.data(), l.bo, n, d);
+  scale_rows(proj.data(), l.ls1, n, d);
   add_inplace(x, proj.data(), n * d);
 
   vit_norm_rows(hp, x, l.ln2_w, l.ln2_b, n, xn.data());
@@ -312,6 +323,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   }
   matmul(l.ffn_down, up.data(), n, proj.data(), pool);
   add_bias_rows(proj.data(), l.ffn_down_b, n, d);
+  scale_rows(proj.data(), l.ls2, n, d);
   add_inplace(x, proj.data(), n * d);
 }
 

@@ -61,6 +61,7 @@ struct VitLayer {
   std::vector<float> ffn_gate_b;     // [n_ff]
   WeightMatrix ffn_down;             // [n_embd, n_ff]
   std::vector<float> ffn_down_b;     // [n_embd]
+  std::vector<float> ls1, ls2;       // [n_embd] layer scales (InternViT); empty when absent
 };
 
 // Tensor binding with shape checks (ggml dims {n_cols, n_rows}); the GgufFile must
@@ -85,9 +86,10 @@ void vit_norm_rows(const VitHparams& hp, const float* x, const std::vector<float
                    int64_t n, float* out);
 
 // One pre-norm block over the n tokens of x [n, n_embd], in place (N = hp.norm):
-//   x += Wo·attention(Wq·N1(x)+bq, Wk·N1(x)+bk, Wv·N1(x)+bv) + bo
-//   x += W_down·act(W_up·N2(x) + b_up) + b_down                       (ungated)
-//   x += W_down·(act(W_gate·N2(x) + b_gate) * (W_up·N2(x) + b_up)) + b_down   (gated)
+//   x += ls1 * (Wo·attention(Wq·N1(x)+bq, Wk·N1(x)+bk, Wv·N1(x)+bv) + bo)
+//   x += ls2 * (W_down·act(W_up·N2(x) + b_up) + b_down)                       (ungated)
+//   x += ls2 * (W_down·(act(W_gate·N2(x) + b_gate) * (W_up·N2(x) + b_up)) + b_down)   (gated)
+// The layer scales multiply only when present (llama.cpp's build_vit: ls1/ls2 optional).
 // windows: lengths of consecutive token runs that attend only within themselves
 // (window attention, a block-diagonal mask); null or empty: full attention.
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
@@ -105,6 +107,9 @@ void vit_patch_embed(const ImageTensor& img, int64_t patch, const WeightMatrix& 
 
 // y[t][i] += bias[i] for each of n rows of dim values.
 void add_bias_rows(float* y, const std::vector<float>& bias, int64_t n, int64_t dim);
+
+// y[t][i] *= scale[i] for each of n rows of dim values (nothing when scale is empty).
+void scale_rows(float* y, const std::vector<float>& scale, int64_t n, int64_t dim);
 
 // The FFN activation, as ggml's CPU ops compute it.
 void vit_activation(VitFfnOp op, float* x, int64_t n);
