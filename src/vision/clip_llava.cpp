@@ -4,11 +4,15 @@
 // pinpoints): one image = one run of n_patches tokens, no special tokens around it.
 // LLaVA-NeXT (clip.vision.image_grid_pinpoints): libmtmd's anyres tiles (llava_anyres.h),
 // each through the ViT and projector as its own run, tiles row-major then the overview.
+// The patch conv takes pixels and weights rounded to f16 as ggml's conv_2d does (with the
+// f16 GELU tables of kernels/ops.h this puts the embeddings within ~1e-3 of llama.cpp's).
 #include <algorithm>
 #include <array>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "base/fp16.h"
 #include "kernels/ops.h"
 #include "vision/llava_anyres.h"
 #include "vision/mmproj_key_audit.h"
@@ -18,6 +22,10 @@
 
 namespace vlkv {
 namespace {
+
+void round_to_f16(std::vector<float>& v) {
+  for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
+}
 
 class ClipMlpModel final : public VisionModel {
  public:
@@ -47,7 +55,13 @@ class ClipMlpModel final : public VisionModel {
     }
     const int64_t e = hp.n_embd;
     const int64_t side = hp.image_size / hp.patch_size;
-    VLKV_ASSIGN_OR_RETURN(m->patch_kernel_, bind_vit_patch_kernel(g, "v.patch_embd.weight", hp.patch_size, e));
+    VLKV_ASSIGN_OR_RETURN(WeightMatrix kernel, bind_vit_patch_kernel(g, "v.patch_embd.weight", hp.patch_size, e));
+    const int64_t k_cols = kernel.n_cols;
+    m->patch_kernel_f16_.resize(static_cast<size_t>(kernel.n_rows * k_cols));
+    for (int64_t r = 0; r < kernel.n_rows; ++r) get_row(kernel, r, &m->patch_kernel_f16_[static_cast<size_t>(r * k_cols)]);
+    round_to_f16(m->patch_kernel_f16_);
+    m->patch_kernel_ = {GgmlType::kF32, reinterpret_cast<const uint8_t*>(m->patch_kernel_f16_.data()), kernel.n_rows,
+                        kernel.n_cols, sizeof(float) * static_cast<size_t>(kernel.n_cols)};
     VLKV_ASSIGN_OR_RETURN(m->patch_b_, bind_vit_vector_optional(g, "v.patch_embd.bias", e));
     VLKV_ASSIGN_OR_RETURN(m->class_embd_, bind_vit_vector_optional(g, "v.class_embd", e));
     m->n_tokens_ = side * side + (m->class_embd_.empty() ? 0 : 1);
@@ -125,7 +139,9 @@ class ClipMlpModel final : public VisionModel {
     // then the pre-LayerNorm. (HF CLIP puts the class token first; the GGUF positions are
     // used as llama.cpp uses them, since that is what converted files are run with.)
     std::vector<float> x(static_cast<size_t>(n * e));
-    vit_patch_embed(tile, hp_.patch_size, patch_kernel_, x.data(), pool);
+    ImageTensor tile_f16 = tile;  // ggml's conv_2d takes the pixels as f16 (im2col)
+    round_to_f16(tile_f16.data);
+    vit_patch_embed(tile_f16, hp_.patch_size, patch_kernel_, x.data(), pool);
     add_bias_rows(x.data(), patch_b_, n_patches, e);
     if (has_cls) std::copy(class_embd_.begin(), class_embd_.end(), x.begin() + n_patches * e);
     std::vector<float> pos(static_cast<size_t>(e));  // [n_embd] one learned position
@@ -175,7 +191,8 @@ class ClipMlpModel final : public VisionModel {
   int64_t n_run_ = 0;     // ViT layers evaluated
   int64_t n_tokens_ = 0;  // patches (+1 with a class token)
   std::vector<PinpointSize> pinpoints_;  // clip.vision.image_grid_pinpoints (empty: LLaVA-1.5)
-  WeightMatrix patch_kernel_;                 // [n_embd, 3 * patch * patch]
+  std::vector<float> patch_kernel_f16_;       // [n_embd, 3 * patch * patch] rounded to f16, as ggml's conv
+  WeightMatrix patch_kernel_;                 // view of patch_kernel_f16_
   std::vector<float> patch_b_, class_embd_;   // [n_embd] (each may be empty)
   WeightMatrix pos_embd_;                     // [n_tokens, n_embd]
   std::vector<float> pre_ln_w_, pre_ln_b_, post_ln_w_, post_ln_b_;  // [n_embd] (may be empty)

@@ -3,14 +3,19 @@
 // the tiles the ViT receives (tiles row-major, overview last) and the image embeddings.
 //
 // Tolerances (README-batch2 "How to compare"): preprocessing 1e-6 (the resizes follow
-// libmtmd's arithmetic; only the f32 normalisation may round differently); image embeddings
-// 5e-3 max abs, the README's bound for an engine whose f16 rounding of the patch conv and
-// GELU table may land on the neighbouring f16 value now and then (a wrong tile order, CLS
-// placement or missing tile gives 0.5 and more).
+// libmtmd's arithmetic; only the f32 normalisation may round differently). Image
+// embeddings 2e-3 max abs: the encoder reproduces ggml's f16 rounding (patch conv inputs
+// and weights, the quick-GELU and GELU tables), which the README measures within about
+// 1.5e-3 of llama.cpp, an f16 boundary flip from f32 summation order moving its own model
+// by up to 1.1e-3; without the conv rounding it is 3.4e-3, with HF's class-token order
+// 6.8, with one tile instead of five the sizes differ.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <ostream>
+#include <string>
 
 #include "base/thread_pool.h"
 #include "gguf/gguf_reader.h"
@@ -30,6 +35,8 @@ struct Run {
   size_t n_tiles;     // ViT inputs: tiles + overview
   PinpointSize refined;
 };
+
+void PrintTo(const Run& r, std::ostream* os) { *os << r.name; }
 
 constexpr Run kRuns[] = {
     {"vlm_p1", "test_image_64.png", 5, {64, 64}},
@@ -105,7 +112,7 @@ TEST_P(Llava16, ImageEmbeddingsMatchLlamaCpp) {
   ASSERT_EQ(ref.size(), GetParam().n_tiles * 16 * 64);
   const double d = max_abs_diff(all.data(), ref.data(), all.size());
   std::printf("llava16 %s: image_embd max abs %.3g over %zu values\n", GetParam().name, d, all.size());
-  EXPECT_LE(d, 5e-3);
+  EXPECT_LE(d, 2e-3);
 }
 
 // The fault of the issue: a pinpoint mmproj encoded an image larger than a tile as one
