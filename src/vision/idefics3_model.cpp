@@ -87,6 +87,10 @@ Result<Idefics3Projector> Idefics3Projector::load(const GgufFile& g) {
   VLKV_RETURN_IF_ERROR(refuse_unimplemented_vit_keys(g, hp));
   VLKV_RETURN_IF_ERROR(refuse_swapped_vit_ffn(g, hp));
   VLKV_RETURN_IF_ERROR(refuse_unimplemented_vit_tensors(g, hp));
+  if (g.find_tensor("v.pre_ln.weight")) {
+    return unsupported("mmproj: tensor 'v.pre_ln.weight' (a pre-LayerNorm, applied by llama.cpp's ViT) is not "
+                       "supported for idefics3");
+  }
   Result<int64_t> scale = g.get_i64("clip.vision.projector.scale_factor");
   if (scale.is_ok()) {
     if (*scale < 1 || *scale > 16) return invalid_file("mmproj: projector.scale_factor out of range");

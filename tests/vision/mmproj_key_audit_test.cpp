@@ -131,6 +131,7 @@ TEST(MmprojKeyAudit, Idefics3RefusesWhatItDoesNotImplement) {
     const std::string name = std::string("v.blk.1.") + t + ".weight";
     expect_refused(kIdefics3, t, add_vector(name, 32), name);
   }
+  expect_refused(kIdefics3, "pre_ln", add_vector("v.pre_ln.weight", 32), "v.pre_ln.weight");
   expect_refused(kIdefics3, "q_norm", add_vector("v.blk.0.attn_q_norm.weight", 16),
                  "v.blk.0.attn_q_norm.weight");
   expect_refused(kIdefics3, "k_norm", add_vector("v.blk.0.attn_k_norm.weight", 16),
