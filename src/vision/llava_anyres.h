@@ -1,8 +1,6 @@
-// LLaVA-NeXT "anyres" tiling as libmtmd does it for an mlp mmproj that carries
-// clip.vision.image_grid_pinpoints (its llava-uhd slicer): the best pinpoint by llava's
-// select_best_resolution, the image fitted onto it (bicubic, aspect kept, centred on black),
-// cut into tile x tile crops row-major, then the overview (bilinear stretch to tile x tile).
-// llama.cpp neither unpads nor appends image_newline: each tile is one run of embeddings.
+// LLaVA-NeXT "anyres" tiling as libmtmd's llava-uhd slicer does it for an mlp mmproj with
+// clip.vision.image_grid_pinpoints: best pinpoint, bicubic fit on black, tiles row-major,
+// then the overview. (llama.cpp neither unpads nor appends image_newline.)
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,6 @@
 // mmproj keys and tensors that change what llama.cpp computes but that a vlkv ViT does not
-// implement: each one found is refused with a message naming it, never silently ignored
-// (docs/refused_keys_llava_idefics3.md lists them per projector). A projector's loader calls
-// the checks that match the llama.cpp graph it follows.
+// implement: each found is refused naming it, never ignored (docs/refused_keys_llava_idefics3.md).
+// A projector's loader calls the checks that match the llama.cpp graph it follows.
 #pragma once
 
 #include "gguf/gguf_reader.h"

@@ -120,6 +120,14 @@ TEST(MmprojKeyAudit, MlpRefusesWhatItDoesNotImplement) {
   expect_refused(kLlava16, "legacy_ffn_names", swapped, "v.blk.0.ffn_down.weight");
 }
 
+// The other llava-family projector types llama.cpp knows are refused by name.
+TEST(MmprojKeyAudit, OtherLlavaProjectorTypesAreRefused) {
+  for (const char* type : {"ldp", "ldpv2", "mlp_norm", "minicpmv", "glm_edge", "cogvlm", "janus_pro"}) {
+    expect_refused(kLlava16, std::string("type_") + type, set_value("clip.projector_type", gguf_string(type)),
+                   std::string("projector type '") + type + "'");
+  }
+}
+
 TEST(MmprojKeyAudit, Idefics3RefusesWhatItDoesNotImplement) {
   expect_refused(kIdefics3, "head_count_kv", set_value("clip.vision.attention.head_count_kv", gguf_u32(1)),
                  "clip.vision.attention.head_count_kv");
