@@ -56,6 +56,8 @@ class ClipMlpModel final : public VisionModel {
     const int64_t e = hp.n_embd;
     const int64_t side = hp.image_size / hp.patch_size;
     VLKV_ASSIGN_OR_RETURN(WeightMatrix kernel, bind_vit_patch_kernel(g, "v.patch_embd.weight", hp.patch_size, e));
+    // An owned f32 copy of the kernel rounded to f16 (ggml_conv_2d's im2col is f16);
+    // patch_kernel_ views it, so the model must not move (it lives behind the unique_ptr).
     const int64_t k_cols = kernel.n_cols;
     m->patch_kernel_f16_.resize(static_cast<size_t>(kernel.n_rows * k_cols));
     for (int64_t r = 0; r < kernel.n_rows; ++r) get_row(kernel, r, &m->patch_kernel_f16_[static_cast<size_t>(r * k_cols)]);
