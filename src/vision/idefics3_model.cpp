@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "vision/mmproj_key_audit.h"
 #include "vision/vit_common_image.h"
 
 namespace vlkv {
@@ -81,6 +82,15 @@ Result<Idefics3Projector> Idefics3Projector::load(const GgufFile& g) {
   Idefics3Projector p;
   VLKV_ASSIGN_OR_RETURN(VitHparams hp, read_vit_hparams(g));
   if (hp.projector_type != "idefics3") return invalid_file("mmproj: projector type is not idefics3");
+  // llama.cpp runs idefics3 through its generic build_vit: refuse what that would apply and
+  // the SigLIP encoder here does not.
+  VLKV_RETURN_IF_ERROR(refuse_unimplemented_vit_keys(g, hp));
+  VLKV_RETURN_IF_ERROR(refuse_swapped_vit_ffn(g, hp));
+  VLKV_RETURN_IF_ERROR(refuse_unimplemented_vit_tensors(g, hp));
+  if (g.find_tensor("v.pre_ln.weight")) {
+    return unsupported("mmproj: tensor 'v.pre_ln.weight' (a pre-LayerNorm, applied by llama.cpp's ViT) is not "
+                       "supported for idefics3");
+  }
   Result<int64_t> scale = g.get_i64("clip.vision.projector.scale_factor");
   if (scale.is_ok()) {
     if (*scale < 1 || *scale > 16) return invalid_file("mmproj: projector.scale_factor out of range");
