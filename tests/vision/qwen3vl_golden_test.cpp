@@ -113,6 +113,16 @@ TEST_P(Qwen3VlFixture, VisionModelPiecesAndPositionsMatchTheFixture) {
             j["chunks"][2]["pos_start"].get<int64_t>());
 }
 
+// Video is refused with a message, never encoded frame by frame as unrelated images.
+TEST_P(Qwen3VlFixture, VideoIsRefused) {
+  Result<std::unique_ptr<VisionModel>> vm = VisionModel::load(*gguf);
+  ASSERT_TRUE(vm.is_ok());
+  Result<MediaEmbedding> e = (*vm)->encode_video({image, image}, pool, nullptr);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(e.status().message().find("video"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Runs, Qwen3VlFixture, testing::Values("vlm_p1", "vlm_p1_wide"));
 
 // Align corners: the four corner cells are copied, and a 2x2 grid resized to 3x3 puts the
