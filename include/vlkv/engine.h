@@ -100,7 +100,8 @@ struct PromptChunk {
   enum class Kind { kText, kMedia };
   Kind kind = Kind::kText;
   std::vector<int32_t> tokens;    // kText: token ids
-  std::vector<float> embeddings;  // kMedia: [n_tokens, n_embd] projector output
+  std::vector<float> embeddings;  // kMedia: [n_tokens, n_embd_inp] projector output (n_embd_inp = n_embd
+                                  // but for Qwen3-VL's deepstack: n_embd x (1 + n_deepstack_layers))
   int64_t n_tokens = 0;
   // kMedia: the tokens' grid [grid_t, grid_h, grid_w] (Qwen2-VL M-RoPE positions come from it).
   int32_t grid_t = 1, grid_h = 0, grid_w = 0;

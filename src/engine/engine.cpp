@@ -42,11 +42,13 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   if (!params.mmproj_path.empty()) {
     VLKV_ASSIGN_OR_RETURN(impl->mmproj, GgufFile::open(params.mmproj_path));
     VLKV_ASSIGN_OR_RETURN(impl->vision, VisionModel::load(*impl->mmproj));
-    if (impl->vision->n_embd_out() != impl->hparams.n_embd) {
+    if (impl->vision->n_embd_out() != impl->hparams.n_embd_inp()) {
       return invalid_argument(params.mmproj_path + ": the projector outputs embeddings of size " +
                               std::to_string(impl->vision->n_embd_out()) + " but the text model " + path +
-                              " has n_embd " + std::to_string(impl->hparams.n_embd) +
-                              " (this mmproj belongs to another model)");
+                              " takes input embeddings of size " + std::to_string(impl->hparams.n_embd_inp()) +
+                              " (n_embd " + std::to_string(impl->hparams.n_embd) + " x (1 + " +
+                              std::to_string(impl->hparams.n_deepstack_layers) +
+                              " deepstack layers); this mmproj belongs to another model)");
     }
   }
 

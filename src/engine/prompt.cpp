@@ -174,7 +174,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
       c.grid_t = p.embd.grid_t;
       c.grid_h = p.embd.grid_h;
       c.grid_w = p.embd.grid_w;
-      if (static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd) {
+      if (static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
         return Status(StatusCode::kInternal, "vision model returned embeddings of the wrong size");
       }
       out.chunks.push_back(std::move(c));

@@ -25,7 +25,7 @@ namespace {
 // ids or media embeddings), or a whole token prompt. A forward pass never crosses one.
 struct PromptSegment {
   int64_t begin = 0, end = 0;              // prompt token range
-  const float* embeddings = nullptr;       // media: [end - begin, n_embd]; null for text
+  const float* embeddings = nullptr;       // media: [end - begin, n_embd_inp]; null for text
   std::vector<int64_t> mrope;              // qwen2vl media: [end - begin, 3] (t, h, w) positions
   std::vector<float> similarity;           // VidKV media: [end - begin], else empty
 };
@@ -89,8 +89,8 @@ void lay_out_tokens(Active& a) {
 Status lay_out_prepared(const Engine::Impl& e, Active& a) {
   const PreparedPrompt& p = *a.prepared;
   if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
-  const int64_t n_embd = e.hparams.n_embd;
-  const bool qwen2vl = e.hparams.arch == TextArch::kQwen2Vl;
+  const int64_t n_embd = e.hparams.n_embd_inp();  // media row width
+  const bool mrope = e.hparams.uses_mrope();
   // Computed whenever there are visual tokens (a dot product each): the request's own KV
   // method may read it (VidKV) even when the engine's does not; others ignore it.
   std::vector<std::vector<float>> similarity;
@@ -111,7 +111,7 @@ Status lay_out_prepared(const Engine::Impl& e, Active& a) {
         return invalid_argument("a media chunk's embeddings do not match its token count");
       sg.embeddings = chunk.embeddings.data();
       if (c < similarity.size()) sg.similarity = similarity[c];
-      if (qwen2vl) {
+      if (mrope) {
         if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != chunk.n_tokens)
           return invalid_argument("media chunk grid does not match its token count");
         sg.mrope = qwen2vl_visual_positions(pos, chunk.grid_t, chunk.grid_h, chunk.grid_w);
@@ -121,7 +121,7 @@ Status lay_out_prepared(const Engine::Impl& e, Active& a) {
         a.positions.push_back(pos + i);
         a.kinds.push_back(TokenKind::kVisual);
       }
-      pos += qwen2vl ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w) : chunk.n_tokens;
+      pos += mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w) : chunk.n_tokens;
     } else {
       if (static_cast<int64_t>(chunk.tokens.size()) != chunk.n_tokens)
         return invalid_argument("a text chunk's tokens do not match its token count");
@@ -459,7 +459,7 @@ Result<StepResult> Scheduler::step() {
       if (const PromptSegment* sg = a.segment_at(a.n_fed)) {
         const int64_t off = a.n_fed - sg->begin;  // within the segment
         const size_t at = static_cast<size_t>(a.n_fed);
-        if (sg->embeddings) b.in.embeddings = sg->embeddings + off * s.e->hparams.n_embd;
+        if (sg->embeddings) b.in.embeddings = sg->embeddings + off * s.e->hparams.n_embd_inp();
         else b.in.tokens = a.prompt.data() + at;
         if (!sg->mrope.empty()) b.in.mrope_positions = sg->mrope.data() + off * 3;
         if (!sg->similarity.empty()) b.in.visual_similarity = sg->similarity.data() + off;

@@ -90,7 +90,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
                            int64_t progress_total) {
   const bool media = chunk.kind == PromptChunk::Kind::kMedia;
   const int64_t n_tokens = chunk.n_tokens;
-  const int64_t n_embd = engine_->hparams.n_embd;
+  const int64_t n_embd = engine_->hparams.n_embd_inp();  // media row width
   if (n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
   if (media ? static_cast<int64_t>(chunk.embeddings.size()) != n_tokens * n_embd
             : static_cast<int64_t>(chunk.tokens.size()) != n_tokens) {
@@ -102,7 +102,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
   std::vector<float> chunk_logits;
   std::vector<int64_t> positions;
   std::vector<TokenKind> kinds;
-  const bool mrope = media && engine_->hparams.arch == TextArch::kQwen2Vl;
+  const bool mrope = media && engine_->hparams.uses_mrope();
   std::vector<int64_t> mrope_positions;  // [n_tokens, 3]
   if (mrope) {
     if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != n_tokens) {

@@ -25,12 +25,15 @@ std::vector<std::vector<float>> visual_text_similarity(const PreparedPrompt& pro
   for (double& m : mean) m /= static_cast<double>(n_text);
   for (size_t i = 0; i < prompt.chunks.size(); ++i) {
     const PromptChunk& c = prompt.chunks[i];
-    if (c.kind != PromptChunk::Kind::kMedia ||
-        static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * n_embd)  // malformed: eval_chunk refuses it
-      continue;
+    if (c.kind != PromptChunk::Kind::kMedia || c.n_tokens <= 0) continue;
+    // A row may be wider than n_embd (deepstack parts after the input embedding): only the
+    // input embedding is compared with the text.
+    const int64_t stride = static_cast<int64_t>(c.embeddings.size()) / c.n_tokens;
+    if (stride < n_embd || stride * c.n_tokens != static_cast<int64_t>(c.embeddings.size()))
+      continue;  // malformed: eval_chunk refuses it
     out[i].resize(static_cast<size_t>(c.n_tokens));
     for (int64_t t = 0; t < c.n_tokens; ++t) {
-      const float* v = c.embeddings.data() + t * n_embd;
+      const float* v = c.embeddings.data() + t * stride;
       double dot = 0;
       for (int64_t j = 0; j < n_embd; ++j) dot += static_cast<double>(v[j]) * mean[static_cast<size_t>(j)];
       out[i][static_cast<size_t>(t)] = static_cast<float>(dot);

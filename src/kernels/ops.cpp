@@ -90,7 +90,8 @@ inline float next_theta(float& theta, float theta_scale) {
 
 }  // namespace
 
-void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p) {
+void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p,
+                bool interleaved) {
   VLKV_CHECK(p.n_rot > 0 && p.n_rot <= head_dim && p.n_rot % 2 == 0);
   const int n_pairs = p.n_rot / 2;
   VLKV_CHECK(n_pairs <= kMaxRopePairs);
@@ -106,7 +107,14 @@ void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const
                  static_cast<float>(pos[3])};
   for (int i = 0; i < n_pairs; ++i) {
     const int sector = i % sect_dims;
-    const int which = sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3;
+    int which = sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3;
+    if (interleaved) {
+      const int r = sector % 3;
+      which = r == 1 && sector < 3 * sections[1]   ? 1
+              : r == 2 && sector < 3 * sections[2] ? 2
+              : r == 0 && sector < 3 * sections[0] ? 0
+                                                   : 3;
+    }
     const float theta = p.freq_scale * th[which];
     cos_cache[i] = std::cos(theta);
     sin_cache[i] = std::sin(theta);

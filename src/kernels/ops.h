@@ -41,7 +41,10 @@ void rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& p)
 // then pos[2] (w), then pos[3] (extra). Every section uses the same frequency ladder
 // base^(-2i/n_rot), so with pos[0..2] equal it is exactly rope() with kNeox.
 // sections count rotary pairs; p.style is ignored (always NeoX pairs).
-void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p);
+// interleaved (qwen3vl, GGML_ROPE_TYPE_IMROPE): sector % 3 == 1 takes h while sector < 3*s1,
+// == 2 takes w while sector < 3*s2, == 0 takes t while sector < 3*s0, the rest pos[3].
+void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p,
+                bool interleaved = false);
 
 // Vision 2D RoPE (Qwen2-VL ViT, ggml_rope_multi with GGML_ROPE_TYPE_VISION): n_rot is
 // head_dim/2 and pairs are (x[i], x[i + head_dim/2]) for every i < head_dim/2, so the

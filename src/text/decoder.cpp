@@ -14,8 +14,8 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
     return invalid_argument("a chunk needs exactly one of token ids or embeddings");
   }
   if (!in.positions || !in.kinds) return invalid_argument("chunk without positions or token kinds");
-  if (in.mrope_positions && hp_.arch != TextArch::kQwen2Vl) {
-    return invalid_argument("M-RoPE positions given to a '" + hp_.arch_name + "' model (only qwen2vl uses them)");
+  if (in.mrope_positions && !hp_.uses_mrope()) {
+    return invalid_argument("M-RoPE positions given to a '" + hp_.arch_name + "' model (only qwen2vl/qwen3vl use them)");
   }
   if (in.tokens) {
     for (int64_t i = 0; i < in.n_tokens; ++i) {
@@ -30,7 +30,8 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
 
 namespace {
 
-// q += bq, k += bk, then RoPE (M-RoPE with mrope positions) on one sequence's projected rows.
+// q += bq, k += bk, per-head RMSNorm (qwen3vl), then RoPE (M-RoPE with mrope positions) on
+// one sequence's projected rows.
 //   q: [in.n_tokens, n_heads, head_dim], k: [in.n_tokens, n_kv_heads, head_dim]
 void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInput& in, float* q, float* k,
                   ThreadPool& pool) {
@@ -47,18 +48,31 @@ void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInp
     for (int64_t t = 0; t < n; ++t) add_inplace(&q[t * q_dim], l.bq.data(), q_dim);
   if (!l.bk.empty())
     for (int64_t t = 0; t < n; ++t) add_inplace(&k[t * kv_dim], l.bk.data(), kv_dim);
+  if (!l.q_norm.empty()) {
+    per_token([&](int64_t t) {
+      for (int64_t h = 0; h < hp.n_heads; ++h) {
+        float* qh = &q[t * q_dim + h * head_dim];
+        rms_norm(qh, l.q_norm.data(), head_dim, hp.rms_eps, qh);
+      }
+      for (int64_t h = 0; h < hp.n_kv_heads; ++h) {
+        float* kh = &k[t * kv_dim + h * head_dim];
+        rms_norm(kh, l.k_norm.data(), head_dim, hp.rms_eps, kh);
+      }
+    });
+  }
   if (in.mrope_positions) {
-    // M-RoPE: (t, h, w) per token; the fourth section (unused by qwen2vl) gets 0, as in llama.cpp.
+    // M-RoPE: (t, h, w) per token; the fourth position is 0, as libmtmd gives image tokens
+    // (qwen2vl never reads it; qwen3vl's interleaved layout turns its last pair with it).
     per_token([&](int64_t t) {
       const int64_t* p3 = &in.mrope_positions[t * 3];
       const int64_t pos[4] = {p3[0], p3[1], p3[2], 0};
       rope_multi(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), pos,
-                 hp.rope_sections.data(), hp.rope);
+                 hp.rope_sections.data(), hp.rope, hp.rope_interleaved);
       rope_multi(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), pos,
-                 hp.rope_sections.data(), hp.rope);
+                 hp.rope_sections.data(), hp.rope, hp.rope_interleaved);
     });
   } else {
-    // Text tokens of qwen2vl too: with t = h = w, M-RoPE is NeoX RoPE.
+    // Text tokens of qwen2vl/qwen3vl too: with t = h = w = e, M-RoPE is NeoX RoPE.
     per_token([&](int64_t t) {
       rope(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), in.positions[t], hp.rope);
       rope(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), in.positions[t], hp.rope);
@@ -129,13 +143,14 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
   std::vector<float> gate(n * n_ff);     // [n, n_ff]
   std::vector<float> up(n * n_ff);       // [n, n_ff]
 
+  const int64_t n_embd_inp = hp_.n_embd_inp();  // embedding row stride (deepstack parts after the first)
   for (size_t i : rows.live) {
     const DecoderInput& in = batch[i].in;
     float* xi = &x[rows.row0[i] * n_embd];
     if (in.tokens) {
       for (int64_t t = 0; t < in.n_tokens; ++t) get_row(w_.token_embd, in.tokens[t], xi + t * n_embd);
     } else {
-      std::memcpy(xi, in.embeddings, sizeof(float) * in.n_tokens * n_embd);
+      for (int64_t t = 0; t < in.n_tokens; ++t) std::copy_n(in.embeddings + t * n_embd_inp, n_embd, xi + t * n_embd);
     }
   }
 
@@ -237,6 +252,18 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
     per_row(n_dec, n_pro, [&](int64_t t) { swiglu(&gate[t * n_ff], &up[t * n_ff], n_ff, &gate[t * n_ff]); });
     matmul_step(l.w_down, gate.data(), n_dec, n_pro, proj.data(), pool);
     add_inplace(x.data(), proj.data(), n * n_embd);
+
+    // Deepstack (qwen3vl): embedding rows add their part il + 1 after layer il; token rows
+    // add nothing (llama.cpp's zero-padded token rows).
+    if (il < hp_.n_deepstack_layers) {
+      for (size_t i : rows.live) {
+        const DecoderInput& in = batch[i].in;
+        if (!in.embeddings) continue;
+        float* xi = &x[rows.row0[i] * n_embd];
+        for (int64_t t = 0; t < in.n_tokens; ++t)
+          add_inplace(xi + t * n_embd, in.embeddings + t * n_embd_inp + (il + 1) * n_embd, n_embd);
+      }
+    }
   }
   for (size_t i : rows.live)
     if (!failed(i)) cache.commit(batch[i].seq, static_cast<int>(batch[i].in.n_tokens));

@@ -32,12 +32,15 @@ struct LayerQk {
 struct DecoderInput {
   int64_t n_tokens = 0;
   const TokenId* tokens = nullptr;     // [n_tokens]
-  const float* embeddings = nullptr;   // [n_tokens, n_embd]
+  // [n_tokens, hp.n_embd_inp()]: the input embedding, then (deepstack) one n_embd part per
+  // early layer, added to the hidden state after that layer.
+  const float* embeddings = nullptr;
   const int64_t* positions = nullptr;  // [n_tokens] RoPE positions
   const TokenKind* kinds = nullptr;    // [n_tokens]
-  // qwen2vl only, optional: [n_tokens, 3] M-RoPE (t, h, w) positions per token (visual
-  // tokens: vision/qwen2vl_positions.h). Null means (p, p, p) from `positions`, which
-  // is what text tokens get. Other architectures reject it.
+  // qwen2vl/qwen3vl only, optional: [n_tokens, 3] M-RoPE (t, h, w) positions per token
+  // (visual tokens: vision/qwen2vl_positions.h; the fourth component is 0, as llama.cpp).
+  // Null means (p, p, p, p) from `positions`, which is what text tokens get. Other
+  // architectures reject it.
   const int64_t* mrope_positions = nullptr;
   // Optional: [n_tokens] per visual token, the mean dot product of its embedding with the
   // prompt's text token embeddings, passed to KvCache::attend (VidKV's salient tokens).

@@ -53,8 +53,13 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
     hp.arch = TextArch::kQwen2Vl;
     hp.rope.style = RopeStyle::kNeox;
     hp.qkv_bias = true;
+  } else if (a == "qwen3vl") {
+    hp.arch = TextArch::kQwen3Vl;
+    hp.rope.style = RopeStyle::kNeox;
+    hp.rope_interleaved = true;
+    hp.qk_norm = true;
   } else {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen2vl)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen2vl, qwen3vl)");
   }
 
   VLKV_ASSIGN_OR_RETURN(hp.n_embd, read_dim(gguf, a + ".embedding_length", kMaxDim, true, 0));
@@ -110,9 +115,9 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
     if (!(linear > 0)) return invalid_file("rope.scale_linear must be > 0");
     hp.rope.freq_scale = static_cast<float>(1.0 / linear);
   }
-  if (hp.arch == TextArch::kQwen2Vl) {
+  if (hp.uses_mrope()) {
     Result<std::vector<int64_t>> sections = gguf.get_i64_array(a + ".rope.dimension_sections");
-    if (!sections.is_ok()) return invalid_file("qwen2vl model without rope.dimension_sections");
+    if (!sections.is_ok()) return invalid_file(a + " model without rope.dimension_sections");
     if (sections->size() > 4) return invalid_file("rope.dimension_sections has more than 4 entries");
     int64_t total = 0;
     for (size_t i = 0; i < sections->size(); ++i) {
@@ -124,6 +129,20 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
     if (total * 2 > hp.rope.n_rot) {
       return invalid_file("rope.dimension_sections cover " + std::to_string(total * 2) + " dims, more than the " +
                           std::to_string(hp.rope.n_rot) + " rotated");
+    }
+  }
+  if (hp.arch == TextArch::kQwen3Vl) {
+    // llama.cpp asserts n_rot == head_dim for qwen3vl; a partial rotation is not its model.
+    if (hp.rope.n_rot != hp.head_dim) return unsupported("qwen3vl: rope.dimension_count != head dimension");
+    Result<int64_t> ds = gguf.get_i64(a + ".n_deepstack_layers");
+    if (ds.is_ok()) {
+      if (*ds < 0 || *ds > hp.n_layers) {
+        return invalid_file("n_deepstack_layers " + std::to_string(*ds) + " is outside [0, block_count " +
+                            std::to_string(hp.n_layers) + "]");
+      }
+      hp.n_deepstack_layers = *ds;
+    } else if (ds.status().code() != StatusCode::kNotFound) {
+      return ds.status();
     }
   }
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));

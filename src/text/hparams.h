@@ -19,6 +19,10 @@ enum class TextArch {
   kQwen2Vl, // qwen2 + M-RoPE: rotary pairs split into sections driven by (t, h, w) positions.
             // For text tokens t = h = w, so M-RoPE equals NeoX RoPE; image positions come
             // with the vision path.
+  kQwen3Vl, // Qwen3 blocks (per-head q/k RMSNorm, no biases) + interleaved M-RoPE (ggml's
+            // IMROPE: pair i takes t, h or w by i % 3 within the sections) + deepstack:
+            // media rows carry n_deepstack_layers extra n_embd parts, part k added to the
+            // residual stream after layer k-1 (llama.cpp's qwen3vl).
 };
 
 struct TextHparams {
@@ -35,9 +39,20 @@ struct TextHparams {
   float rms_eps = 1e-5f;      // {arch}.attention.layer_norm_rms_epsilon
   RopeParams rope;            // style from arch; base, scale, n_rot from metadata
   float attn_scale = 0.0f;    // 1/sqrt(head_dim)
-  std::array<int, 4> rope_sections{};  // qwen2vl: rotary pairs per position component (t, h, w, -)
+  std::array<int, 4> rope_sections{};  // qwen2vl/qwen3vl: rotary pairs per position component (t, h, w, -)
+  bool rope_interleaved = false;       // qwen3vl: sections interleaved (IMROPE), not consecutive
+  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (attn_q_norm / attn_k_norm)
+  // {arch}.n_deepstack_layers: an input embedding row (media) is n_embd_inp() wide; part k
+  // (k = 1..n) is added to the hidden state after layer k-1. Token rows add nothing.
+  int64_t n_deepstack_layers = 0;
   bool tied_output = false;   // no output.weight: reuse token_embd
   bool qkv_bias = false;
+
+  // Width of one input embedding row (llama.cpp's n_embd_inp): the main part and the
+  // per-layer additions.
+  int64_t n_embd_inp() const { return n_embd * (1 + n_deepstack_layers); }
+  // Media rows take M-RoPE (t, h, w) positions (qwen2vl_positions.h).
+  bool uses_mrope() const { return arch == TextArch::kQwen2Vl || arch == TextArch::kQwen3Vl; }
 };
 
 // Reads and validates the hyperparameters. Unsupported for an architecture we do not run.

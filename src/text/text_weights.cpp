@@ -1,6 +1,7 @@
 #include "text/text_weights.h"
 
 #include <string>
+#include <tuple>
 
 #include "quant/weight_format.h"
 
@@ -80,6 +81,21 @@ Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& h
       VLKV_ASSIGN_OR_RETURN(l.bq, bind_vector(gguf, p + "attn_q.bias", q_dim, total));
       VLKV_ASSIGN_OR_RETURN(l.bk, bind_vector(gguf, p + "attn_k.bias", kv_dim, total));
       VLKV_ASSIGN_OR_RETURN(l.bv, bind_vector(gguf, p + "attn_v.bias", kv_dim, total));
+    } else if (hp.arch == TextArch::kQwen3Vl) {
+      // llama.cpp's qwen3vl loader takes each q/k/v bias when the file has it.
+      for (auto [bias, name, n] : {std::tuple{&l.bq, "attn_q.bias", q_dim}, std::tuple{&l.bk, "attn_k.bias", kv_dim},
+                                   std::tuple{&l.bv, "attn_v.bias", kv_dim}}) {
+        if (gguf.find_tensor(p + name)) {
+          VLKV_ASSIGN_OR_RETURN(*bias, bind_vector(gguf, p + name, n, total));
+        }
+      }
+    }
+    if (gguf.find_tensor(p + "attn_qkv.weight")) {
+      return unsupported("tensor '" + p + "attn_qkv.weight': fused QKV text weights are not supported");
+    }
+    if (hp.qk_norm) {
+      VLKV_ASSIGN_OR_RETURN(l.q_norm, bind_vector(gguf, p + "attn_q_norm.weight", hp.head_dim, total));
+      VLKV_ASSIGN_OR_RETURN(l.k_norm, bind_vector(gguf, p + "attn_k_norm.weight", hp.head_dim, total));
     }
     VLKV_ASSIGN_OR_RETURN(l.ffn_norm, bind_vector(gguf, p + "ffn_norm.weight", hp.n_embd, total));
     VLKV_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(gguf, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, total));

@@ -106,6 +106,37 @@ TEST(RopeMulti, EachSectionTurnsWithItsOwnPosition) {
   }
 }
 
+// Qwen3-VL's interleaved layout (ggml IMROPE) with sections {12, 10, 10, 0}: pairs cycle
+// t, h, w while each section lasts (pairs 0..29), pair 30 is t (30 % 3 == 0, < 36) and pair
+// 31 takes the fourth position. With all four equal it is NeoX RoPE bit for bit.
+TEST(RopeMulti, InterleavedSectionsCycleTHW) {
+  const int n_heads = 2, head_dim = 64;
+  RopeParams p;
+  p.n_rot = 64;
+  p.freq_base = 5e6f;
+  const int sections[4] = {12, 10, 10, 0};
+  const int64_t pos[4] = {17, 19, 21, 0};
+  std::vector<float> x = random_vec(n_heads * head_dim, 8), y = x;
+  rope_multi(y.data(), n_heads, head_dim, pos, sections, p, /*interleaved=*/true);
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < 32; ++i) {
+      const int64_t ps = i == 31 ? pos[3] : i % 3 == 1 ? pos[1] : i % 3 == 2 ? pos[2] : pos[0];
+      const double theta = ps * std::pow(5e6, -2.0 * i / 64);
+      const double x0 = x[h * 64 + i], x1 = x[h * 64 + i + 32];
+      EXPECT_NEAR(y[h * 64 + i], x0 * std::cos(theta) - x1 * std::sin(theta), 2e-4) << h << " " << i;
+      EXPECT_NEAR(y[h * 64 + i + 32], x0 * std::sin(theta) + x1 * std::cos(theta), 2e-4) << h << " " << i;
+    }
+  }
+  p.style = RopeStyle::kNeox;
+  for (int64_t q : {0, 5, 300}) {
+    std::vector<float> a = random_vec(n_heads * head_dim, 9), b = a;
+    rope(a.data(), n_heads, head_dim, q, p);
+    const int64_t p4[4] = {q, q, q, q};
+    rope_multi(b.data(), n_heads, head_dim, p4, sections, p, /*interleaved=*/true);
+    EXPECT_EQ(a, b) << q;
+  }
+}
+
 TEST(RopeVision, HalvesTurnWithYAndXFromTheirOwnLadders) {
   const int n_heads = 2, head_dim = 16;
   const int sections[4] = {4, 4, 4, 4};

@@ -87,22 +87,21 @@ inline std::vector<ChunkView> our_chunks(const PreparedPrompt& p, bool mrope) {
   return out;
 }
 
-// "ff0a" -> "\xff\n".
+// "b65b" -> "\xb6\x5b".
 inline std::string from_hex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
-// llama.cpp's greedy bytes up to (not including) the first near-tie step. The bytes come from
-// generated_pieces_hex: generated_pieces holds U+FFFD for invalid UTF-8 (a lone 0xff byte, which
-// the random models emit), and the CLI prints the raw bytes.
+// llama.cpp's greedy bytes up to (not including) the first near-tie step. The exact bytes
+// come from generated_pieces_hex: generated_pieces holds JSON text, where a piece that is
+// not valid UTF-8 on its own (a byte-fallback token) reads U+FFFD instead of its byte.
 inline std::string trusted_prefix(const nlohmann::json& j) {
-  std::vector<std::string> pieces;
-  for (const std::string& h : j["generated_pieces_hex"].get<std::vector<std::string>>()) pieces.push_back(from_hex(h));
+  const auto pieces = j["generated_pieces_hex"].get<std::vector<std::string>>();
   const auto margins = j["generated_top1_margins"].get<std::vector<double>>();
   std::string out;
-  for (size_t i = 0; i < pieces.size() && i < margins.size() && margins[i] >= kNearTie; ++i) out += pieces[i];
+  for (size_t i = 0; i < pieces.size() && i < margins.size() && margins[i] >= kNearTie; ++i) out += from_hex(pieces[i]);
   return out;
 }
 
