@@ -131,7 +131,9 @@ Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image, Qwen2VlSize
     return invalid_argument("qwen2vl: cannot fit a " + std::to_string(image.width) + "x" +
                             std::to_string(image.height) + " image into the token limits");
   }
-  return normalize_image(resize_image(image, size.width, size.height, ResizeAlgo::kBilinear), hp_.image_mean,
+  // libmtmd (dyn_size preprocessor, PAD_CEIL): bilinear resize keeping the aspect ratio,
+  // centred on black, not HF smart_resize's stretch (README-batch2 item 5).
+  return normalize_image(resize_image_padded(image, size.width, size.height, ResizeAlgo::kBilinear), hp_.image_mean,
                          hp_.image_std);
 }
 
