@@ -82,14 +82,23 @@ inline std::vector<ChunkView> our_chunks(const PreparedPrompt& p, bool mrope) {
   for (const PromptChunk& c : p.chunks) {
     const bool media = c.kind == PromptChunk::Kind::kMedia;
     append_merged(out, {media ? "image" : "text", pos, c.n_tokens, media ? std::vector<int32_t>{} : c.tokens});
-    pos += media && mrope ? qwen2vl_visual_n_pos(c.grid_t, c.grid_h, c.grid_w) : c.n_tokens;
+    pos += media && mrope ? qwen2vl_visual_n_pos(c.grid_t, c.grid_h, c.grid_w, c.t_step) : c.n_tokens;
   }
   return out;
 }
 
-// llama.cpp's greedy bytes up to (not including) the first near-tie step.
+inline std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// llama.cpp's greedy bytes up to (not including) the first near-tie step. The bytes come
+// from generated_pieces_hex: generated_pieces holds U+FFFD where a piece is not UTF-8.
 inline std::string trusted_prefix(const nlohmann::json& j) {
-  const auto pieces = j["generated_pieces"].get<std::vector<std::string>>();
+  const auto hex = j["generated_pieces_hex"].get<std::vector<std::string>>();
+  std::vector<std::string> pieces;
+  for (const std::string& h : hex) pieces.push_back(from_hex(h));
   const auto margins = j["generated_top1_margins"].get<std::vector<double>>();
   std::string out;
   for (size_t i = 0; i < pieces.size() && i < margins.size() && margins[i] >= kNearTie; ++i) out += pieces[i];
