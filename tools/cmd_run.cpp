@@ -79,9 +79,10 @@ int run(const RunOptions& o_in) {
     VideoSampling sampling;
     sampling.n_frames = o.frames;
     sampling.fps = o.fps;
-    Result<std::vector<Image>> frames = load_video(path, sampling, o.engine.media_limits);
+    double rate = 0;
+    Result<std::vector<Image>> frames = load_video(path, sampling, o.engine.media_limits, &rate);
     if (!frames.is_ok()) return report_error(frames.status());
-    media.push_back(MediaItem{std::move(frames).value(), true});
+    media.push_back(MediaItem{std::move(frames).value(), true, rate});
   }
   // A multimodal model gets its chat template unless --no-template; a text model with --chat.
   const bool use_template = !o.no_template && (o.chat || e.has_vision());

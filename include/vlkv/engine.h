@@ -80,6 +80,7 @@ using ProgressCallback = std::function<void(const char* stage, int64_t done, int
 struct MediaItem {
   std::vector<Image> frames;
   bool is_video = false;
+  double fps = 0;  // video: frames sampled per second of the clip (0: unknown; Qwen2.5-VL positions use it)
 };
 
 // A prompt with media. A text without markers but with media gets the markers
@@ -105,6 +106,7 @@ struct PromptChunk {
   int64_t n_tokens = 0;
   // kMedia: the tokens' grid [grid_t, grid_h, grid_w] (Qwen2-VL M-RoPE positions come from it).
   int32_t grid_t = 1, grid_h = 0, grid_w = 0;
+  double t_step = 1.0;  // kMedia: M-RoPE temporal positions per temporal patch (Qwen2.5-VL video)
 };
 
 struct PreparedPrompt {

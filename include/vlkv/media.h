@@ -45,7 +45,9 @@ struct VideoSampling {
 
 // Decodes a video file's best video stream and returns the sampled frames as
 // RGB8 (at most limits.max_frames; more requested frames is an InvalidArgument).
+// frame_rate (optional): the sampled frames per second of stream time (sampling.fps, or
+// n_frames over the clip's duration), which Qwen2.5-VL's temporal positions need.
 Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
-                                      const MediaLimits& limits = {});
+                                      const MediaLimits& limits = {}, double* frame_rate = nullptr);
 
 }  // namespace vlkv

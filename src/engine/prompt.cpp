@@ -174,6 +174,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
       c.grid_t = p.embd.grid_t;
       c.grid_h = p.embd.grid_h;
       c.grid_w = p.embd.grid_w;
+      c.t_step = item.is_video ? e.vision->video_t_step(item.fps) : p.embd.t_step;
       if (static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
         return Status(StatusCode::kInternal, "vision model returned embeddings of the wrong size");
       }

@@ -114,14 +114,14 @@ Status lay_out_prepared(const Engine::Impl& e, Active& a) {
       if (mrope) {
         if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != chunk.n_tokens)
           return invalid_argument("media chunk grid does not match its token count");
-        sg.mrope = qwen2vl_visual_positions(pos, chunk.grid_t, chunk.grid_h, chunk.grid_w);
+        sg.mrope = qwen2vl_visual_positions(pos, chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step);
       }
       for (int64_t i = 0; i < chunk.n_tokens; ++i) {
         a.prompt.push_back(0);
         a.positions.push_back(pos + i);
         a.kinds.push_back(TokenKind::kVisual);
       }
-      pos += mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w) : chunk.n_tokens;
+      pos += mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step) : chunk.n_tokens;
     } else {
       if (static_cast<int64_t>(chunk.tokens.size()) != chunk.n_tokens)
         return invalid_argument("a text chunk's tokens do not match its token count");

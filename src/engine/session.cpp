@@ -108,7 +108,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
     if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != n_tokens) {
       return invalid_argument("media chunk grid does not match its token count");
     }
-    mrope_positions = qwen2vl_visual_positions(next_pos_, chunk.grid_t, chunk.grid_h, chunk.grid_w);
+    mrope_positions = qwen2vl_visual_positions(next_pos_, chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step);
   }
   const int64_t pos_start = next_pos_;
   for (int64_t begin = 0; begin < n_tokens; begin += n_batch) {
@@ -140,7 +140,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
     if (mode != LogitsMode::kNone && logits) *logits = chunk_logits;
     if (progress) progress("prefill", progress_base + end, progress_total);
   }
-  next_pos_ = pos_start + (mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w) : n_tokens);
+  next_pos_ = pos_start + (mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step) : n_tokens);
   return Status::ok();
 }
 

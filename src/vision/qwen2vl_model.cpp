@@ -43,6 +43,35 @@ Qwen2VlWindows qwen2vl_windows(int64_t grid_h, int64_t grid_w, int64_t window) {
   return w;
 }
 
+namespace {
+
+// mmproj keys that change llama.cpp's computation for these projectors and that this
+// encoder does not implement (docs/refused_keys_qwen2vl.md): refused by name, never ignored.
+Status refuse_unimplemented_keys(const GgufFile& g, const VitHparams& hp) {
+  Result<int64_t> kv_heads = g.get_i64("clip.vision.attention.head_count_kv");
+  if (kv_heads.is_ok() && *kv_heads != hp.n_heads) {
+    return unsupported("mmproj: clip.vision.attention.head_count_kv = " + std::to_string(*kv_heads) +
+                       " (grouped-query attention in the ViT) is not supported");
+  }
+  Result<int64_t> head_dim = g.get_i64("clip.vision.attention.head_dim");
+  if (head_dim.is_ok() && *head_dim != hp.head_dim) {
+    return unsupported("mmproj: clip.vision.attention.head_dim = " + std::to_string(*head_dim) +
+                       " differs from embedding_length / head_count = " + std::to_string(hp.head_dim));
+  }
+  if (hp.projector_type == "qwen2vl_merger") {
+    // llama.cpp's qwen2vl graph would switch window attention on for it, yet sets window
+    // inputs only for qwen2.5vl_merger; Qwen2-VL itself has no windows.
+    Result<int64_t> pattern = g.get_i64("clip.vision.n_wa_pattern");
+    if (pattern.is_ok() && *pattern > 0) {
+      return unsupported("mmproj: clip.vision.n_wa_pattern on a qwen2vl_merger projector (window attention is "
+                         "Qwen2.5-VL's; use projector type qwen2.5vl_merger)");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
   Qwen2VlProjector p;
   VLKV_ASSIGN_OR_RETURN(p.hp_, read_vit_hparams(g));
@@ -50,6 +79,7 @@ Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
   if (hp.projector_type != "qwen2vl_merger" && hp.projector_type != "qwen2.5vl_merger") {
     return invalid_file("mmproj: projector type is neither qwen2vl_merger nor qwen2.5vl_merger");
   }
+  VLKV_RETURN_IF_ERROR(refuse_unimplemented_keys(g, hp));
   if (p.is_qwen25()) {
     p.hp_.norm = VitNorm::kRms;
     Result<int64_t> ws = g.get_i64("clip.vision.window_size");
@@ -68,6 +98,16 @@ Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
         p.full_layer_[static_cast<size_t>(il)] = true;
       }
       p.window_attn_ = true;
+      // llama.cpp reads only n_wa_pattern for this projector: with both keys, they must agree.
+      if (pattern.is_ok()) {
+        for (int64_t il = 0; il < hp.n_layers; ++il) {
+          const bool full = *pattern <= 0 || (il + 1) % *pattern == 0;
+          if (full != p.full_layer_[static_cast<size_t>(il)]) {
+            return unsupported("mmproj: clip.vision.wa_layer_indexes and clip.vision.n_wa_pattern disagree on layer " +
+                               std::to_string(il) + " (llama.cpp follows n_wa_pattern)");
+          }
+        }
+      }
     } else if (idx.status().code() != StatusCode::kNotFound) {
       return idx.status();
     } else if (pattern.is_ok()) {
@@ -131,7 +171,9 @@ Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image, Qwen2VlSize
     return invalid_argument("qwen2vl: cannot fit a " + std::to_string(image.width) + "x" +
                             std::to_string(image.height) + " image into the token limits");
   }
-  return normalize_image(resize_image(image, size.width, size.height, ResizeAlgo::kBilinear), hp_.image_mean,
+  // libmtmd (dyn_size preprocessor, PAD_CEIL): bilinear resize keeping the aspect ratio,
+  // centred on black, not HF smart_resize's stretch (README-batch2 item 5).
+  return normalize_image(resize_image_padded(image, size.width, size.height, ResizeAlgo::kBilinear), hp_.image_mean,
                          hp_.image_std);
 }
 

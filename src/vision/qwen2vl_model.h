@@ -62,7 +62,8 @@ class Qwen2VlProjector {
   int64_t window_merged() const { return window_attn_ ? window_size_ / align() : 0; }
   bool layer_is_full(int64_t il) const { return !window_attn_ || full_layer_[static_cast<size_t>(il)]; }
 
-  // Resized (bilinear) and normalised image, [3, H, W] with H, W multiples of align().
+  // Resized (bilinear, aspect kept, centred on black as libmtmd) and normalised image,
+  // [3, H, W] with H, W multiples of align().
   Result<ImageTensor> preprocess(const Image& image) const;
   // The same with a given target size (every frame of a video takes the first one's).
   Result<ImageTensor> preprocess(const Image& image, Qwen2VlSize size) const;

@@ -4,7 +4,17 @@
 // ViT attention within each temporal patch as HF's cu_seqlens): frames resized to the first frame's size, paired into
 // temporal patches (frame 2t through kernel 0, frame 2t+1 through kernel 1, an odd
 // last frame duplicated), so N frames give grid_t = ceil(N/2) groups of
-// grid_h * grid_w merged tokens in one run whose M-RoPE temporal index is 0..grid_t-1.
+// grid_h * grid_w merged tokens in one run whose M-RoPE temporal index is 0..grid_t-1
+// (Qwen2-VL) or follows time (Qwen2.5-VL, video_t_step below).
+//
+// llama.cpp (3f545be, tools/mtmd) does neither: mtmd-helper decodes a video with the ffmpeg
+// CLI (4 fps by default), hands each frame over as a "mergeable" bitmap, and mtmd_tokenize
+// pairs adjacent mergeable frames into one image chunk (both conv kernels, as here). Each
+// pair is its own chunk: all its tokens get t = the chunk's start position and it advances
+// the position by max(grid_w, grid_h), like a still image; a "[XmY.YYs]" timestamp text is
+// inserted every 5 s (which also stops a pair from merging across it). So its temporal
+// positions step by max(grid_w, grid_h) per frame pair, independent of the frame rate,
+// and the ViT never sees a frame from the next pair.
 #include <algorithm>
 #include <memory>
 
@@ -13,6 +23,9 @@
 
 namespace vlkv {
 namespace {
+
+constexpr double kTemporalPatch = 2;          // frames per temporal patch (the two conv kernels)
+constexpr double kQwen25TokensPerSecond = 2;  // Qwen2_5_VLVisionConfig.tokens_per_second
 
 class Qwen2VlVisionModel final : public VisionModel {
  public:
@@ -46,6 +59,19 @@ class Qwen2VlVisionModel final : public VisionModel {
   }
 
   // <|vision_start|> [grid_t * grid_h * grid_w merged tokens, (t, y, x) row-major] <|vision_end|>.
+  // Qwen2.5-VL trains its temporal positions on time (transformers,
+  // src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py, Qwen2_5_VLModel.get_rope_index):
+  // temporal patch ti sits at ti * second_per_grid_t * tokens_per_second, with
+  // second_per_grid_t = temporal_patch_size / fps (processing_qwen2_5_vl.py; 1.0 when the
+  // frame rate is unknown, get_rope_index's default). tokens_per_second is the vision
+  // config's (2 in every released Qwen2.5-VL); llama.cpp's converter writes no key for it,
+  // so the Qwen2.5-VL value is used. Qwen2-VL: one position per temporal patch.
+  double video_t_step(double fps) const override {
+    if (!p_.is_qwen25()) return 1.0;
+    const double second_per_grid_t = fps > 0 ? kTemporalPatch / fps : 1.0;
+    return second_per_grid_t * kQwen25TokensPerSecond;
+  }
+
   Result<MediaEmbedding> encode_video(const std::vector<Image>& frames, ThreadPool& pool,
                                       const VisionProgress& progress) const override {
     if (frames.empty()) return invalid_argument("a video with no frames");

@@ -34,6 +34,9 @@ class FrameSampler {
  public:
   FrameSampler(const std::string& path, const MediaLimits& limits) : path_(path), limits_(limits) {}
 
+  // Sample times per second of stream time (valid after run).
+  double rate() const { return rate_; }
+
   Result<std::vector<Image>> run(const VideoSampling& sampling) {
     VLKV_RETURN_IF_ERROR(open());
     VLKV_RETURN_IF_ERROR(plan(sampling));
@@ -115,6 +118,7 @@ class FrameSampler {
                                 std::to_string(limits_.max_frames));
       }
       for (int32_t i = 0; i < s.n_frames; ++i) targets_.push_back(start_ + duration_ * i / s.n_frames);
+      rate_ = s.n_frames / duration_;
     } else {
       const double n = std::floor(duration_ * s.fps - 1e-9) + 1;
       if (n > limits_.max_frames) {
@@ -122,6 +126,7 @@ class FrameSampler {
                                 " frames; the limit is " + std::to_string(limits_.max_frames));
       }
       for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) targets_.push_back(start_ + i / s.fps);
+      rate_ = s.fps;
     }
     return Status::ok();
   }
@@ -175,6 +180,7 @@ class FrameSampler {
   std::unique_ptr<SwsContext, SwsFreer> sws_;
   int stream_ = -1;
   double time_base_ = 0, start_ = 0, duration_ = 0;
+  double rate_ = 0;              // sample times per second of stream time
   std::vector<double> targets_;  // sample times, ascending
   size_t next_ = 0;              // first unserved target
   std::vector<Image> frames_;
@@ -183,9 +189,11 @@ class FrameSampler {
 }  // namespace
 
 Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
-                                      const MediaLimits& limits) {
+                                      const MediaLimits& limits, double* frame_rate) {
   FrameSampler sampler(path, limits);
-  return sampler.run(sampling);
+  Result<std::vector<Image>> frames = sampler.run(sampling);
+  if (frames.is_ok() && frame_rate) *frame_rate = sampler.rate();
+  return frames;
 }
 
 }  // namespace vlkv

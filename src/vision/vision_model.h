@@ -29,6 +29,9 @@ struct EmbeddingRun {
   int32_t grid_t = 1;
   int32_t grid_h = 0;
   int32_t grid_w = 0;
+  // M-RoPE temporal positions per temporal patch (qwen2vl_positions.h): 1 for images;
+  // a video's comes from VisionModel::video_t_step.
+  double t_step = 1.0;
 };
 
 // One piece of the token sequence that replaces a media marker, as libmtmd builds it:
@@ -84,6 +87,14 @@ class VisionModel {
   // Qwen2-VL overrides it to pair frames into temporal patches.
   virtual Result<MediaEmbedding> encode_video(const std::vector<Image>& frames, ThreadPool& pool,
                                               const VisionProgress& progress) const;
+
+  // M-RoPE temporal positions between consecutive temporal patches of a video whose
+  // frames were sampled at fps frames per second (0: unknown). 1 (one position per
+  // temporal patch, Qwen2-VL) unless the model ties positions to time (Qwen2.5-VL).
+  virtual double video_t_step(double fps) const {
+    (void)fps;
+    return 1.0;
+  }
 };
 
 // Registry: projector type name -> factory. Self-registration from static

@@ -232,6 +232,46 @@ TEST(SchedulerMedia, Qwen2VlMropeRequestsEqualSessionGenerate) {
   }
 }
 
+// Qwen2.5-VL (the second fixture batch's pair): a wide image (two ViT windows) and a video
+// whose temporal positions follow time (1 fps: 4 positions per temporal patch) batched with
+// the scheduler equal Session::generate, so both paths take the chunk's temporal step.
+TEST(SchedulerMedia, Qwen25VlImageAndVideoRequestsEqualSessionGenerate) {
+  EngineParams p;
+  p.model_path = std::string(VLKV_TEST_DATA) + "/fixtures/models/qwen25vl-tiny-text.gguf";
+  p.mmproj_path = std::string(VLKV_TEST_DATA) + "/fixtures/models/mmproj-tiny-qwen25vl.gguf";
+  p.kv_method = "f16";
+  p.kv_budget_bytes = 64ull << 20;
+  p.n_threads = 2;
+  auto e = Engine::load(p);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  Result<Image> img = load_image(std::string(VLKV_TEST_DATA) + "/fixtures/images/test_image_128x48.png");
+  Result<Image> sq = load_image(std::string(VLKV_TEST_DATA) + "/fixtures/images/test_image_64.png");
+  ASSERT_TRUE(img.is_ok() && sq.is_ok());
+  GenerateParams g = greedy(24, /*ignore_eos=*/true);
+  g.sampling.temperature = 1.5f;
+  g.sampling.top_k = 0;
+  g.sampling.top_p = 1.0f;
+  g.sampling.min_p = 0.0f;
+  g.sampling.seed = 11;
+  const Prompt prompts[] = {
+      (*e)->user_prompt("Describe the image.", {MediaItem{{*img}, false}}, /*use_template=*/false),
+      (*e)->user_prompt("What happens in the clip?", {MediaItem{{*sq, *img, *sq, *img, *sq}, true, 1.0}}, false)};
+  auto sched = Scheduler::create(**e);
+  ASSERT_TRUE(sched.is_ok());
+  std::vector<RequestId> ids;
+  for (const Prompt& pr : prompts) ids.push_back((*sched)->submit(prepared_request(**e, pr, g)).value());
+  run_to_end(**sched);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const RequestStatus st = (*sched)->poll(ids[i]).value();
+    EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
+    EXPECT_EQ(st.text, session_text(**e, prompts[i], g)) << "request " << i;
+  }
+  // The draws do follow the temporal step: at 4 fps (one position per patch) the text differs.
+  const Prompt fps4 =
+      (*e)->user_prompt("What happens in the clip?", {MediaItem{{*sq, *img, *sq, *img, *sq}, true, 4.0}}, false);
+  EXPECT_NE(session_text(**e, fps4, g), session_text(**e, prompts[1], g));
+}
+
 TEST(SchedulerMedia, RejectsAMalformedPreparedPrompt) {
   auto e = load_vlm(64ull << 20);
   ASSERT_TRUE(e);

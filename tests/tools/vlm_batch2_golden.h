@@ -82,7 +82,7 @@ inline std::vector<ChunkView> our_chunks(const PreparedPrompt& p, bool mrope) {
   for (const PromptChunk& c : p.chunks) {
     const bool media = c.kind == PromptChunk::Kind::kMedia;
     append_merged(out, {media ? "image" : "text", pos, c.n_tokens, media ? std::vector<int32_t>{} : c.tokens});
-    pos += media && mrope ? qwen2vl_visual_n_pos(c.grid_t, c.grid_h, c.grid_w) : c.n_tokens;
+    pos += media && mrope ? qwen2vl_visual_n_pos(c.grid_t, c.grid_h, c.grid_w, c.t_step) : c.n_tokens;
   }
   return out;
 }

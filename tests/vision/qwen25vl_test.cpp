@@ -33,13 +33,17 @@ struct Spec {
   bool zero_attn_out = false;
   bool wa_indexes = false;  // write clip.vision.wa_layer_indexes = {1} instead of the pattern
   bool no_pattern = false;  // write neither key
+  bool both_disagree = false;  // n_wa_pattern = 2 and wa_layer_indexes = {0}
+  int head_count_kv = 0;       // > 0: write clip.vision.attention.head_count_kv
+  int head_dim_key = 0;        // > 0: write clip.vision.attention.head_dim
+  const char* projector = "qwen2.5vl_merger";
 };
 
 std::string write_mmproj(const Spec& s, const std::string& name) {
   GgufWriter w;
   w.set_string("general.architecture", "clip");
   w.set_bool("clip.has_vision_encoder", true);
-  w.set_string("clip.projector_type", "qwen2.5vl_merger");
+  w.set_string("clip.projector_type", s.projector);
   w.set_u32("clip.vision.image_size", 64);
   w.set_u32("clip.vision.patch_size", kPatch);
   w.set_u32("clip.vision.embedding_length", kEmbd);
@@ -61,6 +65,12 @@ std::string write_mmproj(const Spec& s, const std::string& name) {
   } else {
     w.set_u32("clip.vision.n_wa_pattern", static_cast<uint32_t>(s.n_wa_pattern));
   }
+  if (s.both_disagree) {
+    const int32_t idx[1] = {0};
+    w.set("clip.vision.wa_layer_indexes", gguf_i32_array(idx));
+  }
+  if (s.head_count_kv > 0) w.set_u32("clip.vision.attention.head_count_kv", static_cast<uint32_t>(s.head_count_kv));
+  if (s.head_dim_key > 0) w.set_u32("clip.vision.attention.head_dim", static_cast<uint32_t>(s.head_dim_key));
   std::mt19937 rng(1234);  // same weights for every spec
   auto add = [&](const std::string& n, std::vector<int64_t> dims, float scale, float offset = 0.0f, bool zero = false) {
     int64_t count = 1;
@@ -282,6 +292,43 @@ TEST(Qwen25Vl, RejectsBadWindowMetadata) {
     EXPECT_FALSE(m.is_ok()) << name;
     if (!m.is_ok()) {
       EXPECT_EQ(m.status().code(), StatusCode::kInvalidFile) << m.status().message();
+    }
+    g->reset();
+    std::filesystem::remove(path);
+  }
+}
+
+// Keys that change llama.cpp's computation and that this encoder does not implement are
+// refused by name (docs/refused_keys_qwen2vl.md), never ignored.
+TEST(Qwen25Vl, RefusesUnimplementedKeysByName) {
+  Spec gqa;
+  gqa.head_count_kv = 1;
+  Spec hd;
+  hd.head_dim_key = 8;  // != 32 / 2
+  Spec both;
+  both.both_disagree = true;
+  Spec q2;
+  q2.projector = "qwen2vl_merger";  // n_wa_pattern = 2 written: windows are not Qwen2-VL's
+  Spec agree;                       // the values llama.cpp would compute with are accepted
+  agree.head_count_kv = kHeads;
+  agree.head_dim_key = kEmbd / kHeads;
+  const std::pair<Spec, const char*> cases[] = {{gqa, "clip.vision.attention.head_count_kv"},
+                                                {hd, "clip.vision.attention.head_dim"},
+                                                {both, "clip.vision.wa_layer_indexes"},
+                                                {q2, "clip.vision.n_wa_pattern"},
+                                                {agree, ""}};
+  int i = 0;
+  for (const auto& [spec, key] : cases) {
+    const std::string path = write_mmproj(spec, "refuse" + std::to_string(i++));
+    Result<std::unique_ptr<GgufFile>> g = GgufFile::open(path);
+    ASSERT_TRUE(g.is_ok());
+    Result<std::unique_ptr<VisionModel>> m = VisionModel::load(**g);
+    if (*key) {
+      ASSERT_FALSE(m.is_ok()) << key;
+      EXPECT_EQ(m.status().code(), StatusCode::kUnsupported) << m.status().message();
+      EXPECT_NE(m.status().message().find(key), std::string::npos) << m.status().message();
+    } else {
+      EXPECT_TRUE(m.is_ok()) << m.status().message();
     }
     g->reset();
     std::filesystem::remove(path);
