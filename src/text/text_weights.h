@@ -23,6 +23,10 @@ struct LayerWeights {
   WeightMatrix w_gate;            // [n_ff, n_embd]
   WeightMatrix w_up;              // [n_ff, n_embd]
   WeightMatrix w_down;            // [n_embd, n_ff]
+  // gemma3 (empty otherwise): per-head RMSNorm of q and k, RMSNorm of the attention and FFN outputs
+  std::vector<float> q_norm, k_norm;        // [head_dim]
+  std::vector<float> attn_post_norm;        // [n_embd]
+  std::vector<float> ffn_post_norm;         // [n_embd]
 };
 
 struct TextWeights {
