@@ -71,6 +71,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   KvCacheConfig kv;
   kv.geometry = {static_cast<int>(impl->hparams.n_layers), static_cast<int>(impl->hparams.n_heads),
                  static_cast<int>(impl->hparams.n_kv_heads), static_cast<int>(impl->hparams.head_dim), fingerprint};
+  kv.geometry.layer_window = kv_layer_windows(impl->hparams);  // gemma3's sliding layers
   kv.method = params.kv_method;
   kv.budget_bytes = params.kv_budget_bytes;
   if (params.kv_page_bytes != 0) kv.page_bytes = params.kv_page_bytes;

@@ -28,6 +28,7 @@ struct PromptSegment {
   const float* embeddings = nullptr;       // media: [end - begin, n_embd_inp]; null for text
   std::vector<int64_t> mrope;              // qwen2vl media: [end - begin, 3] (t, h, w) positions
   std::vector<float> similarity;           // VidKV media: [end - begin], else empty
+  bool non_causal = false;                 // gemma3 media: fed whole in one step (DecoderInput::non_causal)
 };
 
 // One request and its sequence.
@@ -111,6 +112,11 @@ Status lay_out_prepared(const Engine::Impl& e, Active& a) {
         return invalid_argument("a media chunk's embeddings do not match its token count");
       sg.embeddings = chunk.embeddings.data();
       if (c < similarity.size()) sg.similarity = similarity[c];
+      sg.non_causal = e.hparams.media_non_causal;
+      if (sg.non_causal && chunk.n_tokens > e.params.n_batch)
+        return invalid_argument("this model decodes an image's " + std::to_string(chunk.n_tokens) +
+                                " tokens with non-causal attention in one batch: raise --batch-size to at least " +
+                                std::to_string(chunk.n_tokens));
       if (mrope) {
         if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != chunk.n_tokens)
           return invalid_argument("media chunk grid does not match its token count");
@@ -248,6 +254,11 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   if (request.prepared) {
     a->prepared = request.prepared;
     VLKV_RETURN_IF_ERROR(lay_out_prepared(*s.e, *a));
+    for (const PromptSegment& sg : a->segments)
+      if (sg.non_causal && sg.end - sg.begin > s.params.max_step_prompt_tokens)
+        return invalid_argument("an image of " + std::to_string(sg.end - sg.begin) +
+                                " tokens is decoded non-causally in one step, more than max_step_prompt_tokens (" +
+                                std::to_string(s.params.max_step_prompt_tokens) + ")");
   } else {
     if (request.prompt_tokens.empty() && request.prompt_text.empty()) return invalid_argument("the prompt is empty");
     a->prompt = request.prompt_tokens;
@@ -439,10 +450,12 @@ Result<StepResult> Scheduler::step() {
       if (remaining <= 0) continue;  // cannot happen: a sampled token is always fed next
       // A prompt chunk stops at its segment's end (text ids and media embeddings are
       // separate inputs), as Session::eval_prompt splits it.
-      if (const PromptSegment* sg = a->segment_at(a->n_fed)) remaining = sg->end - a->n_fed;
+      const PromptSegment* seg = a->segment_at(a->n_fed);
+      if (seg) remaining = seg->end - a->n_fed;
       const bool replay = a->n_replayed < a->feeds.size();
+      const bool whole = seg && seg->non_causal;  // a non-causal image waits for a step with room for all of it
       const int64_t n = replay ? a->feeds[a->n_replayed]
-                        : remaining == 1 ? 1 : std::min({remaining, prompt_budget, n_batch});
+                        : remaining == 1 || whole ? remaining : std::min({remaining, prompt_budget, n_batch});
       if (n <= 0 || (n > 1 && n > prompt_budget)) continue;  // prompt budget spent: it waits for the next step
       if (n > 1) prompt_budget -= n;
       n_feed.push_back(n);
@@ -463,6 +476,7 @@ Result<StepResult> Scheduler::step() {
         else b.in.tokens = a.prompt.data() + at;
         if (!sg->mrope.empty()) b.in.mrope_positions = sg->mrope.data() + off * 3;
         if (!sg->similarity.empty()) b.in.visual_similarity = sg->similarity.data() + off;
+        b.in.non_causal = sg->non_causal;
         b.in.positions = a.positions.data() + at;
         b.in.kinds = a.kinds.data() + at;
       } else {  // a generated token (fed one a step)

@@ -110,6 +110,14 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
     }
     mrope_positions = qwen2vl_visual_positions(next_pos_, chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step);
   }
+  // gemma3: an image's tokens see each other (non-causal), so the chunk is one step, as
+  // llama.cpp requires of its ubatch.
+  const bool non_causal = media && engine_->hparams.media_non_causal;
+  if (non_causal && n_tokens > n_batch) {
+    return invalid_argument("this model decodes an image's " + std::to_string(n_tokens) +
+                            " tokens with non-causal attention in one batch: raise --batch-size to at least " +
+                            std::to_string(n_tokens));
+  }
   const int64_t pos_start = next_pos_;
   for (int64_t begin = 0; begin < n_tokens; begin += n_batch) {
     const int64_t end = std::min(n_tokens, begin + n_batch);
@@ -133,6 +141,7 @@ Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similar
     in.kinds = kinds.data();
     if (observer_) in.observer = &observer_;
     if (mrope) in.mrope_positions = mrope_positions.data() + begin * 3;
+    in.non_causal = non_causal;
     if (media && visual_similarity) in.visual_similarity = visual_similarity + begin;
     const LogitsMode mode = want_logits && end == n_tokens ? LogitsMode::kLast : LogitsMode::kNone;
     VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));

@@ -117,23 +117,46 @@ struct RowState {
                           // (Codec::output_transform), un-rotated once at the end; null if none
 };
 
-// Folds one chunk into the state. limit (optional): row r sees chunk keys [0, limit[r]].
-// keep (optional): [chunk tokens], keys marked 0 get probability 0 (sparse attention).
+// Which keys of a chunk each row of a fold sees (every field optional).
+struct FoldMask {
+  const int64_t* first = nullptr;  // [rows] row r sees chunk keys t >= first[r]
+  const int64_t* limit = nullptr;  // [rows] row r sees chunk keys t <= limit[r]
+  const uint8_t* keep = nullptr;   // [chunk tokens] keys marked 0 get probability 0 (sparse attention)
+  // Sliding window (AttendOptions::window): row r masks the key at position pk when
+  // qpos[r] - pk >= window; pk = head_pos[c.first + t] (storage index -> position), or
+  // c.first + t when head_pos is null (storage order is sequence order).
+  int64_t window = 0;
+  const int64_t* qpos = nullptr;      // [rows]
+  const int64_t* head_pos = nullptr;  // [the kv head's cached tokens]
+};
+
+// Folds one chunk into the state; masked keys get probability 0.
 //   qt: [rows, head_dim]; logits: scratch [rows, chunk tokens]
-void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, const int64_t* limit,
-                const uint8_t* keep, RowState st, float* logits) {
+void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, const FoldMask& mk, RowState st,
+                float* logits) {
   const int64_t n = c.k.n_tokens;
   c.kc->scores(qt, rows, c.k, scale, logits, n);
+  const bool win_pos = mk.window > 0 && mk.head_pos;  // out-of-order keys: masked one by one
   for (int r = 0; r < rows; ++r) {
     float* lr = logits + r * n;  // [n] logits, then probabilities
-    const int64_t valid = limit ? std::clamp<int64_t>(limit[r] + 1, 0, n) : n;
+    const int64_t valid = mk.limit ? std::clamp<int64_t>(mk.limit[r] + 1, 0, n) : n;
+    int64_t lo = mk.first ? std::clamp<int64_t>(mk.first[r], 0, valid) : 0;
+    if (mk.window > 0 && !mk.head_pos)  // in-order keys: the window is a lower bound
+      lo = std::clamp<int64_t>(mk.qpos[r] - mk.window + 1 - c.first, lo, valid);
     for (int64_t t = valid; t < n; ++t) lr[t] = 0.0f;
-    if (valid == 0) continue;
-    if (keep)  // branch-free selects, vectorizable (the branchy stores showed in sparse prefill profiles)
-      for (int64_t t = 0; t < valid; ++t) lr[t] = keep[t] ? lr[t] : kNegInf;
-    const float mx = max_of(lr, valid);
+    for (int64_t t = 0; t < lo; ++t) lr[t] = 0.0f;
+    if (valid == lo) continue;
+    float* lw = lr + lo;  // [m] the row's candidate keys
+    const uint8_t* kw = mk.keep ? mk.keep + lo : nullptr;
+    const int64_t m = valid - lo;
+    auto out_of_window = [&](int64_t t) { return mk.qpos[r] - mk.head_pos[c.first + lo + t] >= mk.window; };
+    if (kw)  // branch-free selects, vectorizable (the branchy stores showed in sparse prefill profiles)
+      for (int64_t t = 0; t < m; ++t) lw[t] = kw[t] ? lw[t] : kNegInf;
+    if (win_pos)
+      for (int64_t t = 0; t < m; ++t) lw[t] = out_of_window(t) ? kNegInf : lw[t];
+    const float mx = max_of(lw, m);
     if (mx == kNegInf) {  // nothing kept in this row's range
-      std::fill(lr, lr + valid, 0.0f);
+      std::fill(lw, lw + m, 0.0f);
       continue;
     }
     const float m_old = st.m[r];
@@ -147,9 +170,12 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
       st.l[r] *= alpha;
       st.m[r] = m_new;
     }
-    st.l[r] += exp_sub_sum(lr, valid, m_new);
-    if (keep)  // the vector exp flushes -inf to ~1e-38, not 0
-      for (int64_t t = 0; t < valid; ++t) lr[t] = keep[t] ? lr[t] : 0.0f;
+    st.l[r] += exp_sub_sum(lw, m, m_new);
+    // the vector exp flushes -inf to ~1e-38, not 0
+    if (kw)
+      for (int64_t t = 0; t < m; ++t) lw[t] = kw[t] ? lw[t] : 0.0f;
+    if (win_pos)
+      for (int64_t t = 0; t < m; ++t) lw[t] = out_of_window(t) ? 0.0f : lw[t];
   }
   c.vc->accumulate(logits, n, rows, c.v, c.vc->output_transform() ? st.acc2 : st.acc);
 }
@@ -188,7 +214,10 @@ struct Scratch {
   std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
   std::vector<float> logits;      // [kTileRows, longest chunk (kChunkTokens or a codec block)]
   std::vector<int64_t> limit;     // [kTileRows]
-  std::vector<int64_t> row_last;  // [kTileRows] sparse: last gathered new key each row sees
+  std::vector<int64_t> row_last;  // [kTileRows] last gathered new key each row sees
+  std::vector<int64_t> first;     // [kTileRows] first gathered new key each row sees (window)
+  std::vector<int64_t> row_first; // [kTileRows]
+  std::vector<int64_t> qpos;      // [kTileRows] sequence position of each row's query
   std::vector<float> m, acc;      // a tile's merged state
   std::vector<double> l;
 };
@@ -215,6 +244,7 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
   const bool vla = options.base_q != nullptr;  // Q Cache VLA: base-layer scores for base keys
   VLKV_CHECK_MSG(!vla || (!sparse && options.base_k && options.from_base), "VLA needs base_k, from_base, no sparsity");
   const int64_t n_keys = layer.n_tokens + n_new;  // step key order: cached (storage order), then new
+  const bool windowed = options.window > 0;
 
   // Per-step buffers of the calling thread, reused across steps (no allocation once warm).
   struct StepBuffers {
@@ -300,6 +330,9 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
     s.logits.resize(static_cast<size_t>(tile_rows) * max_chunk_tokens);
     s.limit.resize(tile_rows);
     s.row_last.resize(tile_rows);
+    s.first.resize(tile_rows);
+    s.row_first.resize(tile_rows);
+    s.qpos.resize(tile_rows);
     s.m.resize(tile_rows);
     s.l.resize(tile_rows);
     s.acc.resize(static_cast<size_t>(tile_rows) * d);
@@ -322,11 +355,24 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       if (c0 == c1) continue;
       gather_q(g, tile, s.qt.data());
       if (vla) gather_q(g, tile, s.qb.data(), options.base_q);
+      FoldMask mk;
+      const int64_t* head_pos = options.cached_pos ? options.cached_pos + g * layer.n_tokens : nullptr;
+      if (windowed) {
+        for (int r = 0; r < rows; ++r) s.qpos[r] = layer.n_tokens + static_cast<int64_t>(tile) * tile_tokens + r / group;
+        mk.window = options.window;
+        mk.qpos = s.qpos.data();
+        mk.head_pos = head_pos;
+      }
       int qt2_id = 0;  // query transform held in s.qt2: applied once per task, not per chunk
       bool qt2_base = false;  // s.qt2 holds the base layer's queries
       for (size_t c = c0; c < c1; ++c) {
         const uint8_t* keep_c = sparse ? options.keep + g * n_keys + cs[c].first : nullptr;
         if (sparse && std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
+        if (windowed) {  // a chunk every row's window has left is not read (decode reads ~window keys)
+          int64_t newest = cs[c].first + cs[c].k.n_tokens - 1;
+          if (head_pos) newest = *std::max_element(head_pos + cs[c].first, head_pos + cs[c].first + cs[c].k.n_tokens);
+          if (s.qpos[0] - newest >= options.window) continue;
+        }
         const bool base = vla && cs[c].base_keys;
         const std::vector<float>& q_tile = base ? s.qb : s.qt;
         const float* qc = q_tile.data();
@@ -340,11 +386,13 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
           qc = s.qt2.data();
         }
         if (!sparse) {
-          fold_chunk(cs[c], qc, rows, d, scale, nullptr, nullptr, st, s.logits.data());
+          fold_chunk(cs[c], qc, rows, d, scale, mk, st, s.logits.data());
           continue;
         }
         attn::for_each_kept_run(cs[c], keep_c, [&](int64_t t0, int64_t n) {
-          fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, d, scale, nullptr, keep_c + t0, st, s.logits.data());
+          FoldMask mk_run = mk;
+          mk_run.keep = keep_c + t0;
+          fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, d, scale, mk_run, st, s.logits.data());
         });
       }
     }
@@ -441,16 +489,29 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
       // Folds gathered new rows (kp, vp) with step indices idx (null: all, in order) into st.
       auto fold_new = [&](const uint8_t* const* kp, const uint8_t* const* vp, const int* idx, int n_idx,
                           const float* q_tile) {
+        // Gathered index of the last new key at or before step token tok (-1: none).
         auto seen = [&](int64_t tok) -> int64_t {
-          return idx ? (std::upper_bound(idx, idx + n_idx, tok) - idx) - 1 : tok;
+          return idx ? (std::upper_bound(idx, idx + n_idx, tok) - idx) - 1 : std::clamp<int64_t>(tok, -1, n_new - 1);
         };
-        for (int r = 0; r < rows; ++r) s.row_last[r] = seen(first_tok + r / group);
-        const int64_t n_keys_new = seen(last_tok) + 1;
-        for (int64_t j0 = 0; j0 < n_keys_new; j0 += kChunkTokens) {
+        // Row of token i sees new keys j <= i (all, non-causal) and, windowed, j > i - window.
+        for (int r = 0; r < rows; ++r) {
+          const int64_t i = first_tok + r / group;
+          s.row_last[r] = seen(options.non_causal ? n_new - 1 : i);
+          s.row_first[r] = windowed ? seen(i - options.window) + 1 : 0;
+        }
+        const int64_t n_keys_new = seen(options.non_causal ? n_new - 1 : last_tok) + 1;
+        const int64_t j_begin = windowed ? seen(first_tok - options.window) + 1 : 0;
+        for (int64_t j0 = j_begin; j0 < n_keys_new; j0 += kChunkTokens) {
           const int64_t n = std::min<int64_t>(kChunkTokens, n_keys_new - j0);
           const Chunk c = attn::f32_rows_chunk(f32, kp, vp, j0, n, n_new, d);
-          for (int r = 0; r < rows; ++r) s.limit[r] = s.row_last[r] - j0;  // causal: key j <= token i
-          fold_chunk(c, q_tile, rows, d, scale, s.limit.data(), nullptr, st, s.logits.data());
+          for (int r = 0; r < rows; ++r) {
+            s.limit[r] = s.row_last[r] - j0;
+            s.first[r] = s.row_first[r] - j0;
+          }
+          FoldMask mk;
+          mk.limit = s.limit.data();
+          mk.first = s.first.data();
+          fold_chunk(c, q_tile, rows, d, scale, mk, st, s.logits.data());
         }
       };
       if (vla) {

@@ -41,6 +41,17 @@ struct AttendOptions {
   const float* base_q = nullptr;       // [n_new, n_heads, head_dim]
   const float* base_k = nullptr;       // [n_new, n_kv_heads, head_dim]
   const uint8_t* from_base = nullptr;  // [n_new]
+  // Sliding-window layer (Gemma 3): > 0 masks key position pk for the query at position pq
+  // when pq - pk >= window (llama.cpp's LLAMA_SWA_TYPE_STANDARD; never a later key). A
+  // token's position is its index in the sequence: cached keys at cached_pos (below), new
+  // token i at layer.n_tokens + i. 0: no window.
+  int64_t window = 0;
+  // [n_kv_heads, layer.n_tokens]: the sequence position of each cached key in storage order
+  // (Method::stored_positions); null when storage order is sequence order. Read only with window.
+  const int64_t* cached_pos = nullptr;
+  // The new tokens see each other in full instead of causally (a Gemma 3 image chunk,
+  // libmtmd's non-causal decode); the window still applies.
+  bool non_causal = false;
 };
 
 // layer:      the layer as at the last commit (cached tokens to attend over).
@@ -50,6 +61,7 @@ struct AttendOptions {
 //   q:   [n_new, n_heads, head_dim]     post-RoPE
 //   k,v: [n_new, n_kv_heads, head_dim]
 //   out: [n_new, n_heads, head_dim]     softmax(scale * q.k) v over cached + causal new tokens
+//                                       (options: sparse, windowed, non-causal)
 void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
                   const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
                   ThreadPool& pool, const AttendOptions& options = {});

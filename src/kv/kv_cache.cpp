@@ -84,7 +84,7 @@ class KvCacheImpl final : public KvCache {
 
   Status attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v, const TokenKind* kinds,
                 int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity,
-                const float* base_q, const float* base_k) override;
+                const float* base_q, const float* base_k, bool non_causal) override;
   Status store_without_attention(SeqId seq_id, int layer, const float* k, const float* v, const TokenKind* kinds,
                                  int n_new, const float* q, float scale, ThreadPool* pool) override;
 
@@ -231,6 +231,7 @@ class KvCacheImpl final : public KvCache {
   std::vector<float> key_mass_;  // [n_kv_heads, n_cached + n_new]
   std::vector<float> probe_maps_;  // [n_probes, n_heads, n_cached + n_new] (kStatProbeMaps)
   std::vector<uint8_t> keep_;    // [n_kv_heads, n_cached + n_new] sparse attention's kept keys
+  std::vector<int64_t> cached_pos_;  // [n_kv_heads, n_cached] sliding layers: stored keys' positions
   PagePool pool_;
   PageTable table_;
 };
@@ -258,7 +259,8 @@ Result<const Method*> KvCacheImpl::method_for(const std::string& spec) {
 
 Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v,
                            const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
-                           const float* visual_similarity, const float* base_q, const float* base_k) {
+                           const float* visual_similarity, const float* base_q, const float* base_k,
+                           bool non_causal) {
   const KvGeometry& g = config_.geometry;
   if (!q || !out) return invalid_argument("attend: empty step or null buffer");
   VLKV_ASSIGN_OR_RETURN(SeqCache* seq_ptr, begin_layer_step(seq_id, layer, k, v, n_new));
@@ -289,6 +291,31 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
   in.visual_similarity = visual_similarity;
   VLKV_RETURN_IF_ERROR(prepare_layer(seq, in));
   const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
+  // The mask every attention of this step applies: the layer's window (over the cached keys'
+  // sequence positions, whatever order the method stores them in) and non-causal new tokens.
+  AttendOptions mask;
+  mask.window = g.window(layer);
+  mask.non_causal = non_causal;
+  if (mask.window > 0 && lc.n_tokens > 0) {
+    cached_pos_.clear();
+    std::vector<int64_t> pos;
+    for (int h = 0; h < g.n_kv_heads; ++h) {
+      if (!method.stored_positions(lc.state.get(), h, lc.heads[h].segments, &pos)) break;
+      if (static_cast<int64_t>(pos.size()) != lc.n_tokens) {
+        rollback(seq);
+        return Status(StatusCode::kInternal, "attend: the method's stored positions do not cover the layer");
+      }
+      cached_pos_.insert(cached_pos_.end(), pos.begin(), pos.end());
+    }
+    if (!cached_pos_.empty()) mask.cached_pos = cached_pos_.data();
+  }
+  const bool masked = mask.window > 0 || non_causal;
+  auto with_mask = [&](AttendOptions o) {
+    o.window = mask.window;
+    o.cached_pos = mask.cached_pos;
+    o.non_causal = mask.non_causal;
+    return o;
+  };
   AttentionStats stats;
   if (wants_stats(plan, n_new)) {
     ProbeRows rows = begin_stats(plan, lc, layer, n_new, stats);
@@ -308,14 +335,20 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
         }
         if (sparse_attention_work(lc, key_source, keep_.data(), n_new, shape) <= kMaxSparseWork) {
           attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
-                       AttendOptions{keep_.data(), nullptr});
+                       with_mask(AttendOptions{keep_.data(), nullptr}));
           attended = true;
         }
       }
     }
-    if (!attended) {
+    if (!attended && masked && !plan.sparse_attention) {
+      // The statistics stay those of causal attention over every key (what the method's
+      // policy is defined on); the masked attention's softmax state is not theirs, so they
+      // come from their own scoring pass.
+      attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, with_mask(AttendOptions{}));
+      probe_stats(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
+    } else if (!attended) {
       attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
-                   AttendOptions{nullptr, plan.sparse_attention ? nullptr : &rows});
+                   with_mask(AttendOptions{nullptr, plan.sparse_attention ? nullptr : &rows}));
       if (!plan.sparse_attention)
         probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
     }
@@ -331,9 +364,9 @@ Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float*
     o.base_q = base_q;
     o.base_k = base_k;
     o.from_base = from_base.data();
-    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, o);
+    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, with_mask(o));
   } else {
-    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool);
+    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, mask);
   }
 
   // 2. The method stores the new tokens.
@@ -438,6 +471,10 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
   if (config.budget_bytes / config.page_bytes >= (1ull << 31))
     return invalid_argument("KV budget / page_bytes exceeds 2^31 pages; raise page_bytes");
   if (config.max_tokens_per_seq <= 0) return invalid_argument("max_tokens_per_seq must be positive");
+  if (!g.layer_window.empty() && static_cast<int>(g.layer_window.size()) != g.n_layers)
+    return invalid_argument("KV geometry: layer_window must have one entry per layer");
+  for (int32_t w : g.layer_window)
+    if (w < 0) return invalid_argument("KV geometry: a negative sliding window");
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> method, create_method(config.method, g));
   VLKV_RETURN_IF_ERROR(check_method(*method, config));
   VLKV_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> f32, make_codec("f32"));

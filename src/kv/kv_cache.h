@@ -24,6 +24,11 @@ struct KvGeometry {
   int n_kv_heads = 0;   // GQA: n_heads % n_kv_heads == 0
   int head_dim = 0;
   uint64_t model_fingerprint = 0;  // hash of the model's tensor table (0: unknown); Q Cache maps check it
+  // [n_layers] or empty (no window anywhere): 0 for a global layer, W > 0 for a sliding-window
+  // layer whose query at position p sees only keys at positions > p - W (Gemma 3's local
+  // layers). A token's position is its index in the sequence.
+  std::vector<int32_t> layer_window{};
+  int32_t window(int layer) const { return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)]; }
 };
 
 // Where a layer's queries and keys come from (Q Cache lazy layers), for the decoder.
@@ -74,10 +79,13 @@ class KvCache {
   // OutOfMemory (pool exhausted) leaves the sequence as it was before this step.
   //   base_q, base_k: a Q Cache VLA lazy layer with base_scores (qk_source): the base
   //     layer's q and k of this step (its visual keys are scored base_q . base k)
+  //   non_causal: the new tokens see each other in full, not causally (a Gemma 3 image
+  //     chunk). A sliding-window layer (KvGeometry::layer_window) masks keys that left the
+  //     window of each query, cached (whatever the codec) and new alike.
   virtual Status attend(SeqId seq, int layer, const float* q, const float* k, const float* v,
                         const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
                         const float* visual_similarity = nullptr, const float* base_q = nullptr,
-                        const float* base_k = nullptr) = 0;
+                        const float* base_k = nullptr, bool non_causal = false) = 0;
   // Benchmarking aid (vlkv bench --fill random): attend() without the attention - the
   // method stores one layer's new K/V (kinds non-null) through its normal store path, so
   // segments, windows and folds are what a prefill would leave, at no quadratic cost. Same

@@ -17,6 +17,9 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
   if (in.mrope_positions && !hp_.uses_mrope()) {
     return invalid_argument("M-RoPE positions given to a '" + hp_.arch_name + "' model (only qwen2vl/qwen3vl use them)");
   }
+  if (in.non_causal && !hp_.media_non_causal) {
+    return invalid_argument("non-causal attention requested for a '" + hp_.arch_name + "' model");
+  }
   if (in.tokens) {
     for (int64_t i = 0; i < in.n_tokens; ++i) {
       if (in.tokens[i] < 0 || in.tokens[i] >= hp_.n_vocab) {
@@ -30,11 +33,11 @@ Status TextDecoder::check_input(const DecoderInput& in) const {
 
 namespace {
 
-// q += bq, k += bk, per-head RMSNorm (qwen3vl), then RoPE (M-RoPE with mrope positions) on
-// one sequence's projected rows.
+// q += bq, k += bk (qwen2), per-head RMSNorm of q and k (qwen3vl, gemma3), then the layer's
+// RoPE (M-RoPE with mrope positions) on one sequence's projected rows.
 //   q: [in.n_tokens, n_heads, head_dim], k: [in.n_tokens, n_kv_heads, head_dim]
-void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInput& in, float* q, float* k,
-                  ThreadPool& pool) {
+void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const RopeParams& rope_p, const DecoderInput& in,
+                  float* q, float* k, ThreadPool& pool) {
   const int64_t n = in.n_tokens;
   const int64_t head_dim = hp.head_dim;
   const int64_t q_dim = hp.n_heads * head_dim;
@@ -67,15 +70,15 @@ void bias_rope_qk(const TextHparams& hp, const LayerWeights& l, const DecoderInp
       const int64_t* p3 = &in.mrope_positions[t * 3];
       const int64_t pos[4] = {p3[0], p3[1], p3[2], 0};
       rope_multi(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), pos,
-                 hp.rope_sections.data(), hp.rope, hp.rope_interleaved);
+                 hp.rope_sections.data(), rope_p, hp.rope_interleaved);
       rope_multi(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), pos,
-                 hp.rope_sections.data(), hp.rope, hp.rope_interleaved);
+                 hp.rope_sections.data(), rope_p, hp.rope_interleaved);
     });
   } else {
     // Text tokens of qwen2vl/qwen3vl too: with t = h = w = e, M-RoPE is NeoX RoPE.
     per_token([&](int64_t t) {
-      rope(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), in.positions[t], hp.rope);
-      rope(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), in.positions[t], hp.rope);
+      rope(&q[t * q_dim], static_cast<int>(hp.n_heads), static_cast<int>(head_dim), in.positions[t], rope_p);
+      rope(&k[t * kv_dim], static_cast<int>(hp.n_kv_heads), static_cast<int>(head_dim), in.positions[t], rope_p);
     });
   }
 }
@@ -121,6 +124,12 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
           if (batch[j].seq == b.seq) b.status = invalid_argument("sequence " + std::to_string(b.seq) + " twice in one step");
         if (b.status.is_ok() && b.mode != LogitsMode::kNone && !b.logits)
           b.status = invalid_argument("logits requested without an output buffer");
+        // The cache's sliding-window mask counts positions in stored tokens (KvGeometry::layer_window).
+        for (int64_t t = 0; b.status.is_ok() && hp_.sliding_window > 0 && t < b.in.n_tokens; ++t)
+          if (b.in.positions[t] != cache.n_tokens(b.seq) + t)
+            b.status = invalid_argument("a sliding-window model needs consecutive positions from the cached token "
+                                        "count (position " + std::to_string(b.in.positions[t]) + " at token " +
+                                        std::to_string(cache.n_tokens(b.seq) + t) + ")");
       }
       if (!b.status.is_ok() || (b.in.n_tokens == 1) != (pass == 0)) continue;
       rows.row0[i] = rows.n_rows;
@@ -149,6 +158,9 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
     float* xi = &x[rows.row0[i] * n_embd];
     if (in.tokens) {
       for (int64_t t = 0; t < in.n_tokens; ++t) get_row(w_.token_embd, in.tokens[t], xi + t * n_embd);
+      // gemma3: text tokens only; media embeddings enter unscaled (llama.cpp scales ubatch.token rows)
+      if (hp_.embd_scale != 1.0f)
+        for (int64_t j = 0; j < in.n_tokens * n_embd; ++j) xi[j] *= hp_.embd_scale;
     } else {
       for (int64_t t = 0; t < in.n_tokens; ++t) std::copy_n(in.embeddings + t * n_embd_inp, n_embd, xi + t * n_embd);
     }
@@ -159,6 +171,11 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
     pool.parallel_for(count, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) fn(first + t);
     }, /*min_per_thread=*/8);
+  };
+  // gemma3: RMSNorm of a block's output rows (proj) before they join the residual stream.
+  auto post_norm = [&](const std::vector<float>& w) {
+    if (w.empty()) return;
+    per_row(0, n, [&](int64_t t) { rms_norm(&proj[t * n_embd], w.data(), n_embd, hp_.rms_eps, &proj[t * n_embd]); });
   };
   auto add_bias = [&](std::vector<float>& y, const std::vector<float>& bias, int64_t dim) {
     if (bias.empty()) return;
@@ -209,7 +226,7 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
         std::copy_n(&saved_k[src.base_layer][r0 * kv_dim], in.n_tokens * kv_dim, &k[r0 * kv_dim]);
         continue;
       }
-      bias_rope_qk(hp_, l, in, &q[r0 * q_dim], &k[r0 * kv_dim], pool);
+      bias_rope_qk(hp_, l, hp_.rope_for(il), in, &q[r0 * q_dim], &k[r0 * kv_dim], pool);
       if (src.base_layer >= 0 && !src.base_scores) {  // VLA, shared keys: visual tokens' keys are the base layer's
         const std::vector<float>& bk = saved_k[src.base_layer];
         for (int64_t t = 0; t < in.n_tokens; ++t)
@@ -234,7 +251,7 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
       Status st = cache.attend(b.seq, static_cast<int>(il), &q[r0 * q_dim], &k[r0 * kv_dim], &v[r0 * kv_dim], in.kinds,
                                nt, hp_.attn_scale, &attn[r0 * q_dim], pool, in.visual_similarity,
                                exact_vla ? &saved_q[src.base_layer][r0 * q_dim] : nullptr,
-                               exact_vla ? &saved_k[src.base_layer][r0 * kv_dim] : nullptr);
+                               exact_vla ? &saved_k[src.base_layer][r0 * kv_dim] : nullptr, in.non_causal);
       if (!st.is_ok()) {
         cache.rollback(b.seq);
         b.status = st;
@@ -242,15 +259,31 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
       }
     }
     matmul_step(l.wo, attn.data(), n_dec, n_pro, proj.data(), pool);
+    post_norm(l.attn_post_norm);
     add_inplace(x.data(), proj.data(), n * n_embd);
 
-    // Feed-forward block: x += W_down · (silu(W_gate·n(x)) ⊙ W_up·n(x)).
+    // Feed-forward block: x += W_down · (act(W_gate·n(x)) ⊙ W_up·n(x)), act = silu (SwiGLU)
+    // or, gemma3, ggml's f16-table GELU (GeGLU, as llama.cpp's ggml_geglu_split computes it).
     per_row(0, n, [&](int64_t t) { rms_norm(&x[t * n_embd], l.ffn_norm.data(), n_embd, hp_.rms_eps, &xn[t * n_embd]); });
-    matvec_swiglu(l.w_gate, l.w_up, xn.data(), gate.data(), pool, n_dec);  // decode rows: one loop for both
+    if (hp_.ffn_geglu) {
+      const MatvecTarget gate_up[] = {{&l.w_gate, gate.data()}, {&l.w_up, up.data()}};
+      matvec_fused(gate_up, xn.data(), pool, n_dec);
+    } else {
+      matvec_swiglu(l.w_gate, l.w_up, xn.data(), gate.data(), pool, n_dec);  // decode rows: one loop for both
+    }
     matmul(l.w_gate, &xn[n_dec * n_embd], n_pro, &gate[n_dec * n_ff], pool);
     matmul(l.w_up, &xn[n_dec * n_embd], n_pro, &up[n_dec * n_ff], pool);
-    per_row(n_dec, n_pro, [&](int64_t t) { swiglu(&gate[t * n_ff], &up[t * n_ff], n_ff, &gate[t * n_ff]); });
+    if (hp_.ffn_geglu) {
+      per_row(0, n, [&](int64_t t) {
+        float* g = &gate[t * n_ff];
+        gelu(g, n_ff, g);
+        for (int64_t j = 0; j < n_ff; ++j) g[j] *= up[t * n_ff + j];
+      });
+    } else {
+      per_row(n_dec, n_pro, [&](int64_t t) { swiglu(&gate[t * n_ff], &up[t * n_ff], n_ff, &gate[t * n_ff]); });
+    }
     matmul_step(l.w_down, gate.data(), n_dec, n_pro, proj.data(), pool);
+    post_norm(l.ffn_post_norm);
     add_inplace(x.data(), proj.data(), n * n_embd);
 
     // Deepstack (qwen3vl): embedding rows add their part il + 1 after layer il; token rows

@@ -1,5 +1,6 @@
-// The Llama-family text decoder (llama, qwen2): embeddings → N × (RMSNorm,
-// attention through the KV cache, RMSNorm, SwiGLU FFN) → RMSNorm → logits.
+// The Llama-family text decoder (llama, qwen2, qwen2vl, gemma3): embeddings → N × (RMSNorm,
+// attention through the KV cache, RMSNorm, SwiGLU/GeGLU FFN; gemma3 adds q/k norms and
+// post-norms) → RMSNorm → logits.
 // Reads top to bottom like the model's equations; all attention state lives in
 // the KvCache, so one decoder serves any number of sequences.
 #pragma once
@@ -45,6 +46,9 @@ struct DecoderInput {
   // Optional: [n_tokens] per visual token, the mean dot product of its embedding with the
   // prompt's text token embeddings, passed to KvCache::attend (VidKV's salient tokens).
   const float* visual_similarity = nullptr;
+  // The chunk's tokens see each other in full (gemma3 media chunks, libmtmd's non-causal
+  // decode): KvCache::attend's non_causal. Only for architectures with media_non_causal.
+  bool non_causal = false;
   // Optional (vlkv calibrate): called once per layer with the q and k attention used.
   const std::function<void(const LayerQk&)>* observer = nullptr;
 };

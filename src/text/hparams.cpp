@@ -58,8 +58,11 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
     hp.rope.style = RopeStyle::kNeox;
     hp.rope_interleaved = true;
     hp.qk_norm = true;
+  } else if (a == "gemma3") {
+    hp.arch = TextArch::kGemma3;
+    hp.rope.style = RopeStyle::kNeox;
   } else {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen2vl, qwen3vl)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen2vl, qwen3vl, gemma3)");
   }
 
   VLKV_ASSIGN_OR_RETURN(hp.n_embd, read_dim(gguf, a + ".embedding_length", kMaxDim, true, 0));
@@ -154,6 +157,7 @@ Result<TextHparams> read_text_hparams(const GgufFile& gguf) {
   }
   hp.n_vocab = embd->dims[1];
   hp.tied_output = gguf.find_tensor("output.weight") == nullptr;
+  if (hp.arch == TextArch::kGemma3) VLKV_RETURN_IF_ERROR(read_gemma3_hparams(gguf, hp));
   return hp;
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf_reader.h"
 #include "kernels/ops.h"
@@ -23,6 +24,8 @@ enum class TextArch {
             // IMROPE: pair i takes t, h or w by i % 3 within the sections) + deepstack:
             // media rows carry n_deepstack_layers extra n_embd parts, part k added to the
             // residual stream after layer k-1 (llama.cpp's qwen3vl).
+  kGemma3,  // Gemma 3: scaled token embeddings, q/k RMS norms, post-attention/post-FFN norms,
+            // GeGLU, NeoX RoPE, sliding-window layers with their own RoPE base (text/hparams_gemma3.cpp)
 };
 
 struct TextHparams {
@@ -53,9 +56,35 @@ struct TextHparams {
   int64_t n_embd_inp() const { return n_embd * (1 + n_deepstack_layers); }
   // Media rows take M-RoPE (t, h, w) positions (qwen2vl_positions.h).
   bool uses_mrope() const { return arch == TextArch::kQwen2Vl || arch == TextArch::kQwen3Vl; }
+
+  // ---- gemma3 (all off for the other architectures) ----
+  float embd_scale = 1.0f;     // token embeddings (not media embeddings) are multiplied by this
+  bool post_norms = false;     // blk.N.post_attention_norm / post_ffw_norm on the block outputs
+  bool ffn_geglu = false;      // FFN gelu(gate) * up (ggml's f16-table GELU) instead of silu
+  // {arch}.attention.sliding_window: a sliding layer's query at position p sees keys at
+  // positions > p - sliding_window (llama.cpp LLAMA_SWA_TYPE_STANDARD); 0: no sliding layers.
+  int64_t sliding_window = 0;
+  std::vector<uint8_t> layer_sliding;  // [n_layers] 1: sliding-window layer (empty: none)
+  RopeParams rope_swa;                 // RoPE of the sliding layers ({arch}.rope.freq_base_swa)
+  // A media chunk is decoded with non-causal attention among its own tokens (libmtmd's
+  // mtmd_decode_use_non_causal: gemma3); the whole chunk must then be one step.
+  bool media_non_causal = false;
+
+  bool is_sliding(int64_t layer) const {
+    return !layer_sliding.empty() && layer_sliding[static_cast<size_t>(layer)] != 0;
+  }
+  const RopeParams& rope_for(int64_t layer) const { return is_sliding(layer) ? rope_swa : rope; }
 };
 
 // Reads and validates the hyperparameters. Unsupported for an architecture we do not run.
 Result<TextHparams> read_text_hparams(const GgufFile& gguf);
+
+// KvGeometry::layer_window of this model: [n_layers] windows (0 = global layer), or empty
+// when no layer slides.
+std::vector<int32_t> kv_layer_windows(const TextHparams& hp);
+
+// The gemma3 specifics (text/hparams_gemma3.cpp), after the common keys are read into hp:
+// window, pattern, SWA RoPE, embedding scale, and refusal of keys vlkv does not implement.
+Status read_gemma3_hparams(const GgufFile& gguf, TextHparams& hp);
 
 }  // namespace vlkv

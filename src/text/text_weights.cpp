@@ -101,6 +101,10 @@ Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& h
     VLKV_ASSIGN_OR_RETURN(l.w_gate, bind_matrix(gguf, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, total));
     VLKV_ASSIGN_OR_RETURN(l.w_up, bind_matrix(gguf, p + "ffn_up.weight", hp.n_embd, hp.n_ff, total));
     VLKV_ASSIGN_OR_RETURN(l.w_down, bind_matrix(gguf, p + "ffn_down.weight", hp.n_ff, hp.n_embd, total));
+    if (hp.post_norms) {
+      VLKV_ASSIGN_OR_RETURN(l.attn_post_norm, bind_vector(gguf, p + "post_attention_norm.weight", hp.n_embd, total));
+      VLKV_ASSIGN_OR_RETURN(l.ffn_post_norm, bind_vector(gguf, p + "post_ffw_norm.weight", hp.n_embd, total));
+    }
   }
   if (round_activations_q8) {
     w.output.round_activations_q8 = true;

@@ -19,11 +19,14 @@ struct LayerWeights {
   WeightMatrix wv;                // [n_kv_heads*head_dim, n_embd]
   WeightMatrix wo;                // [n_embd, n_heads*head_dim]
   std::vector<float> bq, bk, bv;  // qwen2 biases, empty otherwise
-  std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMSNorm weights (qwen3vl), empty otherwise
+  std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMSNorm weights (qwen3vl, gemma3), empty otherwise
   std::vector<float> ffn_norm;    // [n_embd]
   WeightMatrix w_gate;            // [n_ff, n_embd]
   WeightMatrix w_up;              // [n_ff, n_embd]
   WeightMatrix w_down;            // [n_embd, n_ff]
+  // gemma3 (empty otherwise): RMSNorm of the attention and FFN outputs
+  std::vector<float> attn_post_norm;        // [n_embd]
+  std::vector<float> ffn_post_norm;         // [n_embd]
 };
 
 struct TextWeights {
