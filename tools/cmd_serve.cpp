@@ -1,6 +1,7 @@
 // `vlkv serve`: an OpenAI-compatible HTTP server (tools/server/) over the model. Listens
 // at once (/health says 503 while the model loads), serves until SIGTERM/SIGINT, then
 // refuses new requests, lets running ones finish for a few seconds and exits 0.
+#include <malloc.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -32,6 +33,8 @@ struct ServeOptions {
   int body_timeout_s = 60;
 };
 
+constexpr int kMallocMmapThreshold = 4 << 20;
+
 std::string file_stem(const std::string& path) {
   std::string name = path.substr(path.find_last_of('/') + 1);
   const size_t dot = name.rfind(".gguf");
@@ -62,6 +65,14 @@ int serve(const ServeOptions& o_in) {
   o.http.transport.body_timeout = std::chrono::seconds(o.body_timeout_s);
   // Enough HTTP threads for every slot, every queued request and a few probes.
   o.http.n_http_threads = o.backend.n_slots + o.backend.max_queue + 8;
+
+  // Request bodies (up to --max-body, a chunked one growing by doubling) must go back to
+  // the system once freed. glibc raises its mmap threshold to the largest block freed (up
+  // to 32 MiB), after which such blocks come from per-thread heaps whose free top
+  // malloc_trim does not return: each refused 100 MiB chunked body kept ~50 MiB resident.
+  // Fixed thresholds stop that adjustment: blocks of 4 MiB and more are mapped and unmapped.
+  mallopt(M_MMAP_THRESHOLD, kMallocMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kMallocMmapThreshold);
 
   // SIGTERM/SIGINT are taken by sigwait below: blocked in every thread started from here.
   sigset_t signals;

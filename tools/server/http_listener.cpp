@@ -1,6 +1,5 @@
 #include "server/http_listener.h"
 
-#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -44,14 +43,6 @@ constexpr size_t kDrainBytes = 64u << 20;
 constexpr std::chrono::seconds kDrainTimeout{2};
 constexpr std::chrono::seconds kRefusalWriteTimeout{5};
 constexpr std::chrono::milliseconds kAcceptRetry{50};  // after EMFILE and the like
-// A body at least this large, once freed, is handed back to the system: a chunked body
-// grows by doubling, and glibc keeps the freed blocks (its mmap threshold rises with them),
-// so refused 33 MiB bodies would otherwise stay resident.
-constexpr size_t kTrimAfterBytes = 1u << 20;
-
-void release_freed_memory(size_t body_bytes) {
-  if (body_bytes >= kTrimAfterBytes) malloc_trim(0);
-}
 
 // Blocking writes to a connection's socket from a worker, each bounded by a deadline: a
 // Beast SyncWriteStream over the descriptor (asio's own blocking writes never time out).
@@ -363,12 +354,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Writes the refusal, closes our side and drops what the client still sends for a moment.
   void refuse(HttpReply reply, bool head_read) {
     if (listener_.handlers.refused) listener_.handlers.refused(head_read ? &request_ : nullptr, reply.status, reply.body);
-    const size_t body_bytes = parser_ ? parser_->get().body().capacity() : 0;
     parser_.reset();  // a refused body is not kept while the refusal goes out
     request_ = HttpRequest{};
     buffer_.clear();
     buffer_.shrink_to_fit();
-    release_freed_memory(body_bytes);
     auto res = std::make_shared<http::response<http::string_body>>();
     res->result(static_cast<unsigned>(reply.status));
     res->set(http::field::content_type, reply.content_type);
@@ -399,9 +388,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Writer writer(fd, limits().write_timeout, keep_alive_);
     listener_.handlers.handle(request_, writer);
     if (!writer.started()) writer.send(error_reply(server_error("the request produced no response")));
-    const size_t body_bytes = request_.body.capacity();
     request_ = HttpRequest{};
-    release_freed_memory(body_bytes);
     if (!writer.reusable() || listener_.stopping) {
       beast::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
