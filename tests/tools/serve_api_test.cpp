@@ -192,6 +192,12 @@ TEST_F(ServeApi, OneLogLinePerRequest) {
     EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
   EXPECT_EQ(line.find("prompt_tokens=0 "), std::string::npos) << line;
   EXPECT_NE(server_->log().find("id=log-probe-2 method=GET path=/health status=200"), std::string::npos);
+  // A refusal from the head (no key) is one line too, with its id.
+  c.Get("/props", {{"X-Request-Id", "log-probe-3"}});
+  const std::string log = server_->log();
+  const size_t first = log.find("id=log-probe-3 method=GET path=/props status=401");
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("path=/props status=401", log.find('\n', first)), std::string::npos) << log;
 }
 
 }  // namespace

@@ -78,6 +78,34 @@ TEST_F(ServeLimits, MoreThan100HeadersRefused) {
   EXPECT_TRUE(c.closed());
 }
 
+TEST_F(ServeLimits, NinetyHeadersAreFine) {
+  RawConnection c(port());
+  std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  for (int h = 0; h < 90; ++h) req += "X-" + std::to_string(h) + ": v\r\n";
+  c.send(req + "\r\n");
+  EXPECT_EQ(reply_statuses(c.read_replies(1, 2000)), std::vector<int>{200});
+}
+
+TEST_F(ServeLimits, ExpectContinue) {
+  const std::string body = completion();
+  {  // with the key: 100 Continue, then the answer
+    RawConnection c(port());
+    c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth + "Expect: 100-continue\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n");
+    const std::string interim = c.read_all(500);
+    EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+    c.send(body);
+    EXPECT_EQ(reply_statuses(c.read_replies(1, 10000)), std::vector<int>{200});
+  }
+  {  // without: refused at once, no 100 Continue, the body never asked for
+    RawConnection c(port());
+    c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 500000\r\n\r\n");
+    const std::string reply = c.read_all(3000);
+    EXPECT_EQ(reply_statuses(reply), std::vector<int>{401}) << reply;
+    EXPECT_TRUE(c.closed());
+  }
+}
+
 TEST_F(ServeLimits, SlowHeadsTimeOutAndDoNotStarveHealth) {
   std::vector<std::unique_ptr<RawConnection>> slow;
   for (int i = 0; i < 20; ++i) {

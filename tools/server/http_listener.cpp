@@ -300,7 +300,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request_.remote_address = address_;
     if (std::optional<HttpReply> r = listener_.handlers.admit(request_)) {
       r->close = true;
-      return refuse(std::move(*r), true);
+      return refuse(std::move(*r), true, /*logged=*/true);
     }
     if (beast::iequals(m[http::field::expect], "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -352,8 +352,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // Writes the refusal, closes our side and drops what the client still sends for a moment.
-  void refuse(HttpReply reply, bool head_read) {
-    if (listener_.handlers.refused) listener_.handlers.refused(head_read ? &request_ : nullptr, reply.status, reply.body);
+  // logged: admit's own refusal, already in the log.
+  void refuse(HttpReply reply, bool head_read, bool logged = false) {
+    if (!logged && listener_.handlers.refused)
+      listener_.handlers.refused(head_read ? &request_ : nullptr, reply.status, reply.body);
     parser_.reset();  // a refused body is not kept while the refusal goes out
     request_ = HttpRequest{};
     buffer_.clear();
