@@ -160,6 +160,14 @@ TEST_F(ServeApi, Cors) {
   ASSERT_TRUE(no_key);
   EXPECT_EQ(no_key->status, 401);
   EXPECT_EQ(no_key->get_header_value("Access-Control-Allow-Origin"), "http://page.test");
+  // The transport's own refusals too (a body over --max-body, 32M by default).
+  RawConnection raw(server_->port());
+  raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://page.test\r\nX-Request-Id: big-1\r\n"
+           "Authorization: Bearer secret\r\nContent-Length: 40000000\r\n\r\n");
+  const std::string reply = raw.read_all(3000);
+  EXPECT_EQ(reply_statuses(reply), std::vector<int>{413}) << reply;
+  EXPECT_NE(reply.find("Access-Control-Allow-Origin: http://page.test"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("x-request-id: big-1"), std::string::npos) << reply;
 }
 
 TEST(ServeCorsOff, NoCorsHeadersByDefault) {

@@ -282,22 +282,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Connection::on_head, shared_from_this()));
   }
 
-  void on_head(beast::error_code ec, size_t) {
-    if (ec) return on_read_error(ec, false);
+  // The parsed head as the handlers see it (bounded: at most max_header_bytes of it).
+  void take_head() {
     const auto& m = parser_->get();
     request_ = HttpRequest{};
     request_.method = std::string(m.method_string());
     request_.target = std::string(m.target());
     request_.path = request_.target.substr(0, request_.target.find('?'));
-    int n_fields = 0;
-    for (const auto& f : m) {
-      if (++n_fields > limits().max_header_count)
-        return refuse(error_reply({431, "invalid_request_error",
-                                   "more than " + std::to_string(limits().max_header_count) + " header fields"}),
-                      true);
-      request_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    }
+    for (const auto& f : m) request_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     request_.remote_address = address_;
+  }
+
+  void on_head(beast::error_code ec, size_t) {
+    if (ec) return on_read_error(ec, false);
+    const auto& m = parser_->get();
+    take_head();
+    if (request_.headers.size() > static_cast<size_t>(limits().max_header_count))
+      return refuse(error_reply({431, "invalid_request_error",
+                                 "more than " + std::to_string(limits().max_header_count) + " header fields"}),
+                    true);
     if (std::optional<HttpReply> r = listener_.handlers.admit(request_)) {
       r->close = true;
       return refuse(std::move(*r), true, /*logged=*/true);
@@ -327,13 +330,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_read_error(beast::error_code ec, bool head_read) {
+    // A Content-Length over --max-body fails the head after its last field was parsed.
+    if (!head_read && (parser_->is_header_done() || ec == http::error::body_limit)) {
+      take_head();
+      head_read = true;
+    }
     const bool started = head_read || parser_->got_some();
     if (ec == beast::error::timeout) {
       // tcp_stream closed the socket when the deadline passed, so nothing can be written (as
       // nginx, which logs 408 and closes); an idle keep-alive connection is not even logged.
       if ((started || buffer_.size() > 0) && listener_.handlers.refused)
-        listener_.handlers.refused(head_read ? &request_ : nullptr, 408,
-                                   std::string("the request ") + (head_read ? "body" : "head") + " timed out");
+        listener_.handlers.refused(head_read ? &request_ : nullptr, 408);
       return;
     }
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
@@ -354,8 +361,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Writes the refusal, closes our side and drops what the client still sends for a moment.
   // logged: admit's own refusal, already in the log.
   void refuse(HttpReply reply, bool head_read, bool logged = false) {
-    if (!logged && listener_.handlers.refused)
-      listener_.handlers.refused(head_read ? &request_ : nullptr, reply.status, reply.body);
+    if (!logged && listener_.handlers.refused) {
+      HeaderList extra = listener_.handlers.refused(head_read ? &request_ : nullptr, reply.status);
+      reply.headers.insert(reply.headers.end(), extra.begin(), extra.end());
+    }
     parser_.reset();  // a refused body is not kept while the refusal goes out
     request_ = HttpRequest{};
     buffer_.clear();

@@ -34,8 +34,10 @@ struct HttpHandlers {
   std::function<std::optional<HttpReply>(const HttpRequest& head)> admit;
   // On a worker thread, with the whole request. May block (a generation).
   std::function<void(const HttpRequest& request, ResponseWriter& writer)> handle;
-  // A request refused by the transport itself (head null when none was read): for the log.
-  std::function<void(const HttpRequest* head, int status, const std::string& why)> refused;
+  // A request refused by the transport itself (head null when none was read; status 408:
+  // timed out, nothing can be sent): logs it and returns headers for the refusal (its
+  // request id, CORS so that a web page can read the error).
+  std::function<HeaderList(const HttpRequest* head, int status)> refused;
 };
 
 class HttpListener {

@@ -89,14 +89,17 @@ HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)) {
   HttpHandlers h;
   h.admit = [this](const HttpRequest& head) { return admit(head); };
   h.handle = [this](const HttpRequest& req, ResponseWriter& w) { handle(req, w); };
-  h.refused = [](const HttpRequest* head, int status, const std::string&) {
+  h.refused = [this](const HttpRequest* head, int status) {
     const std::string none(1, '-');  // (not a literal assignment: GCC 12's false -Wrestrict, bug 105329)
     RequestLog log;
-    log.id = none;
+    log.id = head ? request_id(*head) : none;
     log.method = head ? head->method : none;
     log.path = head ? head->path : none;
     log.status = status;
     write_request_log(log);
+    HeaderList headers = head ? cors_headers(*head) : HeaderList{};
+    if (head) headers.emplace_back("x-request-id", log.id);
+    return headers;
   };
   listener_ = std::make_unique<HttpListener>(options_.transport, std::move(h), std::max(4, options_.n_http_threads));
 }
