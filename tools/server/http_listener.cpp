@@ -282,14 +282,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Connection::on_head, shared_from_this()));
   }
 
-  // The parsed head as the handlers see it (bounded: at most max_header_bytes of it).
+  // The parsed head as the handlers see it. Its fields are copied up to one past the limit
+  // (enough to refuse; 64 KiB of empty fields would be 16k copies).
   void take_head() {
     const auto& m = parser_->get();
     request_ = HttpRequest{};
     request_.method = std::string(m.method_string());
     request_.target = std::string(m.target());
     request_.path = request_.target.substr(0, request_.target.find('?'));
-    for (const auto& f : m) request_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    for (const auto& f : m) {
+      if (request_.headers.size() > static_cast<size_t>(limits().max_header_count)) break;
+      request_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    }
     request_.remote_address = address_;
   }
 
