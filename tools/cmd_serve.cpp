@@ -1,6 +1,7 @@
 // `vlkv serve`: an OpenAI-compatible HTTP server (tools/server/) over the model. Listens
 // at once (/health says 503 while the model loads), serves until SIGTERM/SIGINT, then
 // refuses new requests, lets running ones finish for a few seconds and exits 0.
+#include <malloc.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -28,7 +29,11 @@ struct ServeOptions {
   std::string max_body = "32M";
   std::string alias;
   int shutdown_grace_ms = 3000;
+  int header_timeout_s = 10;
+  int body_timeout_s = 60;
 };
+
+constexpr int kMallocMmapThreshold = 4 << 20;
 
 std::string file_stem(const std::string& path) {
   std::string name = path.substr(path.find_last_of('/') + 1);
@@ -44,7 +49,7 @@ int serve(const ServeOptions& o_in) {
   o.backend.engine.kv_budget_bytes = *budget;
   Result<uint64_t> max_body = parse_byte_size(o.max_body);
   if (!max_body.is_ok()) return report_error(invalid_argument("--max-body: " + max_body.status().message()));
-  o.http.max_body_bytes = *max_body;
+  o.http.transport.max_body_bytes = *max_body;
   // The default method first, then the others allowed per request.
   o.backend.kv_methods = {o.kv};
   for (const std::string& m : split_kv_method_list(o.kv_allow))
@@ -54,8 +59,20 @@ int serve(const ServeOptions& o_in) {
     if (Status st = check_kv_method_flag(m, m == o.kv ? "--kv" : "--kv-allow"); !st.is_ok()) return report_error(st);
   o.http.limits.media = o.backend.engine.media_limits;
   o.http.model_name = o.alias.empty() ? file_stem(o.backend.engine.model_path) : o.alias;
+  o.http.model_path = o.backend.engine.model_path;
+  o.http.n_slots = o.backend.n_slots;
+  o.http.transport.header_timeout = std::chrono::seconds(o.header_timeout_s);
+  o.http.transport.body_timeout = std::chrono::seconds(o.body_timeout_s);
   // Enough HTTP threads for every slot, every queued request and a few probes.
   o.http.n_http_threads = o.backend.n_slots + o.backend.max_queue + 8;
+
+  // Request bodies (up to --max-body, a chunked one growing by doubling) must go back to
+  // the system once freed. glibc raises its mmap threshold to the largest block freed (up
+  // to 32 MiB), after which such blocks come from per-thread heaps whose free top
+  // malloc_trim does not return: each refused 100 MiB chunked body kept ~50 MiB resident.
+  // Fixed thresholds stop that adjustment: blocks of 4 MiB and more are mapped and unmapped.
+  mallopt(M_MMAP_THRESHOLD, kMallocMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kMallocMmapThreshold);
 
   // SIGTERM/SIGINT are taken by sigwait below: blocked in every thread started from here.
   sigset_t signals;
@@ -140,6 +157,18 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--timeout", o->http.timeout_seconds, "Seconds a request may take, queued and generating (0: none)")
       ->check(CLI::Range(0, 1 << 24))->capture_default_str();
   app->add_option("--max-body", o->max_body, "Largest request body (e.g. 32M); larger get 413")->capture_default_str();
+  app->add_option("--header-timeout", o->header_timeout_s,
+                  "Seconds a client has to send a request's head (request line and headers); also how long an idle "
+                  "keep-alive connection is kept")
+      ->check(CLI::Range(1, 3600))->capture_default_str();
+  app->add_option("--body-timeout", o->body_timeout_s, "Seconds a client has to send a request's body")
+      ->check(CLI::Range(1, 3600))->capture_default_str();
+  app->add_option("--max-conn-per-ip", o->http.transport.max_connections_per_address,
+                  "Open connections one client address may hold; more are answered 503 and closed")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app->add_option("--cors-origin", o->http.cors_origin,
+                  "Let web pages from ORIGIN (e.g. http://localhost:3000, or * for any) call the API (CORS; off by "
+                  "default). The API key is still required; preflight OPTIONS requests are answered without it");
   app->add_option("--max-images", o->http.limits.max_images, "Images in one request")
       ->check(CLI::Range(0, 1024))->capture_default_str();
   app->add_option("--max-image-pixels", o->backend.engine.media_limits.max_pixels, "Most pixels in one image")

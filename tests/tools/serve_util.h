@@ -81,6 +81,7 @@ class ServerProcess {
 
   bool running() const { return pid_ > 0 && port_ > 0; }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string log() const { return read_file(log_path_); }
   httplib::Client client(int read_timeout_s = 60) const {
     httplib::Client c("127.0.0.1", port_);

@@ -1,12 +1,10 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
+#include <ctime>
+#include <random>
 #include <thread>
 
-#include "server/client_connection.h"
 #include "server/openai_response.h"
 #include "server/request_channel.h"
 
@@ -14,6 +12,11 @@ namespace vlkv::server {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+struct HttpServer::Exchange {
+  RequestLog log;
+  HeaderList headers;  // on every reply: x-request-id and the CORS headers
+};
 
 namespace {
 
@@ -44,123 +47,195 @@ ApiError error_for(const GenerationResult& r, int timeout_seconds, bool others_r
   }
 }
 
+enum class Route { kNone, kHealth, kModels, kModel, kMetrics, kProps, kTokenize, kDetokenize, kChat, kCompletion };
+
+constexpr const char* kModelsPrefix[] = {"/v1/models/", "/models/"};
+
+Route route_of(const std::string& path) {
+  if (path == "/health" || path == "/v1/health") return Route::kHealth;
+  if (path == "/v1/models" || path == "/models") return Route::kModels;
+  for (const char* p : kModelsPrefix)
+    if (path.rfind(p, 0) == 0 && path.size() > std::char_traits<char>::length(p)) return Route::kModel;
+  if (path == "/metrics") return Route::kMetrics;
+  if (path == "/props") return Route::kProps;
+  if (path == "/tokenize") return Route::kTokenize;
+  if (path == "/detokenize") return Route::kDetokenize;
+  if (path == "/v1/chat/completions" || path == "/chat/completions") return Route::kChat;
+  if (path == "/v1/completions" || path == "/completions") return Route::kCompletion;
+  return Route::kNone;
+}
+
+const char* method_of(Route r) {
+  switch (r) {
+    case Route::kTokenize:
+    case Route::kDetokenize:
+    case Route::kChat:
+    case Route::kCompletion: return "POST";
+    default: return "GET";
+  }
+}
+
+// A client's x-request-id is echoed when it is short printable ASCII.
+bool usable_request_id(const std::string& id, size_t max_bytes) {
+  if (id.empty() || id.size() > max_bytes) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
 }  // namespace
 
-HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
-  const int n_threads = std::max(4, options_.n_http_threads);
-  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
-  http_->set_payload_max_length(options_.max_body_bytes);
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server
-  // bind the same port and silently take half its connections. The socket is kept to
-  // widen httplib's listen backlog of 5 after binding (bind()).
-  http_->set_socket_options([this](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_socket_ = sock;
-  });
-  add_routes();
+HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)) {
+  served_ = {options_.model_name, options_.model_path, static_cast<int64_t>(std::time(nullptr)), options_.n_slots};
+  id_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  HttpHandlers h;
+  h.admit = [this](const HttpRequest& head) { return admit(head); };
+  h.handle = [this](const HttpRequest& req, ResponseWriter& w) { handle(req, w); };
+  h.refused = [this](const HttpRequest* head, int status) {
+    const std::string none(1, '-');  // (not a literal assignment: GCC 12's false -Wrestrict, bug 105329)
+    RequestLog log;
+    log.id = head ? request_id(*head) : none;
+    log.method = head ? head->method : none;
+    log.path = head ? head->path : none;
+    log.status = status;
+    write_request_log(log);
+    HeaderList headers = head ? cors_headers(*head) : HeaderList{};
+    if (head) headers.emplace_back("x-request-id", log.id);
+    return headers;
+  };
+  listener_ = std::make_unique<HttpListener>(options_.transport, std::move(h), std::max(4, options_.n_http_threads));
 }
 
 HttpServer::~HttpServer() = default;
 
-Result<int> HttpServer::bind() {
-  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
-                                      : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (port <= 0)
-    return Status(StatusCode::kIoError, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                                            " (address in use or not local?)");
-  // 64 clients connecting at once overflow a backlog of 5: dropped SYNs cost a 1 s retry
-  // and, when the handshake's last ACK is dropped, a lost request. listen() again resizes it.
-  if (listen_socket_ >= 0) ::listen(listen_socket_, kListenBacklog);
-  return port;
-}
+Result<int> HttpServer::bind() { return listener_->bind(options_.host, options_.port); }
 
 bool HttpServer::listen() {
-  if (stopping_) return true;  // stop() came first (e.g. the model failed to load at once)
-  return http_->listen_after_bind();
+  listener_->run();
+  return true;
 }
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
   stopping_ = true;
   const Clock::time_point until = Clock::now() + grace;
   while (active_streams_ > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  // httplib's stop() does nothing before listening has begun: give the listener a moment.
-  for (int i = 0; i < 200 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  http_->stop();
+  listener_->stop();
 }
 
-void HttpServer::send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.code;
-  res.set_content(dump_json(error_json(e)), "application/json");
+std::string HttpServer::request_id(const HttpRequest& req) {
+  const std::string given = req.header("X-Request-Id");
+  if (usable_request_id(given, kMaxRequestIdBytes)) return given;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "req-%016llx", static_cast<unsigned long long>(id_salt_ + n_requests_++ * 0x9e3779b97f4a7c15ull));
+  return buf;
 }
 
-void HttpServer::add_routes() {
-  httplib::Server& s = *http_;
-  // Bearer auth on everything but /health (load balancers probe it without the key).
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health" || req.path == "/v1/health")
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    if (auth == "Bearer " + options_.api_key) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, unauthorized(auth.empty() ? "missing Authorization: Bearer <key> header" : "invalid API key"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Errors httplib produces itself (404, 413, a malformed request line) get the JSON shape.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
-    if (res.status == 404) send_error(res, not_found_error("no such endpoint"));
-    else if (res.status == 413)
-      send_error(res, too_large("the request body exceeds --max-body (" + std::to_string(options_.max_body_bytes) + " bytes)"));
-    else if (res.status >= 500) send_error(res, {res.status, "server_error", "HTTP error " + std::to_string(res.status)});
-    else send_error(res, {res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status)});
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  s.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+HeaderList HttpServer::cors_headers(const HttpRequest& req) const {
+  const std::string origin = req.header("Origin");
+  if (options_.cors_origin.empty() || origin.empty()) return {};
+  if (options_.cors_origin != "*" && origin != options_.cors_origin) return {};
+  HeaderList h = {{"Access-Control-Allow-Origin", options_.cors_origin == "*" ? "*" : origin},
+                  {"Access-Control-Expose-Headers", "x-request-id"}};
+  if (options_.cors_origin != "*") h.emplace_back("Vary", "Origin");
+  return h;
+}
+
+void HttpServer::reply_json(ResponseWriter& w, Exchange& x, int status, const json& body) {
+  x.log.status = status;
+  w.send({status, "application/json", dump_json(body), x.headers, false});
+}
+
+void HttpServer::reply_error(ResponseWriter& w, Exchange& x, const ApiError& e) { reply_json(w, x, e.code, error_json(e)); }
+
+// From the head alone: unknown routes and a missing or wrong key are refused before the
+// body is read (the connection is then closed, so a body can never run as a request).
+std::optional<HttpReply> HttpServer::admit(const HttpRequest& head) {
+  if (head.method == "OPTIONS") return std::nullopt;  // CORS preflight: never needs the key
+  const Route route = route_of(head.path);
+  std::optional<ApiError> refusal;
+  if (route == Route::kNone) {
+    refusal = not_found_error("no such endpoint");
+  } else if (!options_.api_key.empty() && route != Route::kHealth) {
+    const std::string auth = head.header("Authorization");
+    if (auth != "Bearer " + options_.api_key)
+      refusal = unauthorized(auth.empty() ? "missing Authorization: Bearer <key> header" : "invalid API key");
+  }
+  if (!refusal) return std::nullopt;
+  RequestLog log;
+  log.id = request_id(head);
+  log.method = head.method;
+  log.path = head.path;
+  log.status = refusal->code;
+  write_request_log(log);
+  HeaderList headers = cors_headers(head);
+  headers.emplace_back("x-request-id", log.id);
+  if (refusal->code == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+  return HttpReply{refusal->code, "application/json", dump_json(error_json(*refusal)), std::move(headers), true};
+}
+
+void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
+  Exchange x;
+  x.log.id = request_id(req);
+  x.log.method = req.method;
+  x.log.path = req.path;
+  x.headers = cors_headers(req);
+  x.headers.emplace_back("x-request-id", x.log.id);
+  const Route route = route_of(req.path);
+  GenerationBackend* b = backend_;
+
+  if (req.method == "OPTIONS") {  // CORS preflight (answered without CORS headers when --cors-origin is off)
+    HeaderList h = x.headers;
+    h.emplace_back("Allow", "GET, POST, OPTIONS");
+    if (!cors_headers(req).empty()) {
+      h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      const std::string asked = req.header("Access-Control-Request-Headers");
+      h.emplace_back("Access-Control-Allow-Headers",
+                     asked.empty() || asked.size() > 1024 ? "Authorization, Content-Type, X-Request-Id" : asked);
+      h.emplace_back("Access-Control-Max-Age", "600");
     }
-    send_error(res, server_error(what));
-  });
-
-  auto health = [this](const httplib::Request&, httplib::Response& res) {
-    if (!backend_) return send_error(res, unavailable("loading model"));
-    res.set_content(R"({"status":"ok"})", "application/json");
-  };
-  s.Get("/health", health);
-  s.Get("/v1/health", health);
-  auto models = [this](const httplib::Request&, httplib::Response& res) {
-    GenerationBackend* b = backend_;
-    json m = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "vlkv"}};
-    if (b) {
-      const Engine& e = b->model();
-      m["meta"] = {{"n_ctx", e.params().n_ctx}, {"n_params_bytes", e.info().weight_bytes},
-                   {"vision", e.has_vision()}, {"kv_methods", b->kv_methods()}};
-    }
-    res.set_content(dump_json({{"object", "list"}, {"data", json::array({m})}}), "application/json");
-  };
-  s.Get("/v1/models", models);
-  s.Get("/models", models);
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    GenerationBackend* b = backend_;
-    res.set_content(metrics_.prometheus(b ? b->load() : BackendLoad{}), "text/plain; version=0.0.4");
-  });
-  for (const char* path : {"/v1/chat/completions", "/chat/completions"})
-    s.Post(path, [this](const httplib::Request& req, httplib::Response& res) { handle_generation(req, res, Endpoint::kChat); });
-  for (const char* path : {"/v1/completions", "/completions"})
-    s.Post(path, [this](const httplib::Request& req, httplib::Response& res) { handle_generation(req, res, Endpoint::kCompletion); });
+    x.log.status = 204;
+    w.send({204, "text/plain", "", std::move(h), false});
+  } else if (req.method != method_of(route)) {
+    HeaderList h = x.headers;
+    h.emplace_back("Allow", std::string(method_of(route)) + ", OPTIONS");
+    x.log.status = 405;
+    const ApiError e{405, "invalid_request_error", req.method + " is not allowed on " + req.path};
+    w.send({405, "application/json", dump_json(error_json(e)), std::move(h), false});
+  } else if (route == Route::kHealth) {
+    if (!b) reply_error(w, x, unavailable("loading model"));
+    else reply_json(w, x, 200, {{"status", "ok"}});
+  } else if (route == Route::kModels) {
+    reply_json(w, x, 200, {{"object", "list"}, {"data", json::array({model_json(served_, b)})}});
+  } else if (route == Route::kModel) {
+    std::string id = req.path;
+    for (const char* p : kModelsPrefix)
+      if (id.rfind(p, 0) == 0) {
+        id.erase(0, std::char_traits<char>::length(p));
+        break;
+      }
+    if (id != served_.id) reply_error(w, x, not_found_error("model '" + id + "' is not served here (" + served_.id + " is)"));
+    else reply_json(w, x, 200, model_json(served_, b));
+  } else if (route == Route::kMetrics) {
+    x.log.status = 200;
+    w.send({200, "text/plain; version=0.0.4", metrics_.prometheus(b ? b->load() : BackendLoad{}), x.headers, false});
+  } else if (!b) {
+    reply_error(w, x, unavailable("loading model"));
+  } else if (route == Route::kProps) {
+    reply_json(w, x, 200, props_json(served_, *b));
+  } else if (route == Route::kTokenize || route == Route::kDetokenize) {
+    Result<json> r = route == Route::kTokenize ? tokenize_json(req.body, b->model()) : detokenize_json(req.body, b->model());
+    if (!r.is_ok()) reply_error(w, x, bad_request(r.status().message()));
+    else reply_json(w, x, 200, *r);
+  } else {
+    handle_generation(req, w, x, route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletion);
+  }
+  write_request_log(x.log);
 }
 
-void HttpServer::handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Exchange& x, Endpoint endpoint) {
   GenerationBackend* backend = backend_;
   auto fail = [&](const ApiError& e) {
     metrics_.record_response(e.code);
-    send_error(res, e);
+    reply_error(w, x, e);
   };
-  if (!backend) return fail(unavailable("loading model"));
   if (stopping_) return fail(unavailable("the server is shutting down"));
   Result<ApiRequest> parsed = parse_request(req.body, endpoint, options_.limits);
   if (!parsed.is_ok()) return fail(bad_request(parsed.status().message()));
@@ -175,6 +250,7 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
     for (const std::string& m : methods) allowed += (allowed.empty() ? "" : ", ") + m;
     return fail(bad_request("KV method '" + method + "' is not allowed on this server (--kv-allow: " + allowed + ")"));
   }
+  x.log.kv_method = method;
 
   // The prompt as vlkv run builds it: the model's chat template over the conversation
   // (one media marker per image, at its place); /v1/completions takes the text as given.
@@ -202,25 +278,33 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
   const uint64_t id = backend->submit(std::move(g), std::move(callbacks));
   if (id == 0) return fail(stopping_ ? unavailable("the server is shutting down")
                                      : unavailable("the server is busy: the request queue is full (--max-queue)"));
+  // The figures of the log line, once the generation is done.
+  auto note_result = [&](const GenerationResult& r) {
+    x.log.prompt_tokens = r.stats.n_prompt_tokens;
+    x.log.generated_tokens = r.stats.n_generated;
+    x.log.tokens_per_second = r.stats.decode_seconds > 0 ? r.stats.n_generated / r.stats.decode_seconds : 0;
+    x.log.kv_bytes = r.kv.held_bytes;
+  };
   // While nothing is written the client's hang-up shows only on its socket: asked every
   // kHangUpPoll while queued, prefilled, and generating a non-streamed answer.
-  const std::optional<ClientConnection> conn =
-      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   auto client_left = [&] {
-    if (!conn || !conn->peer_closed()) return false;
+    if (!w.peer_closed()) return false;
     channel->abandon();
     backend->cancel(id);
     metrics_.record_disconnect();
     metrics_.record_response(499);  // nginx's "client closed request"
-    send_error(res, {499, "invalid_request_error", "the client closed the connection"});  // nobody reads it
+    x.log.status = 499;
     return true;
   };
   // Until the first text the answer may still be an error with its own status.
   while (!channel->wait_started(kHangUpPoll))
     if (client_left()) return;
+  x.log.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - x.log.start).count();
   const int timeout = options_.timeout_seconds;
-  if (channel->done() && !channel->has_text() && !answered(channel->result().end))
+  if (channel->done() && !channel->has_text() && !answered(channel->result().end)) {
+    note_result(channel->result());
     return fail(error_for(channel->result(), timeout, backend->load().running > 0));
+  }
   const ResponseIds ids = make_response_ids(endpoint, options_.model_name);
 
   if (!a.stream) {
@@ -228,62 +312,60 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
     while (!channel->wait_take(&text, kHangUpPoll))
       if (client_left()) return;
     const GenerationResult& r = channel->result();
+    note_result(r);
     if (!answered(r.end)) return fail(error_for(r, timeout, backend->load().running > 0));
     metrics_.record_response(200);
-    res.set_content(dump_json(completion_json(ids, text, r)), "application/json");
+    reply_json(w, x, 200, completion_json(ids, text, r));
     return;
   }
 
-  struct StreamState {
-    bool first = true;
-    bool finished = false;  // the last event was written: the client got it all
-    bool ok = true;
-    bool counted = false;   // its response was counted in the metrics
-  };
-  auto state = std::make_shared<StreamState>();
-  const bool include_usage = a.include_usage;
   ++active_streams_;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");  // nginx: pass events through at once
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, channel, state, ids, include_usage, timeout, backend](size_t, httplib::DataSink& sink) {
-        std::string out;
-        if (state->first && ids.endpoint == Endpoint::kChat) out = sse_event(text_chunk_json(ids, "", true, include_usage));
-        std::string text;
-        const bool done = channel->wait_take(&text, std::chrono::milliseconds(200));
-        if (!text.empty()) out += sse_event(text_chunk_json(ids, text, false, include_usage));
-        state->first = false;
-        if (done) {
-          const GenerationResult& r = channel->result();
-          if (answered(r.end)) {
-            out += sse_event(final_chunk_json(ids, r, include_usage));
-            if (include_usage) out += sse_event(usage_chunk_json(ids, r));
-          } else {
-            state->ok = false;
-            out += sse_event(error_json(error_for(r, timeout, backend->load().running > 0)));
-          }
-          out += sse_done();
-          // Counted before the last bytes go out, so a client that has read [DONE] sees it in /metrics.
-          state->counted = true;
-          metrics_.record_response(state->ok ? 200 : 500);
-        }
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
-        if (done) {
-          state->finished = true;
-          sink.done();
-        }
-        return true;
-      },
-      [this, channel, state, id, backend](bool) {
-        if (!state->finished) {  // the client left (or the server stopped) mid-stream
-          channel->abandon();
-          backend->cancel(id);
-          metrics_.record_disconnect();
-        }
-        if (!state->counted) metrics_.record_response(499);  // nginx's "client closed request"
+  HeaderList headers = x.headers;
+  headers.emplace_back("Cache-Control", "no-cache");
+  headers.emplace_back("X-Accel-Buffering", "no");  // nginx: pass events through at once
+  x.log.status = 200;
+  bool counted = false;  // its response was counted in the metrics
+  bool gone = !w.begin_stream(200, "text/event-stream", headers);
+  if (!gone && endpoint == Endpoint::kChat) gone = !w.write_chunk(sse_event(text_chunk_json(ids, "", true, a.include_usage)));
+  while (!gone) {
+    std::string text;
+    const bool done = channel->wait_take(&text, std::chrono::milliseconds(200));
+    std::string out;
+    if (!text.empty()) out = sse_event(text_chunk_json(ids, text, false, a.include_usage));
+    if (done) {
+      const GenerationResult& r = channel->result();
+      note_result(r);
+      const bool ok = answered(r.end);
+      if (ok) {
+        out += sse_event(final_chunk_json(ids, r, a.include_usage));
+        if (a.include_usage) out += sse_event(usage_chunk_json(ids, r));
+      } else {
+        out += sse_event(error_json(error_for(r, timeout, backend->load().running > 0)));
+      }
+      out += sse_done();
+      // Counted before the last bytes go out, so a client that has read [DONE] sees it in /metrics.
+      metrics_.record_response(ok ? 200 : 500);
+      counted = true;
+      if (!ok) x.log.status = 500;
+      if (w.write_chunk(out) && w.end_stream()) {
         --active_streams_;
-      });
+        return;
+      }
+      gone = true;
+      break;
+    }
+    // Nothing new: a client that left shows on its socket, not at a write.
+    gone = out.empty() ? w.peer_closed() : !w.write_chunk(out);
+  }
+  // The client left (or the server stopped) mid-stream.
+  channel->abandon();
+  backend->cancel(id);
+  metrics_.record_disconnect();
+  if (!counted) {
+    metrics_.record_response(499);  // nginx's "client closed request"
+    x.log.status = 499;
+  }
+  --active_streams_;
 }
 
 }  // namespace vlkv::server

@@ -1,23 +1,23 @@
-// The HTTP front of `vlkv serve` (cpp-httplib): OpenAI routes over a GenerationBackend,
-// Bearer-key auth, JSON errors with llama-server's types, SSE streaming with cancel on
-// disconnect, and /health and /metrics.
+// The routes of `vlkv serve` over the HTTP transport (http_listener.h): OpenAI routes over
+// a GenerationBackend, Bearer-key auth checked from the head (before the body is read),
+// CORS, x-request-id, JSON errors with llama-server's types, SSE streaming with cancel on
+// disconnect, llama-server's /props, /tokenize and /detokenize, /health and /metrics, and
+// one log line per request.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/api_error.h"
 #include "server/generation_backend.h"
+#include "server/http_listener.h"
 #include "server/openai_request.h"
+#include "server/request_log.h"
+#include "server/server_info.h"
 #include "server/server_metrics.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace vlkv::server {
 
@@ -26,10 +26,13 @@ struct HttpOptions {
   int port = 8080;                       // 0: any free port (bind() says which)
   std::string api_key;                   // "": no auth
   std::string model_name;                // the id in /v1/models and responses
-  size_t max_body_bytes = 32u << 20;     // larger bodies → 413
+  std::string model_path;                // for /props
+  int n_slots = 0;                       // for /props
+  std::string cors_origin;               // "": no CORS headers; "*": any origin; else that origin only
+  HttpLimits transport;                  // head, body, timeouts, connections per address
   RequestLimits limits;
   int timeout_seconds = 600;             // per request, queued + generating; 0: none
-  int n_http_threads = 64;               // connections served at once
+  int n_http_threads = 64;               // requests handled at once (a generation holds one)
 };
 
 class HttpServer {
@@ -39,7 +42,7 @@ class HttpServer {
 
   // Binds host:port; the port bound (options.port 0: a free one), or a Status.
   Result<int> bind();
-  // Serves until stop(); false if listening failed.
+  // Serves until stop().
   bool listen();
   // The model is loaded: /health answers 200 and generations go to backend from now on
   // (503 "loading" until then). backend must outlive the server's last request.
@@ -50,18 +53,27 @@ class HttpServer {
   void stop(std::chrono::milliseconds grace);
 
  private:
-  void add_routes();
-  void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  void send_error(httplib::Response& res, const ApiError& e);
+  struct Exchange;  // one request being answered
+
+  std::optional<HttpReply> admit(const HttpRequest& head);
+  void handle(const HttpRequest& req, ResponseWriter& w);
+  void handle_generation(const HttpRequest& req, ResponseWriter& w, Exchange& x, Endpoint endpoint);
+  void reply_json(ResponseWriter& w, Exchange& x, int status, const nlohmann::json& body);
+  void reply_error(ResponseWriter& w, Exchange& x, const ApiError& e);
+  HeaderList cors_headers(const HttpRequest& req) const;
+  std::string request_id(const HttpRequest& req);
+
   std::atomic<GenerationBackend*> backend_{nullptr};
   HttpOptions options_;
+  ServedModel served_;
   ServerMetrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpListener> listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> active_streams_{0};
-  int listen_socket_ = -1;  // the bound socket (set by httplib's socket-options hook)
-  static constexpr int kListenBacklog = 1024;
+  std::atomic<uint64_t> n_requests_{0};
+  uint64_t id_salt_ = 0;  // random per process: request ids differ across restarts
   static constexpr std::chrono::milliseconds kHangUpPoll{100};  // how often a waiting handler asks the socket
+  static constexpr size_t kMaxRequestIdBytes = 128;             // a longer x-request-id is replaced
 };
 
 }  // namespace vlkv::server

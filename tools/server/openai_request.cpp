@@ -175,6 +175,44 @@ Result<std::string> resolve_under(const std::string& path, const std::string& di
   return file;
 }
 
+// The fields a request may carry. llama-server ignores a field it does not know; a client
+// that asked for logprobs or a JSON schema would then get an answer without them and not
+// know it, so any other field is refused by name (implementing one moves it here).
+bool known_field(const std::string& key, Endpoint endpoint) {
+  static const char* const kCommon[] = {"model", "max_tokens", "max_completion_tokens", "n_predict", "temperature",
+                                        "top_p", "min_p", "top_k", "repeat_penalty", "seed", "frequency_penalty",
+                                        "presence_penalty", "n", "stop", "stream", "stream_options", "kv", "user",
+                                        "cache_prompt"};
+  for (const char* k : kCommon)
+    if (key == k) return true;
+  return key == (endpoint == Endpoint::kChat ? "messages" : "prompt");
+}
+
+// A field we do not implement, sent at the value that asks for nothing (some clients send
+// "logprobs": false or "tools": [] by default).
+bool neutral_value(const std::string& key, const json& v) {
+  if (v.is_null()) return true;
+  if (key == "logprobs" || key == "echo") return (v.is_boolean() && !v.get<bool>()) || v == 0;
+  if (key == "top_logprobs" || key == "n_probs" || key == "best_of") return v == 0 || (key == "best_of" && v == 1);
+  if (key == "response_format") return v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text";
+  if (key == "tools" || key == "functions") return v.is_array() && v.empty();
+  if (key == "tool_choice") return v == "none";
+  if (key == "logit_bias") return v.is_object() && v.empty();
+  return false;
+}
+
+Status check_fields(const json& body, Endpoint endpoint) {
+  for (const auto& [key, value] : body.items()) {
+    if (known_field(key, endpoint) || neutral_value(key, value)) continue;
+    std::string shown = key.substr(0, 64);
+    for (char& c : shown)
+      if (static_cast<unsigned char>(c) < ' ' || c == 0x7f) c = '?';
+    return invalid_argument("'" + shown + "' is not supported by this server" +
+                            (key == "response_format" ? std::string(" (only {\"type\": \"text\"})") : std::string()));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<Image> load_image_url(const std::string& url, const RequestLimits& limits) {
@@ -198,6 +236,7 @@ Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, 
   json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return invalid_argument("the request body is not valid JSON");
   if (!body.is_object()) return invalid_argument("the request body must be a JSON object");
+  VLKV_RETURN_IF_ERROR(check_fields(body, endpoint));
   ApiRequest r;
   r.endpoint = endpoint;
   if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
@@ -215,6 +254,10 @@ Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, 
     if (!it->is_object()) return invalid_argument("'stream_options' must be an object");
     VLKV_RETURN_IF_ERROR(read_bool(*it, "include_usage", &r.include_usage));
   }
+  bool cache_prompt = true;  // llama-server's hint; nothing to do until a prefix cache exists
+  VLKV_RETURN_IF_ERROR(read_bool(body, "cache_prompt", &cache_prompt));
+  if (auto it = body.find("user"); it != body.end() && !it->is_null() && !it->is_string())
+    return invalid_argument("'user' must be a string");
   if (auto it = body.find("kv"); it != body.end() && !it->is_null()) {
     if (!it->is_string() || it->get_ref<const std::string&>().empty())
       return invalid_argument("'kv' must be a KV method name, e.g. \"kivi2\"");

@@ -38,7 +38,9 @@ struct ApiRequest {
   std::string kv_method;               // the "kv" extension ("" = the server's default)
 };
 
-// body: the raw request body. InvalidArgument names the offending field.
+// body: the raw request body. InvalidArgument names the offending field; a field the server
+// does not implement (logprobs, response_format, tools, ...) is refused by name unless it
+// holds the value that asks for nothing (false, 0, [], {"type": "text"}).
 Result<ApiRequest> parse_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits);
 
 // One image_url: a data: URI (base64 PNG, JPEG, ...) or file:// under limits.media_path.
