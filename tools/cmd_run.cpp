@@ -29,7 +29,29 @@ struct RunOptions {
   bool no_template = false;
   bool quiet = false;
   bool list_kv = false;
+  bool count_only = false;
 };
+
+// The prompt's size from the media files' headers (no pixel decoded): printed with
+// --count-tokens, and a prompt over the context or the KV budget is refused before any
+// decoding. The same text as user_prompt builds; BOS as Session::generate adds it.
+Result<PromptTokenCount> count_from_headers(const Engine& e, const RunOptions& o, bool use_template) {
+  std::vector<MediaInfo> media;
+  for (const std::string& path : o.images) {
+    VLKV_ASSIGN_OR_RETURN(MediaInfo m, probe_image(path, o.engine.media_limits));
+    media.push_back(m);
+  }
+  for (const std::string& path : o.videos) {
+    VideoSampling sampling;
+    sampling.n_frames = o.frames;
+    sampling.fps = o.fps;
+    VLKV_ASSIGN_OR_RETURN(MediaInfo m, probe_video(path, sampling, o.engine.media_limits));
+    media.push_back(m);
+  }
+  std::string text = with_media_markers(o.prompt, media.size());
+  if (use_template) text = e.apply_chat_template(text);
+  return e.count_prompt_tokens(text, media, /*add_bos=*/true);
+}
 
 int run(const RunOptions& o_in) {
   RunOptions o = o_in;
@@ -68,6 +90,23 @@ int run(const RunOptions& o_in) {
                                          " tokens"));
   if (Status st = check_kv_budget_for_model(*budget, o.kv_budget, e.info()); !st.is_ok()) return report_error(st);
 
+  // A multimodal model gets its chat template unless --no-template; a text model with --chat.
+  const bool use_template = !o.no_template && (o.chat || e.has_vision());
+  if (e.has_vision()) {
+    Result<PromptTokenCount> count = count_from_headers(e, o, use_template);
+    if (!count.is_ok()) return report_error(count.status());
+    if (o.count_only) {
+      std::printf("prompt_tokens=%lld visual_tokens=%lld\n", static_cast<long long>(count->n_tokens),
+                  static_cast<long long>(count->n_visual_tokens));
+      return kExitOk;
+    }
+    const std::string what = std::to_string(o.images.size() + o.videos.size()) + " image/video input(s): " +
+                             std::to_string(count->n_visual_tokens) + " visual tokens, counted from their headers";
+    if (Status st = e.check_prompt_fits(count->n_tokens, 0, "", what); !st.is_ok()) return report_error(st);
+  } else if (o.count_only) {
+    return report_error(invalid_argument("--count-tokens needs a vision model (--mmproj)"));
+  }
+
   // Media are decoded up front: a bad file fails before any output.
   std::vector<MediaItem> media;
   for (const std::string& path : o.images) {
@@ -84,8 +123,6 @@ int run(const RunOptions& o_in) {
     if (!frames.is_ok()) return report_error(frames.status());
     media.push_back(MediaItem{std::move(frames).value(), true, rate});
   }
-  // A multimodal model gets its chat template unless --no-template; a text model with --chat.
-  const bool use_template = !o.no_template && (o.chat || e.has_vision());
   const Prompt prompt = e.user_prompt(o.prompt, std::move(media), use_template);
   Result<std::unique_ptr<Session>> session = e.new_session();
   if (!session.is_ok()) return report_error(session.status());
@@ -181,6 +218,9 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
                              "Wrap the prompt in the model's chat template (the default with --mmproj)");
   app->add_flag("--no-template", o->no_template, "Pass the prompt to the model unchanged")->excludes(chat);
   app->add_flag("-q,--quiet", o->quiet, "No progress bar or timing line on stderr");
+  app->add_flag("--count-tokens", o->count_only,
+                "Print the prompt's token count (prompt_tokens=N visual_tokens=M) from the media files' headers, "
+                "without decoding them, and exit");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);
   commands.push_back({app, [o] { return run(*o); }});
 }

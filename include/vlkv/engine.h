@@ -116,6 +116,12 @@ struct PreparedPrompt {
   int64_t n_visual_tokens() const;
 };
 
+// A prompt's size known before its media are decoded (Engine::count_prompt_tokens).
+struct PromptTokenCount {
+  int64_t n_tokens = 0;         // text, framing and visual tokens together
+  int64_t n_visual_tokens = 0;  // of which visual (the projector's embeddings)
+};
+
 // One turn of a conversation for Engine::apply_chat_template (role "system", "user" or
 // "assistant"); content may hold media markers, copied verbatim.
 struct ChatTurn {
@@ -179,6 +185,20 @@ class Engine {
   // InvalidArgument for media on a text-only model or a marker/media count mismatch.
   Result<PreparedPrompt> prepare_prompt(const Prompt& prompt, bool add_bos,
                                         const ProgressCallback& progress = {}) const;
+  // prepare_prompt's n_tokens() and n_visual_tokens() for a prompt whose media are known by
+  // their headers only (probe_image, probe_video: sizes and frame counts, one per marker as
+  // prepare_prompt pairs them): the same text tokenized, each item laid out by the vision
+  // model (VisionModel::layout_image/layout_video) with no pixel decoded or encoded. Equal
+  // to prepare_prompt's counts for media of those sizes; its errors for a bad marker count
+  // or a size the model refuses.
+  Result<PromptTokenCount> count_prompt_tokens(const std::string& text, const std::vector<MediaInfo>& media,
+                                               bool add_bos) const;
+  // Refuses (InvalidArgument, naming the counts) a prompt of n_prompt_tokens that cannot run:
+  // with n_reserve generated tokens after it, more than the context size, or a KV
+  // reservation (kv_bytes_for_tokens, as the Scheduler's admission) above the KV budget.
+  // `what` names the prompt's media in the message (e.g. "2 images: 1532 visual tokens").
+  Status check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, const std::string& kv_method = "",
+                           const std::string& what = "") const;
 
   struct Impl;
 

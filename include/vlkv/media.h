@@ -36,6 +36,24 @@ struct MediaLimits {
 Result<Image> load_image(const std::string& path, const MediaLimits& limits = {});
 Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& limits = {});
 
+// What a file's header says before any pixel is decoded (probe_image, probe_video): enough
+// to count the visual tokens a model makes of it (Engine::count_prompt_tokens) and refuse an
+// over-long request at once. The sizes are checked against MediaLimits as decoding does.
+struct MediaInfo {
+  int32_t width = 0;     // of the image, or of the video's frames (its stream's coded size)
+  int32_t height = 0;
+  int32_t n_frames = 1;  // video: the samples the sampling will take (load_video returns as many
+                         // unless the stream ends before a sample's time: then fewer)
+  double fps = 0;        // video: samples per second of stream time, as load_video's frame_rate
+  bool is_video = false;
+};
+
+// The dimensions from the header alone (stb_image's info, behind the same guards as decoding):
+// what decode_image would return for the data, or its error, without decoding a pixel.
+// The file is read whole (under max_file_bytes): JPEG frame headers may follow long segments.
+Result<MediaInfo> probe_image(const std::string& path, const MediaLimits& limits = {});
+Result<MediaInfo> probe_image_data(const uint8_t* data, size_t size, const MediaLimits& limits = {});
+
 // Uniform frame sampling: exactly one of n_frames (spread evenly over the whole
 // clip) or fps (one frame every 1/fps seconds of stream time) is > 0.
 struct VideoSampling {
@@ -49,5 +67,10 @@ struct VideoSampling {
 // n_frames over the clip's duration), which Qwen2.5-VL's temporal positions need.
 Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
                                       const MediaLimits& limits = {}, double* frame_rate = nullptr);
+
+// load_video's plan without decoding a frame: the container's stream size, duration and the
+// sample times (libavformat's stream info only; avformat_find_stream_info may read the first
+// packets). The same errors as load_video for a bad file, sampling or limit.
+Result<MediaInfo> probe_video(const std::string& path, const VideoSampling& sampling, const MediaLimits& limits = {});
 
 }  // namespace vlkv

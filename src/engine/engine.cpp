@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "engine/engine_impl.h"
+#include "kv/page_pool.h"  // format_bytes
 
 namespace vlkv {
 
@@ -135,6 +136,28 @@ Result<uint64_t> Engine::kv_bytes_for_tokens(int64_t n_tokens, const std::string
   if (n_tokens < 0) return invalid_argument("negative token count");
   std::lock_guard<std::mutex> lock(impl_->forward_mutex);
   return impl_->kv->max_bytes_for_tokens(n_tokens, kv_method);
+}
+
+Status Engine::check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, const std::string& kv_method,
+                                 const std::string& what) const {
+  if (n_prompt_tokens < 0 || n_reserve < 0) return invalid_argument("negative token count");
+  const std::string of = what.empty() ? std::string() : " (" + what + ")";
+  const int64_t n_ctx = impl_->params.n_ctx;
+  if (n_prompt_tokens + n_reserve > n_ctx) {
+    return invalid_argument("context full: the prompt is " + std::to_string(n_prompt_tokens) + " tokens" + of +
+                            (n_reserve > 0 ? " and needs room for " + std::to_string(n_reserve) + " more" : std::string()) +
+                            ", over the context size of " + std::to_string(n_ctx) +
+                            " (raise --ctx-size, or send fewer or smaller images)");
+  }
+  VLKV_ASSIGN_OR_RETURN(const uint64_t bytes, kv_bytes_for_tokens(n_prompt_tokens + n_reserve, kv_method));
+  const uint64_t budget = impl_->kv->budget_bytes();
+  if (bytes > budget) {
+    return invalid_argument("the prompt is " + std::to_string(n_prompt_tokens) + " tokens" + of + ": with " +
+                            std::to_string(n_reserve) + " generated it needs up to " + format_bytes(bytes) +
+                            " of KV cache (method " + (kv_method.empty() ? impl_->kv->method_name() : kv_method) +
+                            ") but the KV budget is " + format_bytes(budget) + " (raise --kv-budget)");
+  }
+  return Status::ok();
 }
 
 Result<std::unique_ptr<Session>> Engine::new_session() {

@@ -5,6 +5,7 @@
 // tokens, looked up by piece) and runs of embeddings, in sequence order. Consecutive
 // text lands in one chunk, so the chunk list is libmtmd's.
 #include <chrono>
+#include <functional>
 #include <string_view>
 
 #include "engine/engine_impl.h"
@@ -97,26 +98,34 @@ Result<PreparedPrompt> Engine::prepare_prompt(const Prompt& prompt, bool add_bos
   return vlkv::prepare_prompt(*impl_, prompt, add_bos, progress);
 }
 
-Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, bool add_bos,
-                                      const ProgressCallback& progress) {
-  using Clock = std::chrono::steady_clock;
-  if (!prompt.media.empty() && !e.vision) {
-    return invalid_argument("this model has no vision encoder: " + std::to_string(prompt.media.size()) +
+namespace {
+
+// One media item's pieces for assemble(): encoded (with embeddings, each run's t_step set) or
+// laid out (no embeddings: counting).
+using MediaPieces = std::function<Result<MediaEmbedding>(size_t index)>;
+
+// prepare_prompt and count_prompt_tokens in one: the text split at markers and tokenized piece
+// by piece, each item's pieces in its place, BOS/EOS last. with_data: the runs carry
+// embeddings (checked against n_embd_inp); else only their token counts.
+Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text, size_t n_media,
+                                const MediaPieces& media_pieces, bool with_data, bool add_bos) {
+  if (n_media > 0 && !e.vision) {
+    return invalid_argument("this model has no vision encoder: " + std::to_string(n_media) +
                             " image/video input(s) given to the text-only model " + e.params.model_path +
                             " (load a multimodal projector with --mmproj)");
   }
-  std::string text = prompt.text;
+  std::string text = prompt_text;
   std::vector<std::string> parts = split_at_markers(text);
   const size_t n_markers = parts.size() - 1;
   if (!e.vision) {
     // A text-only model reads markers as plain text.
     parts = {text};
-  } else if (n_markers == 0 && !prompt.media.empty()) {
-    for (size_t i = 0; i < prompt.media.size(); ++i) text = kMediaMarker + text;
+  } else if (n_markers == 0 && n_media > 0) {
+    for (size_t i = 0; i < n_media; ++i) text = kMediaMarker + text;
     parts = split_at_markers(text);
-  } else if (n_markers != prompt.media.size()) {
+  } else if (n_markers != n_media) {
     return invalid_argument("the prompt has " + std::to_string(n_markers) + " media marker(s) " + kMediaMarker +
-                            " but " + std::to_string(prompt.media.size()) + " image/video input(s) were given");
+                            " but " + std::to_string(n_media) + " image/video input(s) were given");
   }
 
   PreparedPrompt out;
@@ -138,23 +147,10 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     append_text(out, ids);
     return Status::ok();
   };
-  auto t0 = Clock::now();
-  const int64_t n_media = static_cast<int64_t>(prompt.media.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     if (!parts[i].empty()) add_text(parts[i]);  // BOS/EOS come last, as in libmtmd
     if (i + 1 == parts.size()) break;
-    const MediaItem& item = prompt.media[i];
-    if (item.frames.empty()) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
-    for (const Image& f : item.frames) {
-      if (!f.valid()) return invalid_argument("media input " + std::to_string(i + 1) + " is an empty or broken image");
-    }
-    Result<MediaEmbedding> emb = [&]() -> Result<MediaEmbedding> {
-      std::lock_guard<std::mutex> lock(e.forward_mutex);  // the pool is not re-entrant
-      if (!item.is_video) return e.vision->encode_image(item.frames[0], *e.pool);
-      return e.vision->encode_video(item.frames, *e.pool, [&](int64_t done, int64_t total) {
-        if (progress) progress("encode", done, total);
-      });
-    }();
+    Result<MediaEmbedding> emb = media_pieces(i);
     if (!emb.is_ok()) return emb.status().with_context("media input " + std::to_string(i + 1));
     for (MediaPiece& p : emb->pieces) {
       if (p.kind == MediaPiece::Kind::kText) {
@@ -174,17 +170,77 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
       c.grid_t = p.embd.grid_t;
       c.grid_h = p.embd.grid_h;
       c.grid_w = p.embd.grid_w;
-      c.t_step = item.is_video ? e.vision->video_t_step(item.fps) : p.embd.t_step;
-      if (static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
+      c.t_step = p.embd.t_step;
+      if (with_data && static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
         return Status(StatusCode::kInternal, "vision model returned embeddings of the wrong size");
       }
       out.chunks.push_back(std::move(c));
     }
-    if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
   }
   if (add_bos) add_bos_and_eos(*e.tokenizer, out);
+  return out;
+}
+
+// The layout of one item from its size and frame count (no pixels).
+Result<MediaEmbedding> layout_media(const VisionModel& vision, int32_t width, int32_t height, int64_t n_frames,
+                                    bool is_video) {
+  if (!is_video) return vision.layout_image(width, height);
+  return vision.layout_video(n_frames, width, height);
+}
+
+}  // namespace
+
+Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, bool add_bos,
+                                      const ProgressCallback& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const int64_t n_media = static_cast<int64_t>(prompt.media.size());
+  auto encode = [&](size_t i) -> Result<MediaEmbedding> {
+    const MediaItem& item = prompt.media[i];
+    if (item.frames.empty()) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
+    for (const Image& f : item.frames) {
+      if (!f.valid()) return invalid_argument("media input " + std::to_string(i + 1) + " is an empty or broken image");
+    }
+    const Image& first = item.frames[0];
+    // What count_prompt_tokens says for this item: the encoding must agree with it, since
+    // requests are admitted or refused on the count before their media are decoded.
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding layout, layout_media(*e.vision, first.width, first.height,
+                                                              static_cast<int64_t>(item.frames.size()), item.is_video));
+    Result<MediaEmbedding> emb = [&]() -> Result<MediaEmbedding> {
+      std::lock_guard<std::mutex> lock(e.forward_mutex);  // the pool is not re-entrant
+      if (!item.is_video) return e.vision->encode_image(first, *e.pool);
+      return e.vision->encode_video(item.frames, *e.pool, [&](int64_t done, int64_t total) {
+        if (progress) progress("encode", done, total);
+      });
+    }();
+    if (!emb.is_ok()) return emb;
+    if (emb->pieces.size() != layout.pieces.size() || emb->n_visual_tokens() != layout.n_visual_tokens()) {
+      return Status(StatusCode::kInternal, std::string(e.vision->projector_type()) + ": the encoder made " +
+                                               std::to_string(emb->n_visual_tokens()) + " visual tokens where its layout says " +
+                                               std::to_string(layout.n_visual_tokens()));
+    }
+    if (item.is_video) {
+      for (MediaPiece& p : emb->pieces) p.embd.t_step = e.vision->video_t_step(item.fps);
+    }
+    if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
+    return emb;
+  };
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt out,
+                        assemble(e, prompt.text, prompt.media.size(), encode, /*with_data=*/true, add_bos));
   out.encode_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
+}
+
+Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, const std::vector<MediaInfo>& media,
+                                                     bool add_bos) const {
+  Engine::Impl& e = *impl_;
+  auto layout = [&](size_t i) -> Result<MediaEmbedding> {
+    const MediaInfo& m = media[i];
+    if (m.is_video && m.n_frames <= 0) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
+    return layout_media(*e.vision, m.width, m.height, m.is_video ? m.n_frames : 1, m.is_video);
+  };
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt laid_out, assemble(e, text, media.size(), layout, /*with_data=*/false, add_bos));
+  return PromptTokenCount{laid_out.n_tokens(), laid_out.n_visual_tokens()};
 }
 
 }  // namespace vlkv

@@ -113,14 +113,30 @@ class ClipMlpModel final : public VisionModel {
     return out;
   }
 
-  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
-    VLKV_ASSIGN_OR_RETURN(std::vector<ImageTensor> tensors, preprocess(image));
+  // One run of the tile's patches per tile (LLaVA-1.5: the one fitted image), no framing.
+  Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
+    if (width <= 0 || height <= 0) return invalid_argument("empty or inconsistent image");
+    int64_t n_runs = 1;
+    if (!pinpoints_.empty()) {
+      VLKV_ASSIGN_OR_RETURN(LlavaAnyresTiles grid, llava_anyres_grid({width, height},
+                                                                     static_cast<int32_t>(hp_.image_size), pinpoints_));
+      n_runs += static_cast<int64_t>(grid.grid_rows) * grid.grid_cols;
+    }
+    const int32_t side = static_cast<int32_t>(hp_.image_size / hp_.patch_size);
+    const int64_t n_patches = n_tokens_ - (class_embd_.empty() ? 0 : 1);
     MediaEmbedding out;
-    for (const ImageTensor& t : tensors) {
-      MediaPiece piece;
-      piece.kind = MediaPiece::Kind::kEmbeddings;
-      VLKV_ASSIGN_OR_RETURN(piece.embd, encode_tile(t, pool));
-      out.pieces.push_back(std::move(piece));
+    for (int64_t i = 0; i < n_runs; ++i) out.pieces.push_back(embedding_layout_piece(n_patches, side, side));
+    return out;
+  }
+
+  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));
+    VLKV_ASSIGN_OR_RETURN(std::vector<ImageTensor> tensors, preprocess(image));
+    if (tensors.size() != out.pieces.size()) return Status(StatusCode::kInternal, "mlp: tiles disagree with the layout");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      VLKV_ASSIGN_OR_RETURN(EmbeddingRun run, encode_tile(tensors[i], pool));
+      if (run.n_tokens != out.pieces[i].embd.n_tokens) return Status(StatusCode::kInternal, "mlp: run size disagrees with the layout");
+      out.pieces[i].embd = std::move(run);
     }
     return out;
   }

@@ -97,20 +97,23 @@ class Gemma3VisionModel final : public VisionModel {
     return out;
   }
 
-  // <start_of_image> [n_tokens] <end_of_image>, as libmtmd frames it (img_beg / img_end).
-  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
-    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
+  // <start_of_image> [n_tokens] <end_of_image>, as libmtmd frames it (img_beg / img_end):
+  // every image is fitted to the one tile, so the count does not depend on its size.
+  Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
+    if (width <= 0 || height <= 0) return invalid_argument("gemma3: empty or malformed image");
+    const int32_t side = static_cast<int32_t>(p_.tokens_side());
     MediaEmbedding out;
     out.pieces.push_back(MediaPiece::text_piece("<start_of_image>"));
-    MediaPiece img;
-    img.kind = MediaPiece::Kind::kEmbeddings;
-    VLKV_RETURN_IF_ERROR(p_.encode(t, img.embd.data, pool));
-    img.embd.n_tokens = p_.n_tokens();
-    img.embd.grid_t = 1;
-    img.embd.grid_h = static_cast<int32_t>(p_.tokens_side());
-    img.embd.grid_w = static_cast<int32_t>(p_.tokens_side());
-    out.pieces.push_back(std::move(img));
+    out.pieces.push_back(embedding_layout_piece(p_.n_tokens(), side, side));
     out.pieces.push_back(MediaPiece::text_piece("<end_of_image>"));
+    return out;
+  }
+
+  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
+    if (!image.valid()) return invalid_argument("gemma3: empty or malformed image");
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));
+    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
+    VLKV_RETURN_IF_ERROR(p_.encode(t, out.pieces[1].embd.data, pool));
     return out;
   }
 

@@ -9,9 +9,8 @@
 
 namespace vlkv {
 
-Result<Idefics3Tiles> idefics3_preprocess(const Image& image, int64_t image_size, int64_t longest_edge,
-                                          const float mean[3], const float std[3]) {
-  if (!image.valid()) return invalid_argument("idefics3: empty or malformed image");
+Result<Idefics3Tiles> idefics3_grid(int32_t width, int32_t height, int64_t image_size, int64_t longest_edge) {
+  if (width <= 0 || height <= 0) return invalid_argument("idefics3: empty or malformed image");
   if (image_size <= 0 || image_size > (1 << 14)) return invalid_argument("idefics3: bad tile size");
   const int32_t s = static_cast<int32_t>(image_size);
   Idefics3Tiles out;
@@ -19,15 +18,26 @@ Result<Idefics3Tiles> idefics3_preprocess(const Image& image, int64_t image_size
     if (longest_edge > (1 << 15)) return invalid_argument("idefics3: preproc_image_size is too large");
     // img_tool::calc_size_preserved_ratio: scale so the longer side is longest_edge
     // (up or down), then round each side up to a multiple of the tile size.
-    const float scale = std::min(static_cast<float>(longest_edge) / static_cast<float>(image.width),
-                                 static_cast<float>(longest_edge) / static_cast<float>(image.height));
+    const float scale = std::min(static_cast<float>(longest_edge) / static_cast<float>(width),
+                                 static_cast<float>(longest_edge) / static_cast<float>(height));
     auto ceil_to_tile = [&](float v) {
       return static_cast<int32_t>(std::ceil(v / static_cast<float>(s))) * s;
     };
-    const int32_t refined_w = std::max(s, ceil_to_tile(static_cast<float>(image.width) * scale));
-    const int32_t refined_h = std::max(s, ceil_to_tile(static_cast<float>(image.height) * scale));
+    const int32_t refined_w = std::max(s, ceil_to_tile(static_cast<float>(width) * scale));
+    const int32_t refined_h = std::max(s, ceil_to_tile(static_cast<float>(height) * scale));
     out.grid_cols = refined_w / s;
     out.grid_rows = refined_h / s;
+  }
+  return out;
+}
+
+Result<Idefics3Tiles> idefics3_preprocess(const Image& image, int64_t image_size, int64_t longest_edge,
+                                          const float mean[3], const float std[3]) {
+  if (!image.valid()) return invalid_argument("idefics3: empty or malformed image");
+  VLKV_ASSIGN_OR_RETURN(Idefics3Tiles out, idefics3_grid(image.width, image.height, image_size, longest_edge));
+  const int32_t s = static_cast<int32_t>(image_size);
+  if (longest_edge > 0) {
+    const int32_t refined_w = out.grid_cols * s, refined_h = out.grid_rows * s;
     const Image refined = resize_image_padded(image, refined_w, refined_h, ResizeAlgo::kBicubic, {0, 0, 0});
     for (int32_t y = 0; y < refined_h; y += s) {
       for (int32_t x = 0; x < refined_w; x += s) {

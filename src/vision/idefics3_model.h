@@ -30,6 +30,8 @@ struct Idefics3Tiles {
 // bicubic aspect-preserving resize onto that canvas with black padding; tiles = its
 // image_size crops, row-major; global image = bilinear resize to image_size x image_size.
 // longest_edge <= 0 gives the global image only.
+// The grid idefics3_preprocess cuts for a width x height image (tensors empty).
+Result<Idefics3Tiles> idefics3_grid(int32_t width, int32_t height, int64_t image_size, int64_t longest_edge);
 Result<Idefics3Tiles> idefics3_preprocess(const Image& image, int64_t image_size, int64_t longest_edge,
                                           const float mean[3], const float std[3]);
 

@@ -41,7 +41,8 @@ Status check_dims(int64_t w, int64_t h, const MediaLimits& limits, const std::st
   return Status::ok();
 }
 
-Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits, const std::string& what) {
+// The header's dimensions, checked: everything decode does before it decodes a pixel.
+Result<MediaInfo> read_header(const uint8_t* data, size_t size, const MediaLimits& limits, const std::string& what) {
   if (size == 0) return invalid_file(what + ": empty image data");
   if (size > limits.max_file_bytes) return invalid_file(what + ": image data larger than the limit");
   if (size > static_cast<size_t>(INT32_MAX)) return invalid_file(what + ": image data too large");
@@ -57,6 +58,16 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
     return invalid_file(what + ": not a readable image (" + stbi_failure_reason() + ")");
   }
   VLKV_RETURN_IF_ERROR(check_dims(w, h, limits, what));
+  MediaInfo info;
+  info.width = w;
+  info.height = h;
+  return info;
+}
+
+Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits, const std::string& what) {
+  VLKV_ASSIGN_OR_RETURN(MediaInfo info, read_header(data, size, limits, what));
+  const int len = static_cast<int>(size);
+  const int w = info.width, h = info.height;
   // In the file's own channels: stb_image 2.27 converts a 16-bit greyscale PGM to RGB as if
   // it were 8-bit and then reads twice the buffer it made (a heap overflow, found by
   // fuzz/image_fuzzer), so the conversion to RGB is ours.
@@ -83,13 +94,8 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
   return img;
 }
 
-}  // namespace
-
-Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& limits) {
-  return decode(data, size, limits, "image");
-}
-
-Result<Image> load_image(const std::string& path, const MediaLimits& limits) {
+// The file's bytes, under limits.max_file_bytes.
+Result<std::vector<uint8_t>> read_file(const std::string& path, const MediaLimits& limits) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return not_found(path + ": cannot open image file");
   if (!S_ISREG(st.st_mode)) return invalid_argument(path + ": not a regular file");
@@ -103,7 +109,27 @@ Result<Image> load_image(const std::string& path, const MediaLimits& limits) {
   if (!bytes.empty() && std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
     return io_error(path + ": cannot read image file");
   }
+  return bytes;
+}
+
+}  // namespace
+
+Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& limits) {
+  return decode(data, size, limits, "image");
+}
+
+Result<MediaInfo> probe_image_data(const uint8_t* data, size_t size, const MediaLimits& limits) {
+  return read_header(data, size, limits, "image");
+}
+
+Result<Image> load_image(const std::string& path, const MediaLimits& limits) {
+  VLKV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(path, limits));
   return decode(bytes.data(), bytes.size(), limits, path);
+}
+
+Result<MediaInfo> probe_image(const std::string& path, const MediaLimits& limits) {
+  VLKV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file(path, limits));
+  return read_header(bytes.data(), bytes.size(), limits, path);
 }
 
 }  // namespace vlkv

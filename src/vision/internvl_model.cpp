@@ -75,14 +75,14 @@ std::vector<ImageSize> internvl_resolution_candidates(int32_t tile_size, int32_t
   return out;
 }
 
-Result<InternvlTiles> internvl_preprocess(const Image& image, int32_t tile_size, const std::vector<ImageSize>& candidates,
-                                          const float mean[3], const float std[3]) {
-  if (!image.valid()) return invalid_argument("internvl: empty or malformed image");
+Result<InternvlTiles> internvl_grid(int32_t width, int32_t height, int32_t tile_size,
+                                    const std::vector<ImageSize>& candidates) {
+  if (width <= 0 || height <= 0) return invalid_argument("internvl: empty or malformed image");
   if (candidates.empty()) return invalid_argument("internvl: no tile grid candidates");
   const int32_t s = tile_size;
   InternvlTiles out;
-  if (image.width > s || image.height > s) {
-    const ImageSize refined = select_best_resolution({image.width, image.height}, candidates);
+  if (width > s || height > s) {
+    const ImageSize refined = select_best_resolution({width, height}, candidates);
     // llama.cpp cuts min(S, rest)-sized slices; candidates are multiples of S (pinpoints too
     // for the ViT's fixed size), so every slice is S x S.
     if (refined.width % s != 0 || refined.height % s != 0) {
@@ -92,6 +92,17 @@ Result<InternvlTiles> internvl_preprocess(const Image& image, int32_t tile_size,
     }
     out.grid_cols = refined.width / s;
     out.grid_rows = refined.height / s;
+  }
+  return out;
+}
+
+Result<InternvlTiles> internvl_preprocess(const Image& image, int32_t tile_size, const std::vector<ImageSize>& candidates,
+                                          const float mean[3], const float std[3]) {
+  if (!image.valid()) return invalid_argument("internvl: empty or malformed image");
+  VLKV_ASSIGN_OR_RETURN(InternvlTiles out, internvl_grid(image.width, image.height, tile_size, candidates));
+  const int32_t s = tile_size;
+  if (out.grid_cols > 0) {
+    const ImageSize refined{out.grid_cols * s, out.grid_rows * s};
     const Image canvas = resize_image_padded(image, refined.width, refined.height, ResizeAlgo::kBicubic, {0, 0, 0});
     for (int32_t y = 0; y < refined.height; y += s) {
       for (int32_t x = 0; x < refined.width; x += s) {
@@ -173,6 +184,10 @@ Result<InternvlProjector> InternvlProjector::load(const GgufFile& g) {
 
 Result<InternvlTiles> InternvlProjector::preprocess(const Image& image) const {
   return internvl_preprocess(image, static_cast<int32_t>(hp_.image_size), candidates_, hp_.image_mean, hp_.image_std);
+}
+
+Result<InternvlTiles> InternvlProjector::grid(int32_t width, int32_t height) const {
+  return internvl_grid(width, height, static_cast<int32_t>(hp_.image_size), candidates_);
 }
 
 Status InternvlProjector::encode_tile(const ImageTensor& tile, std::vector<float>& embd, ThreadPool& pool) const {

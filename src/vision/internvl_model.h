@@ -36,6 +36,9 @@ std::vector<ImageSize> internvl_resolution_candidates(int32_t tile_size, int32_t
 // either side is resized (bicubic, aspect kept, centred on black) onto the best candidate
 // canvas and cut into S x S tiles row-major; the overview is a bilinear stretch to S x S
 // and comes last. An image within S x S gives the overview only.
+// The grid internvl_preprocess cuts for a width x height image (tensors empty), with its errors.
+Result<InternvlTiles> internvl_grid(int32_t width, int32_t height, int32_t tile_size,
+                                    const std::vector<ImageSize>& candidates);
 Result<InternvlTiles> internvl_preprocess(const Image& image, int32_t tile_size, const std::vector<ImageSize>& candidates,
                                           const float mean[3], const float std[3]);
 
@@ -51,6 +54,7 @@ class InternvlProjector {
   const std::vector<ImageSize>& candidates() const { return candidates_; }
 
   Result<InternvlTiles> preprocess(const Image& image) const;
+  Result<InternvlTiles> grid(int32_t width, int32_t height) const;
 
   // One tile [3, S, S] -> embd [tokens_per_tile, n_embd_out].
   Status encode_tile(const ImageTensor& tile, std::vector<float>& embd, ThreadPool& pool) const;

@@ -21,21 +21,25 @@ class InternvlVisionModel final : public VisionModel {
     return std::move(tiles.tensors);
   }
 
-  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
-    VLKV_ASSIGN_OR_RETURN(InternvlTiles tiles, p_.preprocess(image));
+  Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
+    VLKV_ASSIGN_OR_RETURN(InternvlTiles grid, p_.grid(width, height));
+    const int64_t n_tiles = static_cast<int64_t>(grid.grid_rows) * grid.grid_cols + 1;  // + the overview
     const int32_t side = static_cast<int32_t>(p_.tokens_side());
     MediaEmbedding out;
     out.pieces.push_back(MediaPiece::text_piece("<img>"));
-    for (const ImageTensor& tile : tiles.tensors) {
-      MediaPiece piece;
-      piece.kind = MediaPiece::Kind::kEmbeddings;
-      VLKV_RETURN_IF_ERROR(p_.encode_tile(tile, piece.embd.data, pool));
-      piece.embd.n_tokens = p_.tokens_per_tile();
-      piece.embd.grid_h = side;
-      piece.embd.grid_w = side;
-      out.pieces.push_back(std::move(piece));
-    }
+    for (int64_t i = 0; i < n_tiles; ++i) out.pieces.push_back(embedding_layout_piece(p_.tokens_per_tile(), side, side));
     out.pieces.push_back(MediaPiece::text_piece("</img>"));
+    return out;
+  }
+
+  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
+    if (!image.valid()) return invalid_argument("internvl: empty or malformed image");
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));
+    VLKV_ASSIGN_OR_RETURN(InternvlTiles tiles, p_.preprocess(image));
+    if (tiles.tensors.size() + 2 != out.pieces.size())
+      return Status(StatusCode::kInternal, "internvl: tiles disagree with the layout");
+    for (size_t i = 0; i < tiles.tensors.size(); ++i)
+      VLKV_RETURN_IF_ERROR(p_.encode_tile(tiles.tensors[i], out.pieces[i + 1].embd.data, pool));
     return out;
   }
 

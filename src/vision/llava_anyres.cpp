@@ -66,17 +66,25 @@ PinpointSize llava_select_best_resolution(PinpointSize original, const std::vect
   return best;
 }
 
-Result<LlavaAnyresTiles> llava_anyres_tiles(const Image& image, int32_t tile,
-                                            const std::vector<PinpointSize>& pinpoints) {
-  if (!image.valid()) return invalid_argument("empty or inconsistent image");
+Result<LlavaAnyresTiles> llava_anyres_grid(PinpointSize size, int32_t tile, const std::vector<PinpointSize>& pinpoints) {
+  if (size.width <= 0 || size.height <= 0) return invalid_argument("empty or inconsistent image");
   if (tile <= 0 || pinpoints.empty()) return invalid_argument("llava anyres: no tile size or pinpoints");
   LlavaAnyresTiles out;
   // Only an image larger than one tile is sliced (libmtmd's has_slices).
-  if (image.width > tile || image.height > tile) {
-    out.refined = llava_select_best_resolution({image.width, image.height}, pinpoints);
+  if (size.width > tile || size.height > tile) {
+    out.refined = llava_select_best_resolution(size, pinpoints);
     if (out.refined.width <= 0) return invalid_argument("llava anyres: no pinpoint fits the image");
     out.grid_cols = out.refined.width / tile;
     out.grid_rows = out.refined.height / tile;
+  }
+  return out;
+}
+
+Result<LlavaAnyresTiles> llava_anyres_tiles(const Image& image, int32_t tile,
+                                            const std::vector<PinpointSize>& pinpoints) {
+  if (!image.valid()) return invalid_argument("empty or inconsistent image");
+  VLKV_ASSIGN_OR_RETURN(LlavaAnyresTiles out, llava_anyres_grid({image.width, image.height}, tile, pinpoints));
+  if (out.grid_cols > 0) {
     const Image refined =
         resize_image_padded(image, out.refined.width, out.refined.height, ResizeAlgo::kBicubic, {0, 0, 0});
     for (int32_t y = 0; y < out.refined.height; y += tile) {

@@ -37,6 +37,8 @@ struct LlavaAnyresTiles {
   int32_t grid_rows = 0;
   std::vector<Image> images; // grid_rows * grid_cols tiles, then the overview; each tile x tile
 };
+// The grid llava_anyres_tiles cuts for an image of `size`, without its pixels (images empty).
+Result<LlavaAnyresTiles> llava_anyres_grid(PinpointSize size, int32_t tile, const std::vector<PinpointSize>& pinpoints);
 Result<LlavaAnyresTiles> llava_anyres_tiles(const Image& image, int32_t tile, const std::vector<PinpointSize>& pinpoints);
 
 }  // namespace vlkv

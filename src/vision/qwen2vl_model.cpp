@@ -159,6 +159,18 @@ Qwen2VlSize Qwen2VlProjector::target_size(const Image& image) const {
   return qwen2vl_target_size(image.width, image.height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
 }
 
+Result<Qwen2VlSize> Qwen2VlProjector::fitted_size(int32_t width, int32_t height) const {
+  if (width <= 0 || height <= 0) return invalid_argument("qwen2vl: empty or malformed image");
+  const Qwen2VlSize size =
+      qwen2vl_target_size(width, height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
+  if (size.width <= 0 || size.height <= 0 || size.width % align() != 0 || size.height % align() != 0 ||
+      static_cast<int64_t>(size.width) * size.height > max_pixels()) {
+    return invalid_argument("qwen2vl: cannot fit a " + std::to_string(width) + "x" + std::to_string(height) +
+                            " image into the token limits");
+  }
+  return size;
+}
+
 Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image) const {
   if (!image.valid()) return invalid_argument("qwen2vl: empty or malformed image");
   return preprocess(image, target_size(image));

@@ -69,6 +69,8 @@ class Qwen2VlProjector {
   Result<ImageTensor> preprocess(const Image& image, Qwen2VlSize size) const;
   // The size preprocess(image) resizes to.
   Qwen2VlSize target_size(const Image& image) const;
+  // target_size for a width x height image, or preprocess's error when it cannot fit.
+  Result<Qwen2VlSize> fitted_size(int32_t width, int32_t height) const;
 
   // One temporal patch: frame0 through kernel 0 plus frame1 through kernel 1 (pass the
   // same tensor twice for a still image). embd: [(H/align) * (W/align), n_embd_out],

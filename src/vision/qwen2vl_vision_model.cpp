@@ -42,20 +42,22 @@ class Qwen2VlVisionModel final : public VisionModel {
   }
 
   // <|vision_start|> [grid_h * grid_w merged tokens] <|vision_end|>, as libmtmd frames it.
+  Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
+    return layout_video_groups(1, width, height);
+  }
+
   Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
+    if (!image.valid()) return invalid_argument("qwen2vl: empty or malformed image");
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));
     VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
-    MediaEmbedding out;
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
-    MediaPiece img;
-    img.kind = MediaPiece::Kind::kEmbeddings;
-    VLKV_RETURN_IF_ERROR(p_.encode(t, t, img.embd.data, pool));
-    img.embd.grid_t = 1;
-    img.embd.grid_h = static_cast<int32_t>(t.height / p_.align());
-    img.embd.grid_w = static_cast<int32_t>(t.width / p_.align());
-    img.embd.n_tokens = static_cast<int64_t>(img.embd.grid_h) * img.embd.grid_w;
-    out.pieces.push_back(std::move(img));
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
+    VLKV_RETURN_IF_ERROR(p_.encode(t, t, out.pieces[1].embd.data, pool));
     return out;
+  }
+
+  // N frames: ceil(N / 2) temporal patches of the first frame's grid, in one run.
+  Result<MediaEmbedding> layout_video(int64_t n_frames, int32_t width, int32_t height) const override {
+    if (n_frames <= 0) return invalid_argument("a video with no frames");
+    return layout_video_groups((n_frames + 1) / 2, width, height);
   }
 
   // <|vision_start|> [grid_t * grid_h * grid_w merged tokens, (t, y, x) row-major] <|vision_end|>.
@@ -78,14 +80,9 @@ class Qwen2VlVisionModel final : public VisionModel {
     if (!frames[0].valid()) return invalid_argument("qwen2vl: frame 0 is empty or malformed");
     const Qwen2VlSize size = p_.target_size(frames[0]);
     const int64_t n_frames = static_cast<int64_t>(frames.size());
-    const int64_t grid_t = (n_frames + 1) / 2;
-    MediaPiece run;
-    run.kind = MediaPiece::Kind::kEmbeddings;
-    run.embd.grid_t = static_cast<int32_t>(grid_t);
-    run.embd.grid_h = static_cast<int32_t>(size.height / p_.align());
-    run.embd.grid_w = static_cast<int32_t>(size.width / p_.align());
-    const int64_t per_group = static_cast<int64_t>(run.embd.grid_h) * run.embd.grid_w;
-    run.embd.n_tokens = grid_t * per_group;
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_video(n_frames, frames[0].width, frames[0].height));
+    MediaPiece& run = out.pieces[1];
+    const int64_t grid_t = run.embd.grid_t;
     run.embd.data.reserve(static_cast<size_t>(run.embd.n_tokens * p_.n_embd_out()));
     std::vector<float> group;  // [grid_h * grid_w, n_embd_out] one temporal patch
     for (int64_t ti = 0; ti < grid_t; ++ti) {
@@ -102,14 +99,23 @@ class Qwen2VlVisionModel final : public VisionModel {
       run.embd.data.insert(run.embd.data.end(), group.begin(), group.end());
       if (progress) progress(f1 + 1, n_frames);
     }
-    MediaEmbedding out;
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
-    out.pieces.push_back(std::move(run));
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
     return out;
   }
 
  private:
+  // <|vision_start|> [grid_t temporal patches of the fitted size's merged grid] <|vision_end|>.
+  Result<MediaEmbedding> layout_video_groups(int64_t grid_t, int32_t width, int32_t height) const {
+    VLKV_ASSIGN_OR_RETURN(const Qwen2VlSize size, p_.fitted_size(width, height));
+    const int32_t grid_h = static_cast<int32_t>(size.height / p_.align());
+    const int32_t grid_w = static_cast<int32_t>(size.width / p_.align());
+    MediaEmbedding out;
+    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
+    out.pieces.push_back(embedding_layout_piece(grid_t * grid_h * grid_w, grid_h, grid_w));
+    out.pieces.back().embd.grid_t = static_cast<int32_t>(grid_t);
+    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
+    return out;
+  }
+
   Qwen2VlProjector p_;
 };
 

@@ -168,13 +168,20 @@ Qwen2VlSize Qwen3VlProjector::target_size(const Image& image) const {
   return qwen2vl_target_size(image.width, image.height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
 }
 
+Result<Qwen2VlSize> Qwen3VlProjector::fitted_size(int32_t width, int32_t height) const {
+  if (width <= 0 || height <= 0) return invalid_argument("qwen3vl: empty or malformed image");
+  const Qwen2VlSize size =
+      qwen2vl_target_size(width, height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
+  if (size.width <= 0 || size.height <= 0 || static_cast<int64_t>(size.width) * size.height > max_pixels()) {
+    return invalid_argument("qwen3vl: cannot fit a " + std::to_string(width) + "x" + std::to_string(height) +
+                            " image into the token limits");
+  }
+  return size;
+}
+
 Result<ImageTensor> Qwen3VlProjector::preprocess(const Image& image) const {
   if (!image.valid()) return invalid_argument("qwen3vl: empty or malformed image");
-  const Qwen2VlSize size = target_size(image);
-  if (size.width <= 0 || size.height <= 0 || static_cast<int64_t>(size.width) * size.height > max_pixels()) {
-    return invalid_argument("qwen3vl: cannot fit a " + std::to_string(image.width) + "x" +
-                            std::to_string(image.height) + " image into the token limits");
-  }
+  VLKV_ASSIGN_OR_RETURN(const Qwen2VlSize size, fitted_size(image.width, image.height));
   return normalize_image(resize_image_padded(image, size.width, size.height, ResizeAlgo::kBilinear), hp_.image_mean,
                          hp_.image_std);
 }

@@ -44,6 +44,8 @@ class Qwen3VlProjector {
   int64_t max_pixels() const { return 4096 * align() * align(); }
 
   Qwen2VlSize target_size(const Image& image) const;
+  // target_size for a width x height image, or preprocess's error when it cannot fit.
+  Result<Qwen2VlSize> fitted_size(int32_t width, int32_t height) const;
   // Aspect-preserving bilinear resize into target_size(image), centred on black, then
   // normalised: [3, H, W] with H, W multiples of align().
   Result<ImageTensor> preprocess(const Image& image) const;

@@ -25,28 +25,35 @@ class Qwen3VlVisionModel final : public VisionModel {
     return out;
   }
 
-  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
-    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
+  Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
+    VLKV_ASSIGN_OR_RETURN(const Qwen2VlSize size, p_.fitted_size(width, height));
+    const int32_t grid_h = static_cast<int32_t>(size.height / p_.align());
+    const int32_t grid_w = static_cast<int32_t>(size.width / p_.align());
     MediaEmbedding out;
     out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
-    MediaPiece img;
-    img.kind = MediaPiece::Kind::kEmbeddings;
-    VLKV_RETURN_IF_ERROR(p_.encode(t, t, img.embd.data, pool));
-    img.embd.grid_t = 1;
-    img.embd.grid_h = static_cast<int32_t>(t.height / p_.align());
-    img.embd.grid_w = static_cast<int32_t>(t.width / p_.align());
-    img.embd.n_tokens = static_cast<int64_t>(img.embd.grid_h) * img.embd.grid_w;
-    out.pieces.push_back(std::move(img));
+    out.pieces.push_back(embedding_layout_piece(static_cast<int64_t>(grid_h) * grid_w, grid_h, grid_w));
     out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
     return out;
   }
 
+  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
+    if (!image.valid()) return invalid_argument("qwen3vl: empty or malformed image");
+    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));
+    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
+    VLKV_RETURN_IF_ERROR(p_.encode(t, t, out.pieces[1].embd.data, pool));
+    return out;
+  }
+
+  Result<MediaEmbedding> layout_video(int64_t, int32_t, int32_t) const override { return video_refused(); }
   Result<MediaEmbedding> encode_video(const std::vector<Image>&, ThreadPool&, const VisionProgress&) const override {
-    return unsupported("qwen3vl_merger: video input is not supported (Qwen3-VL's per-frame timestamps and "
-                       "temporal positions are not implemented); pass frames as images");
+    return video_refused();
   }
 
  private:
+  static Status video_refused() {
+    return unsupported("qwen3vl_merger: video input is not supported (Qwen3-VL's per-frame timestamps and "
+                       "temporal positions are not implemented); pass frames as images");
+  }
   Qwen3VlProjector p_;
 };
 

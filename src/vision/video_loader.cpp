@@ -37,9 +37,23 @@ class FrameSampler {
   // Sample times per second of stream time (valid after run).
   double rate() const { return rate_; }
 
-  Result<std::vector<Image>> run(const VideoSampling& sampling) {
-    VLKV_RETURN_IF_ERROR(open());
+  // The container's stream and the sample times, no frame decoded (probe_video).
+  Result<MediaInfo> probe(const VideoSampling& sampling) {
+    VLKV_RETURN_IF_ERROR(open_container());
     VLKV_RETURN_IF_ERROR(plan(sampling));
+    MediaInfo info;
+    info.width = width_;
+    info.height = height_;
+    info.n_frames = static_cast<int32_t>(targets_.size());
+    info.fps = rate_;
+    info.is_video = true;
+    return info;
+  }
+
+  Result<std::vector<Image>> run(const VideoSampling& sampling) {
+    VLKV_RETURN_IF_ERROR(open_container());
+    VLKV_RETURN_IF_ERROR(plan(sampling));
+    VLKV_RETURN_IF_ERROR(open_decoder());
     std::unique_ptr<AVPacket, PacketFreer> pkt(av_packet_alloc());
     std::unique_ptr<AVFrame, FrameFreer> frame(av_frame_alloc());
     if (!pkt || !frame) return out_of_memory("cannot allocate FFmpeg buffers");
@@ -64,7 +78,8 @@ class FrameSampler {
   }
 
  private:
-  Status open() {
+  // Demuxer, stream info and the best video stream; its size and duration.
+  Status open_container() {
     struct stat st {};
     if (::stat(path_.c_str(), &st) != 0) return not_found(path_ + ": cannot open video file");
     if (!S_ISREG(st.st_mode)) return invalid_argument(path_ + ": not a regular file");
@@ -84,17 +99,26 @@ class FrameSampler {
     if (stream_ < 0 || !codec) return invalid_file(path_ + ": no decodable video stream");
     AVStream* s = fmt_->streams[stream_];
     VLKV_RETURN_IF_ERROR(check_dims(s->codecpar->width, s->codecpar->height));
-    dec_.reset(avcodec_alloc_context3(codec));
-    if (!dec_) return out_of_memory("cannot allocate a video decoder");
-    rc = avcodec_parameters_to_context(dec_.get(), s->codecpar);
-    if (rc < 0) return invalid_file(path_ + ": bad codec parameters (" + av_error(rc) + ")");
-    dec_->thread_count = 1;
-    rc = avcodec_open2(dec_.get(), codec, nullptr);
-    if (rc < 0) return invalid_file(path_ + ": cannot open the video decoder (" + av_error(rc) + ")");
+    width_ = s->codecpar->width;
+    height_ = s->codecpar->height;
+    codec_ = codec;
     time_base_ = av_q2d(s->time_base);
     start_ = s->start_time != AV_NOPTS_VALUE ? s->start_time * time_base_ : 0.0;
     if (s->duration != AV_NOPTS_VALUE && s->duration > 0) duration_ = s->duration * time_base_;
     else if (fmt_->duration > 0) duration_ = static_cast<double>(fmt_->duration) / AV_TIME_BASE;
+    return Status::ok();
+  }
+
+  Status open_decoder() {
+    const AVStream* s = fmt_->streams[stream_];
+    const AVCodec* codec = codec_;
+    dec_.reset(avcodec_alloc_context3(codec));
+    if (!dec_) return out_of_memory("cannot allocate a video decoder");
+    int rc = avcodec_parameters_to_context(dec_.get(), s->codecpar);
+    if (rc < 0) return invalid_file(path_ + ": bad codec parameters (" + av_error(rc) + ")");
+    dec_->thread_count = 1;
+    rc = avcodec_open2(dec_.get(), codec, nullptr);
+    if (rc < 0) return invalid_file(path_ + ": cannot open the video decoder (" + av_error(rc) + ")");
     return Status::ok();
   }
 
@@ -158,15 +182,18 @@ class FrameSampler {
 
   Status convert(const AVFrame* f) {
     VLKV_RETURN_IF_ERROR(check_dims(f->width, f->height));
+    // Every frame at the stream's size (a frame of another size is scaled to it), so the
+    // size probe_video reads from the container is every frame's and the token count holds.
+    const int out_w = width_, out_h = height_;
     sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, static_cast<AVPixelFormat>(f->format),
-                                    f->width, f->height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+                                    out_w, out_h, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
     if (!sws_) return unsupported(path_ + ": cannot convert this pixel format to RGB");
     Image img;
-    img.width = f->width;
-    img.height = f->height;
-    img.pixels.resize(static_cast<size_t>(f->width) * f->height * 3);
+    img.width = out_w;
+    img.height = out_h;
+    img.pixels.resize(static_cast<size_t>(out_w) * out_h * 3);
     uint8_t* dst[4] = {img.pixels.data(), nullptr, nullptr, nullptr};
-    int dst_stride[4] = {f->width * 3, 0, 0, 0};
+    int dst_stride[4] = {out_w * 3, 0, 0, 0};
     const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
     if (rows != f->height) return invalid_file(path_ + ": frame conversion failed");
     frames_.push_back(std::move(img));
@@ -178,7 +205,9 @@ class FrameSampler {
   std::unique_ptr<AVFormatContext, FormatCloser> fmt_;
   std::unique_ptr<AVCodecContext, CodecFreer> dec_;
   std::unique_ptr<SwsContext, SwsFreer> sws_;
+  const AVCodec* codec_ = nullptr;  // the best stream's decoder (owned by FFmpeg)
   int stream_ = -1;
+  int width_ = 0, height_ = 0;  // the stream's size: every frame's
   double time_base_ = 0, start_ = 0, duration_ = 0;
   double rate_ = 0;              // sample times per second of stream time
   std::vector<double> targets_;  // sample times, ascending
@@ -194,6 +223,11 @@ Result<std::vector<Image>> load_video(const std::string& path, const VideoSampli
   Result<std::vector<Image>> frames = sampler.run(sampling);
   if (frames.is_ok() && frame_rate) *frame_rate = sampler.rate();
   return frames;
+}
+
+Result<MediaInfo> probe_video(const std::string& path, const VideoSampling& sampling, const MediaLimits& limits) {
+  FrameSampler sampler(path, limits);
+  return sampler.probe(sampling);
 }
 
 }  // namespace vlkv

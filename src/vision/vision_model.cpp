@@ -74,6 +74,24 @@ Result<std::unique_ptr<VisionModel>> VisionModel::load(const GgufFile& mmproj) {
   return model;
 }
 
+MediaPiece embedding_layout_piece(int64_t n_tokens, int32_t grid_h, int32_t grid_w) {
+  MediaPiece p;
+  p.kind = MediaPiece::Kind::kEmbeddings;
+  p.embd.n_tokens = n_tokens;
+  p.embd.grid_h = grid_h;
+  p.embd.grid_w = grid_w;
+  return p;
+}
+
+Result<MediaEmbedding> VisionModel::layout_video(int64_t n_frames, int32_t width, int32_t height) const {
+  if (n_frames <= 0) return invalid_argument("a video with no frames");
+  VLKV_ASSIGN_OR_RETURN(MediaEmbedding frame, layout_image(width, height));
+  MediaEmbedding out;
+  out.pieces.reserve(frame.pieces.size() * static_cast<size_t>(n_frames));
+  for (int64_t i = 0; i < n_frames; ++i) out.pieces.insert(out.pieces.end(), frame.pieces.begin(), frame.pieces.end());
+  return out;
+}
+
 Result<MediaEmbedding> VisionModel::encode_video(const std::vector<Image>& frames, ThreadPool& pool,
                                                  const VisionProgress& progress) const {
   if (frames.empty()) return invalid_argument("a video with no frames");

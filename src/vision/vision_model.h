@@ -83,6 +83,15 @@ class VisionModel {
   // Image -> the token pieces that replace its marker (special text + embeddings).
   virtual Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const = 0;
 
+  // The pieces encode_image returns for a width x height image, each run with its n_tokens
+  // and grid but no embeddings (EmbeddingRun::data empty), or the error encode_image gives
+  // for that size: the token count from a file's header, before any pixel is decoded.
+  // encode_image is built on it (the layout, then each run's embeddings), so they agree.
+  virtual Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const = 0;
+  // The same for encode_video over n_frames frames of width x height (the first frame's
+  // size). Default: n_frames times layout_image, as the default encode_video.
+  virtual Result<MediaEmbedding> layout_video(int64_t n_frames, int32_t width, int32_t height) const;
+
   // Video frames -> pieces. Default: every frame encoded as an image, in order.
   // Qwen2-VL overrides it to pair frames into temporal patches.
   virtual Result<MediaEmbedding> encode_video(const std::vector<Image>& frames, ThreadPool& pool,
@@ -96,6 +105,9 @@ class VisionModel {
     return 1.0;
   }
 };
+
+// A run of `n_tokens` visual tokens laid out on a grid_h x grid_w grid (grid_t = 1), no data.
+MediaPiece embedding_layout_piece(int64_t n_tokens, int32_t grid_h, int32_t grid_w);
 
 // Registry: projector type name -> factory. Self-registration from static
 // initializers (the vision layer is linked whole-archive, like kv methods).
