@@ -42,8 +42,7 @@ Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& 
 struct MediaInfo {
   int32_t width = 0;     // of the image, or of the video's frames (its stream's coded size)
   int32_t height = 0;
-  int32_t n_frames = 1;  // video: the samples the sampling will take (load_video returns as many
-                         // unless the stream ends before a sample's time: then fewer)
+  int32_t n_frames = 1;  // video: the frames the sampling takes (load_video returns as many)
   double fps = 0;        // video: samples per second of stream time, as load_video's frame_rate
   bool is_video = false;
 };

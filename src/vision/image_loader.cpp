@@ -53,6 +53,15 @@ Result<MediaInfo> read_header(const uint8_t* data, size_t size, const MediaLimit
   if (!jpeg_scan_tables_defined(data, size)) return invalid_file(what + ": corrupt JPEG (a scan uses an undefined Huffman table)");
   if (!pnm_header_numbers_fit(data, size)) return invalid_file(what + ": corrupt PNM header (a number too large)");
   if (!png_chunks_fit(data, size)) return invalid_file(what + ": corrupt or truncated PNG image (a chunk longer than the file)");
+  // stb_image calls a PNG over 2^30 bytes of pixels "unknown image type": the size its
+  // IHDR claims (bytes 16-23, after the signature and the chunk's length and type) says why.
+  static constexpr uint8_t kPngIhdr[16] = {137, 'P', 'N', 'G', '\r', '\n', 26, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+  if (size >= 24 && std::memcmp(data, kPngIhdr, sizeof kPngIhdr) == 0) {
+    auto be32 = [&](size_t at) {
+      return (int64_t{data[at]} << 24) | (int64_t{data[at + 1]} << 16) | (int64_t{data[at + 2]} << 8) | data[at + 3];
+    };
+    VLKV_RETURN_IF_ERROR(check_dims(be32(16), be32(20), limits, what));
+  }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &channels)) {
     return invalid_file(what + ": not a readable image (" + stbi_failure_reason() + ")");

@@ -1,8 +1,10 @@
 // Video frames through FFmpeg's libraries (libavformat demuxes, libavcodec
 // decodes, libswscale converts straight to RGB24). Frames are sampled uniformly
 // in stream time: n_frames evenly over the clip, or one every 1/fps seconds;
-// each sample takes the first decoded frame at or after its time.
+// each sample takes the first decoded frame at or after its time (the last frame
+// for times past it), so a plan of N times gives N frames.
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <sys/stat.h>
 
@@ -74,6 +76,13 @@ class FrameSampler {
       VLKV_RETURN_IF_ERROR(drain(frame.get()));
     }
     if (frames_.empty()) return invalid_file(path_ + ": no video frame could be decoded");
+    // Sample times after the last frame's start (the clip's duration runs past it): the last
+    // frame is the one shown then, and it serves them, so every plan is filled and
+    // probe_video's count is the frames returned.
+    while (!done()) {
+      frames_.push_back(frames_.back());
+      ++next_;
+    }
     return std::move(frames_);
   }
 
@@ -188,14 +197,21 @@ class FrameSampler {
     sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, static_cast<AVPixelFormat>(f->format),
                                     out_w, out_h, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
     if (!sws_) return unsupported(path_ + ": cannot convert this pixel format to RGB");
+    // libswscale's SIMD writes whole vectors: a row of out_w * 3 bytes (e.g. 90 for a 30-pixel
+    // wide clip) gets up to a vector past its end, which overran a tightly packed image (found
+    // by valgrind on a 30x18 MJPEG clip). It writes into padded rows, copied out packed.
+    const size_t row = static_cast<size_t>(out_w) * 3;
+    const size_t stride = (row + 63) / 64 * 64;
+    scratch_.resize(stride * static_cast<size_t>(out_h) + 64);
+    uint8_t* dst[4] = {scratch_.data(), nullptr, nullptr, nullptr};
+    int dst_stride[4] = {static_cast<int>(stride), 0, 0, 0};
+    const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
+    if (rows != out_h) return invalid_file(path_ + ": frame conversion failed");
     Image img;
     img.width = out_w;
     img.height = out_h;
-    img.pixels.resize(static_cast<size_t>(out_w) * out_h * 3);
-    uint8_t* dst[4] = {img.pixels.data(), nullptr, nullptr, nullptr};
-    int dst_stride[4] = {out_w * 3, 0, 0, 0};
-    const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
-    if (rows != f->height) return invalid_file(path_ + ": frame conversion failed");
+    img.pixels.resize(row * static_cast<size_t>(out_h));
+    for (int y = 0; y < out_h; ++y) std::memcpy(&img.pixels[row * y], &scratch_[stride * y], row);
     frames_.push_back(std::move(img));
     return Status::ok();
   }
@@ -213,6 +229,7 @@ class FrameSampler {
   std::vector<double> targets_;  // sample times, ascending
   size_t next_ = 0;              // first unserved target
   std::vector<Image> frames_;
+  std::vector<uint8_t> scratch_;  // [out_h, stride] padded RGB24 rows for sws_scale
 };
 
 }  // namespace

@@ -241,7 +241,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   if (!parsed.is_ok()) return fail(bad_request(parsed.status().message()));
   ApiRequest& a = *parsed;
   const Engine& model = backend->model();
-  if (!a.media.empty() && !model.has_vision())
+  if (!a.images.empty() && !model.has_vision())
     return fail(bad_request("this server's model is text-only: images need a model started with --mmproj"));
   const std::vector<std::string>& methods = backend->kv_methods();
   const std::string method = a.kv_method.empty() ? methods.front() : a.kv_method;
@@ -257,10 +257,30 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   // One user message is exactly Engine::user_prompt's case (vlkv run -p MESSAGE --image ...).
   GenerationRequest g;
   if (endpoint == Endpoint::kChat && a.conversation.size() == 1 && a.conversation[0].role == "user") {
-    g.prompt = model.user_prompt(a.conversation[0].content, std::move(a.media), /*use_template=*/true);
+    g.prompt.text = model.apply_chat_template(with_media_markers(a.conversation[0].content, a.images.size()));
   } else {
     g.prompt.text = endpoint == Endpoint::kChat ? model.apply_chat_template(a.conversation) : a.prompt;
-    g.prompt.media = std::move(a.media);
+  }
+  // The prompt's size from the images' headers, before any pixel is decoded: a prompt the
+  // context or the KV budget cannot hold is refused here, in milliseconds (issue 24's probe:
+  // 8 small PNGs that decode to 8192 x 8192 each).
+  if (!a.images.empty()) {
+    std::vector<MediaInfo> headers;
+    for (const RequestImage& img : a.images) headers.push_back(img.info);
+    Result<PromptTokenCount> count = model.count_prompt_tokens(g.prompt.text, headers, /*add_bos=*/true);
+    if (!count.is_ok()) return fail(bad_request(count.status().message()));
+    const std::string what = std::to_string(a.images.size()) + " image(s): " + std::to_string(count->n_visual_tokens) +
+                             " visual tokens, counted from their headers before decoding";
+    // One generated token at least, as the backends admit; the Scheduler's fuller KV
+    // reservation (prompt + max_tokens) is checked again at admission.
+    if (Status st = model.check_prompt_fits(count->n_tokens, 1, method, what); !st.is_ok())
+      return fail(bad_request(st.message()));
+    for (size_t i = 0; i < a.images.size(); ++i) {
+      Result<Image> img = decode_request_image(a.images[i], options_.limits);
+      if (!img.is_ok()) return fail(bad_request("image " + std::to_string(i + 1) + ": " + img.status().message()));
+      a.images[i] = RequestImage{};  // its bytes are not needed once decoded
+      g.prompt.media.push_back(MediaItem{{std::move(img).value()}, false});
+    }
   }
   g.params.sampling = a.sampling;
   const int64_t n_ctx = model.params().n_ctx;

@@ -98,11 +98,11 @@ Status add_image(const json& part, const RequestLimits& limits, ApiRequest& r, s
   } else {
     return invalid_argument("'image_url' must be {\"url\": \"data:image/...;base64,...\"}");
   }
-  if (static_cast<int64_t>(r.media.size()) >= limits.max_images)
+  if (static_cast<int64_t>(r.images.size()) >= limits.max_images)
     return invalid_argument("more than " + std::to_string(limits.max_images) + " images in one request");
-  Result<Image> img = load_image_url(url, limits);
-  if (!img.is_ok()) return invalid_argument("image " + std::to_string(r.media.size() + 1) + ": " + img.status().message());
-  r.media.push_back(MediaItem{{std::move(img).value()}, false});
+  Result<RequestImage> img = read_image_url(url, limits);
+  if (!img.is_ok()) return invalid_argument("image " + std::to_string(r.images.size() + 1) + ": " + img.status().message());
+  r.images.push_back(std::move(img).value());
   content += kMediaMarker;
   return Status::ok();
 }
@@ -215,21 +215,31 @@ Status check_fields(const json& body, Endpoint endpoint) {
 
 }  // namespace
 
-Result<Image> load_image_url(const std::string& url, const RequestLimits& limits) {
+Result<RequestImage> read_image_url(const std::string& url, const RequestLimits& limits) {
+  RequestImage image;
   if (url.rfind("data:", 0) == 0) {
     Result<DataUri> uri = parse_data_uri(url, limits.media.max_file_bytes);
     if (!uri.is_ok()) return uri.status();
     if (!uri->media_type.empty() && uri->media_type.rfind("image/", 0) != 0)
       return invalid_argument("data: URI of type '" + uri->media_type + "' is not an image");
-    return decode_image(uri->data.data(), uri->data.size(), limits.media);
+    VLKV_ASSIGN_OR_RETURN(image.info, probe_image_data(uri->data.data(), uri->data.size(), limits.media));
+    image.bytes = std::move(uri->data);
+    return image;
   }
   if (url.rfind("file://", 0) == 0) {
     if (limits.media_path.empty()) return invalid_argument("file:// URLs are refused (start the server with --media-path DIR)");
     Result<std::string> path = resolve_under(url.substr(7), limits.media_path);
     if (!path.is_ok()) return path.status();
-    return load_image(*path, limits.media);
+    VLKV_ASSIGN_OR_RETURN(image.info, probe_image(*path, limits.media));
+    image.path = std::move(path).value();
+    return image;
   }
   return invalid_argument("only data: URIs (and file:// under --media-path) are accepted; remote URLs are not fetched");
+}
+
+Result<Image> decode_request_image(const RequestImage& image, const RequestLimits& limits) {
+  if (!image.path.empty()) return load_image(image.path, limits.media);
+  return decode_image(image.bytes.data(), image.bytes.size(), limits.media);
 }
 
 Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, const RequestLimits& limits) {

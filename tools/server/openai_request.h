@@ -1,6 +1,7 @@
 // Parsing OpenAI request bodies (/v1/chat/completions, /v1/completions) into what the
-// server hands the engine: the conversation with one media marker per image, the decoded
-// images, sampling and the vlkv extensions. Everything a client sends is checked here;
+// server hands the engine: the conversation with one media marker per image, the images
+// (encoded, with their headers' sizes: decoded only once the prompt's token count fits),
+// sampling and the vlkv extensions. Everything a client sends is checked here;
 // any problem is an InvalidArgument whose message goes back as a 400.
 #pragma once
 
@@ -24,12 +25,21 @@ struct RequestLimits {
 
 enum class Endpoint { kChat, kCompletion };
 
+// An image as the request carried it. Its header was read (and checked against the limits)
+// while parsing; its pixels are decoded by decode_request_image once the prompt's token
+// count, known from the headers, fits the context and the KV budget.
+struct RequestImage {
+  std::vector<uint8_t> bytes;  // a data: URI's payload ("" for file://)
+  std::string path;            // a file:// URL's resolved path ("" for data:)
+  MediaInfo info;              // from the header (probe_image_data / probe_image)
+};
+
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;                   // as given (informational: one model per server)
   std::vector<ChatTurn> conversation;  // kChat: contents with kMediaMarker where images were
   std::string prompt;                  // kCompletion: the text as given
-  std::vector<MediaItem> media;        // decoded images, in marker order
+  std::vector<RequestImage> images;    // in marker order, not decoded
   int64_t max_tokens = -1;             // -1: not given (until end of text or context)
   SamplerParams sampling;              // defaults as vlkv run's
   std::vector<std::string> stop;
@@ -43,7 +53,10 @@ struct ApiRequest {
 // holds the value that asks for nothing (false, 0, [], {"type": "text"}).
 Result<ApiRequest> parse_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits);
 
-// One image_url: a data: URI (base64 PNG, JPEG, ...) or file:// under limits.media_path.
-Result<Image> load_image_url(const std::string& url, const RequestLimits& limits);
+// One image_url: a data: URI (base64 PNG, JPEG, ...) or file:// under limits.media_path;
+// its header read, no pixel decoded.
+Result<RequestImage> read_image_url(const std::string& url, const RequestLimits& limits);
+// The image's pixels (load_image / decode_image under limits.media).
+Result<Image> decode_request_image(const RequestImage& image, const RequestLimits& limits);
 
 }  // namespace vlkv::server

@@ -1,0 +1,116 @@
+// A request whose images' token count, read from their headers, cannot fit is refused with
+// 400 before any pixel is decoded (issue 24's probe: 8 PNGs of a few hundred KB that decode
+// to 8192 x 8192 took 31 s and +1.7 GB before "context full"; issue 22 item 6). Bounded:
+// each refusal must come within 1 s; the first may grow RSS by the body's parsing (< 32 MiB,
+// where one decoded image would be +256 MiB), 24 of them by < 64 MiB, and RSS must level
+// off (no memory held per request). A request that fits still decodes and answers.
+#include <gtest/gtest.h>
+
+#include "../vision/zero_png.h"
+#include "serve_raw.h"
+#include "serve_util.h"
+
+namespace vlkv {
+namespace {
+
+using namespace testing_serve;
+using Clock = std::chrono::steady_clock;
+
+std::string png_uri(const std::vector<uint8_t>& png) {
+  return "data:image/png;base64," + server::encode_base64(png.data(), png.size());
+}
+
+std::string chat_with_images(const std::vector<std::string>& uris, int max_tokens = 2) {
+  nlohmann::json content = nlohmann::json::array();
+  for (const std::string& u : uris) content.push_back({{"type", "image_url"}, {"image_url", {{"url", u}}}});
+  content.push_back({{"type", "text"}, {"text", "What is in these pictures?"}});
+  nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", content}}}},
+                         {"max_tokens", max_tokens},
+                         {"temperature", 0}};
+  return body.dump();
+}
+
+class ServeTokenBudget : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // tinyvlm: 144 visual tokens per image whatever its size, a context of 512.
+    server_ = new ServerProcess({"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "-np", "2", "--kv-budget",
+                                 "256M", "--max-body", "32M"});
+  }
+  static void TearDownTestSuite() { delete server_; }
+  void SetUp() override { ASSERT_TRUE(server_->running()) << server_->log(); }
+  static ServerProcess* server_;
+};
+ServerProcess* ServeTokenBudget::server_ = nullptr;
+
+TEST_F(ServeTokenBudget, EightHugePngsRefusedFromTheirHeadersAtOnce) {
+  const std::vector<uint8_t> png = test_png::zero_png(8192, 8192);  // ~410 KB, 64 Mi pixels decoded
+  const std::string body = chat_with_images(std::vector<std::string>(8, png_uri(png)));
+  httplib::Client c = server_->client(30);
+  (void)post(c, "/v1/chat/completions", chat_with_images({png_uri(test_png::zero_png(16, 16))}));  // warm
+  const uint64_t rss_before = resident_bytes(server_->pid());
+  const auto t0 = Clock::now();
+  HttpReply r = post(c, "/v1/chat/completions", body);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const uint64_t rss_after = resident_bytes(server_->pid());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_NE(r.body.find("context full"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("1152 visual tokens, counted from their headers"), std::string::npos) << r.body;
+  // The body (4.4 MB of base64, parsed and its images' bytes held while parsing) may leave
+  // glibc's arenas larger; one decoded image would be 64 MiB (stb_image's grey) + 192 MiB (RGB).
+  EXPECT_LT(rss_after, rss_before + (32u << 20)) << rss_before << " -> " << rss_after;
+  // Nothing is held per request: RSS levels off once each HTTP thread's malloc arena has seen
+  // such a body (measured: +1.4 MiB per probe for the first ~15, then flat; a same-sized text
+  // body refused while parsing grows more), so probes 17-24 must add < 4 MiB.
+  uint64_t rss_16 = 0;
+  for (int i = 2; i <= 24; ++i) {
+    const auto t = Clock::now();
+    EXPECT_EQ(post(c, "/v1/chat/completions", body).status, 400);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t).count(), 1.0);
+    if (i == 16) rss_16 = resident_bytes(server_->pid());
+  }
+  const uint64_t rss_end = resident_bytes(server_->pid());
+  EXPECT_LT(rss_end, rss_16 + (4u << 20)) << rss_16 << " -> " << rss_end;
+  EXPECT_LT(rss_end, rss_before + (64u << 20)) << rss_before << " -> " << rss_end;
+}
+
+TEST_F(ServeTokenBudget, HostileHeaderRefusedAtOnce) {
+  const std::vector<uint8_t> png = test_png::zero_png(60000, 60000, /*data_rows=*/2);
+  httplib::Client c = server_->client(30);
+  const auto t0 = Clock::now();
+  HttpReply r = post(c, "/v1/chat/completions", chat_with_images({png_uri(png)}));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("60000x60000"), std::string::npos) << r.body;
+}
+
+// The count is the prompt's: what fits (3 images: 3 x 144 + text < 512) is decoded and
+// answered, and usage.prompt_tokens equals the count `vlkv run --count-tokens` prints for
+// the same message and images.
+TEST_F(ServeTokenBudget, WhatFitsIsDecodedAndItsCountIsTheUsage) {
+  const std::vector<uint8_t> png = test_png::zero_png(40, 70);
+  httplib::Client c = server_->client(60);
+  HttpReply r = post(c, "/v1/chat/completions", chat_with_images(std::vector<std::string>(3, png_uri(png)), 1));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const int64_t prompt_tokens = r.json["usage"]["prompt_tokens"].get<int64_t>();
+  const std::string path = ::testing::TempDir() + "vlkv_budget_" + std::to_string(getpid()) + ".png";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+  }
+  const std::string cmd = std::string(VLKV_CLI_PATH) + " run -m '" + model_path() + "' --mmproj '" + mmproj_path() +
+                          "' -p 'What is in these pictures?' --image '" + path + "' --image '" + path + "' --image '" +
+                          path + "' --count-tokens";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  char line[256] = {};
+  const bool got = std::fgets(line, sizeof line, p) != nullptr;
+  pclose(p);
+  std::remove(path.c_str());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(line), "prompt_tokens=" + std::to_string(prompt_tokens) + " visual_tokens=432\n");
+}
+
+}  // namespace
+}  // namespace vlkv
