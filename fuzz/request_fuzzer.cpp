@@ -46,13 +46,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            at = t.content.find(vlkv::kMediaMarker, at + 1))
         ++markers;
     }
-    for (const vlkv::MediaItem& m : r->media) {
-      if (m.frames.size() != 1 || !m.frames[0].valid()) std::abort();  // decoded images are whole
-      n += m.frames[0].pixels.size();
+    for (const vlkv::server::RequestImage& m : r->images) {
+      // Headers read within the limits; decoding (as the server does once the count fits)
+      // gives that size or an error, never a larger image.
+      if (m.info.width <= 0 || m.info.height <= 0 ||
+          static_cast<int64_t>(m.info.width) * m.info.height > limits.media.max_pixels)
+        std::abort();
+      vlkv::Result<vlkv::Image> img = vlkv::server::decode_request_image(m, limits);
+      if (img.is_ok() && (!img->valid() || img->width != m.info.width || img->height != m.info.height)) std::abort();
+      if (img.is_ok()) n += img->pixels.size();
     }
     // Each image part left one marker (a text part may hold more of its own).
-    if (e == Endpoint::kChat && markers < r->media.size()) std::abort();
-    if (r->media.size() > static_cast<size_t>(limits.max_images)) std::abort();
+    if (e == Endpoint::kChat && markers < r->images.size()) std::abort();
+    if (r->images.size() > static_cast<size_t>(limits.max_images)) std::abort();
     g_sink = g_sink + n;
   }
   vlkv::Result<DataUri> uri = parse_data_uri(text, 1 << 16);
