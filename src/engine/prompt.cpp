@@ -215,6 +215,14 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     }();
     if (!emb.is_ok()) return emb;
     if (emb->pieces.size() != layout.pieces.size() || emb->n_visual_tokens() != layout.n_visual_tokens()) {
+      for (const Image& f : item.frames) {
+        if (f.width != first.width || f.height != first.height) {  // load_video never makes such a video
+          return invalid_argument("media input " + std::to_string(i + 1) + ": the frames of one video differ in size (" +
+                                  std::to_string(first.width) + "x" + std::to_string(first.height) + " and " +
+                                  std::to_string(f.width) + "x" + std::to_string(f.height) +
+                                  "): its token count would not follow from its size");
+        }
+      }
       return Status(StatusCode::kInternal, std::string(e.vision->projector_type()) + ": the encoder made " +
                                                std::to_string(emb->n_visual_tokens()) + " visual tokens where its layout says " +
                                                std::to_string(layout.n_visual_tokens()));
@@ -237,6 +245,11 @@ Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, co
   auto layout = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaInfo& m = media[i];
     if (m.is_video && m.n_frames <= 0) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
+    // load_video never takes more; a larger count would only make a huge layout.
+    if (m.is_video && m.n_frames > e.params.media_limits.max_frames) {
+      return invalid_argument("media input " + std::to_string(i + 1) + ": " + std::to_string(m.n_frames) +
+                              " frames; the limit is " + std::to_string(e.params.media_limits.max_frames));
+    }
     return layout_media(*e.vision, m.width, m.height, m.is_video ? m.n_frames : 1, m.is_video);
   };
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt laid_out, assemble(e, text, media.size(), layout, /*with_data=*/false, add_bos));

@@ -154,6 +154,45 @@ TEST(TokenCount, VideoFramesFollowEachFamilysTemporalPairing) {
   }
 }
 
+// A video whose frames differ in size (load_video scales every frame to the stream's size,
+// so only a library caller can make one) is refused clearly where the per-frame families'
+// count would not hold; Qwen2-VL resizes every frame to the first's, so its count holds.
+TEST(TokenCount, VideoFramesOfDifferentSizes) {
+  for (const Pair& p : pairs()) {
+    if (!p.video) continue;
+    std::unique_ptr<Engine> e = load(p);
+    if (!e) continue;
+    SCOPED_TRACE(p.name);
+    MediaItem video;
+    video.is_video = true;
+    video.frames = {picture(300, 40), picture(30, 400)};
+    Prompt prompt;
+    prompt.text = std::string(kMediaMarker) + "?";
+    prompt.media.push_back(std::move(video));
+    Result<PreparedPrompt> prepared = e->prepare_prompt(prompt, true);
+    MediaInfo m = image_info(300, 40);
+    m.is_video = true;
+    m.n_frames = 2;
+    Result<PromptTokenCount> count = e->count_prompt_tokens(prompt.text, {m}, true);
+    ASSERT_TRUE(count.is_ok()) << count.status().message();
+    // Counts independent of the size (LLaVA-1.5, gemma3) or taken from the first frame (Qwen)
+    // hold; idefics3's tile grids of 300x40 and 30x400 differ.
+    const std::string name = p.name;
+    if (name == "idefics3") {
+      EXPECT_FALSE(prepared.is_ok());
+    }
+    if (name.rfind("qwen", 0) == 0 || name == "gemma3" || name == "mlp (LLaVA-1.5)") {
+      EXPECT_TRUE(prepared.is_ok()) << prepared.status().message();
+    }
+    if (prepared.is_ok()) {
+      EXPECT_EQ(prepared->n_tokens(), count->n_tokens);
+    } else {
+      EXPECT_EQ(prepared.status().code(), StatusCode::kInvalidArgument) << prepared.status().message();
+      EXPECT_NE(prepared.status().message().find("differ in size"), std::string::npos) << prepared.status().message();
+    }
+  }
+}
+
 // Huge sizes only through the count: it answers at once and stays what the tilers allow
 // (Qwen: at most 4096 merged tokens per image; the tilers: their tile limits), and a
 // 1024-frame video is counted without any frame.
@@ -201,6 +240,12 @@ TEST(TokenCount, BadInputIsRefusedLikeThePrompt) {
   v.is_video = true;
   v.n_frames = 0;
   EXPECT_FALSE(e->count_prompt_tokens("x", {v}, true).is_ok());
+  // More frames than load_video would ever take (MediaLimits::max_frames, 1024) is refused
+  // before a layout of that many frames is built.
+  v.n_frames = 1 << 30;
+  Result<PromptTokenCount> many = e->count_prompt_tokens("x", {v}, true);
+  ASSERT_FALSE(many.is_ok());
+  EXPECT_NE(many.status().message().find("the limit is 1024"), std::string::npos) << many.status().message();
 }
 
 // check_prompt_fits: the context and the KV budget, with the counts in the message.

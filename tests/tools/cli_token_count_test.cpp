@@ -86,7 +86,9 @@ TEST(CliTokenCount, OverLongPromptRefusedBeforeDecoding) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   std::remove(big.c_str());
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_LT(seconds, 2.0);  // model load included; decoding the 8 images alone takes seconds
+  // Measured 0.04-0.08 s with the model load (decoding the 8 images took 3 s and 1.8 GB);
+  // 5 s leaves a loaded machine room. The message is the new path's proof: counted, not decoded.
+  EXPECT_LT(seconds, 5.0);
   EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1152 visual tokens, counted from their headers"), std::string::npos) << r.err;
 }
