@@ -8,7 +8,7 @@ JOBS     ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
             nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
             libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
-            libcpp-httplib-dev libboost-dev nginx-light
+            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium
 # The demo: tinyvlm-shapes (a 1.6M-parameter LLaVA-style VLM) answers questions about
 # bundled pictures once per registered KV method: answer, KV bytes and bits/element.
 DEMO_MODEL  ?= models/tinyvlm-shapes.gguf
