@@ -48,11 +48,10 @@ def find_browser():
 class Server:
     """vlkv serve on 127.0.0.1, a free port (--port 0, read from its log)."""
 
-    def __init__(self, vlkv, source_dir, log_path):
+    def __init__(self, vlkv, source_dir, log_path, extra):
         m = os.path.join(source_dir, "models")
         args = [vlkv, "serve", "-m", f"{m}/tinyvlm-shapes.gguf", "--mmproj", f"{m}/tinyvlm-shapes-mmproj.gguf",
-                "--host", "127.0.0.1", "--port", "0", "--api-key", KEY,
-                "--kv", METHODS[0], "--kv-allow", ",".join(METHODS[1:]), "--timeout", "60"]
+                "--host", "127.0.0.1", "--port", "0", "--timeout", "60"] + extra
         self.log_path = log_path
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
@@ -116,7 +115,9 @@ def main():
     os.makedirs(a.out_dir, exist_ok=True)
     a.source_dir = os.path.abspath(a.source_dir)
     demo = os.path.join(a.source_dir, "models", "demo")
-    server = Server(a.vlkv, a.source_dir, os.path.join(a.out_dir, "serve.log"))
+    server = Server(a.vlkv, a.source_dir, os.path.join(a.out_dir, "serve.log"),
+                    ["--api-key", KEY, "--kv", METHODS[0], "--kv-allow", ",".join(METHODS[1:])])
+    slow = None
     profile = tempfile.mkdtemp(prefix="vlkv-chromium-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
@@ -206,9 +207,21 @@ def main():
         second = ask("How many shapes are there?", 1)
         check(second.get_attribute("data-state") == "done", f"second answer: {second.text!r}")
         s2 = stats(second)
+        second_text = second.find_element(By.CSS_SELECTOR, ".text").text
         bits = props["kv"]["bits_per_element"]["kivi2"]
         check(s2["method"] == "kivi2" and s2["bits"] == f"{bits:.2f} bits/elem", f"stats {s2}")
         check(second.get_attribute("data-method") == "kivi2", "second answer's method")
+
+        # A video is refused by the page itself, saying why (the chat API takes images only).
+        browser.execute_script("""
+            const dt = new DataTransfer();
+            dt.items.add(new File([new Uint8Array(16)], 'clip.mp4', {type: 'video/mp4'}));
+            for (const type of ['dragenter', 'dragover', 'drop'])
+              document.body.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
+        """)
+        notice = q(By.ID, "notice")
+        check(notice.is_displayed() and "clip.mp4: videos are not accepted" in notice.text, f"video notice {notice.text!r}")
+        check(not browser.find_elements(By.CSS_SELECTOR, "#attachments img"), "the video was attached")
 
         # 3. Compare: the same question under the three methods, side by side.
         q(By.ID, "compare").click()
@@ -252,12 +265,36 @@ def main():
         dark = os.path.join(a.out_dir, "chat_page_dark.png")
         browser.save_screenshot(dark)
         print(f"screenshot (dark): {dark}", flush=True)
-        print(f"OK: {checks} checks; answers: {got.strip()!r} (f16), {second.find_element(By.CSS_SELECTOR, '.text').text.strip()!r} (kivi2)")
+        # 4. Escape stops an answer mid-stream, and the server hears it (its request is cancelled).
+        slow = Server(a.vlkv, a.source_dir, os.path.join(a.out_dir, "serve_slow.log"), ["--token-delay-ms", "300"])
+        browser.get(slow.url("/"))
+        wait.until(lambda b: len(Select(q(By.ID, "method")).options) == 1)
+        q(By.ID, "file").send_keys(os.path.join(demo, "026.png"))
+        wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#attachments img")) == 1)
+        q(By.ID, "prompt").send_keys("Describe the image.", Keys.ENTER)
+        wait.until(lambda b: answers() and answers()[-1].find_element(By.CSS_SELECTOR, ".text").text not in ("", "…"))
+        check(q(By.ID, "send").get_attribute("disabled") and q(By.ID, "stop").is_enabled(), "busy controls")
+        q(By.ID, "prompt").send_keys(Keys.ESCAPE)
+        wait.until(lambda b: answers()[-1].get_attribute("data-state") != "running")
+        check(answers()[-1].get_attribute("data-state") == "stopped", f"after Escape: {answers()[-1].text!r}")
+        check(q(By.ID, "send").is_enabled(), "Send stays disabled after a stop")
+
+        def disconnected():
+            text = urllib.request.urlopen(slow.url("/metrics"), timeout=10).read().decode()
+            m = re.search(r"^vlkv:requests_disconnected_total (\S+)$", text, re.M)
+            return float(m.group(1)) if m else -1
+        wait.until(lambda b: disconnected() == 1)
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        check(not errors, f"console errors after the stop: {errors}")
+
+        print(f"OK: {checks} checks; answers: {got.strip()!r} (f16), {second_text.strip()!r} (kivi2)")
         return 0
     finally:
         if browser:
             browser.quit()
         server.stop()
+        if slow:
+            slow.stop()
         shutil.rmtree(profile, ignore_errors=True)
 
 
