@@ -224,7 +224,9 @@ def main():
         check(not browser.find_elements(By.CSS_SELECTOR, "#attachments img"), "the video was attached")
 
         # 3. Compare: the same question under the three methods, side by side.
+        check(not q(By.ID, "compare-methods").is_displayed(), "the methods to compare show before Compare is ticked")
         q(By.ID, "compare").click()
+        check(q(By.ID, "compare-methods").is_displayed() and not q(By.ID, "method").is_enabled(), "compare controls")
         chosen = [c.get_attribute("value") for c in browser.find_elements(By.CSS_SELECTOR, "input[name=compare-method]:checked")]
         check(chosen == METHODS, f"preselected for comparison: {chosen}")
         q(By.ID, "file").send_keys(os.path.join(demo, "026.png"))
