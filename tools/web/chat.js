@@ -205,6 +205,11 @@ function statsLine(r) {
     ['speed', fmtRate(t.predicted_per_second)],
     ['tokens', `${(r.usage && r.usage.completion_tokens) || t.predicted_n || 0} tokens`],
   ];
+  // Prompt tokens served from a prefix cache, when the server reports them (OpenAI's
+  // usage.prompt_tokens_details.cached_tokens or llama-server's timings.cache_n).
+  const details = r.usage && r.usage.prompt_tokens_details;
+  const cached = (details && details.cached_tokens) || t.cache_n;
+  if (cached) items.push(['cached', `${cached} prompt tokens cached`]);
   return el('p', { class: 'stats' }, ...items.map(([k, v]) => el('span', { class: `stat stat-${k}`, text: v })));
 }
 
