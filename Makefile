@@ -9,6 +9,7 @@ PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchm
             nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
             libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
             libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium
+
 .PHONY: deps configure build demo test test-sanitize fuzz-smoke clean
 
 deps:
