@@ -4,6 +4,8 @@
 // 0.6-1.3 GB and take a minute to write); the per-layer shapes are the real ones.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "base/thread_pool.h"
@@ -14,7 +16,10 @@
 namespace vlkv {
 namespace {
 
-std::string temp_path(const std::string& name) { return (std::filesystem::temp_directory_path() / name).string(); }
+// Per process: two checkouts' test runs on one machine must not write each other's files.
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_" + name)).string();
+}
 
 MmprojPreset one_layer(const std::string& name) {
   const MmprojPreset* p = find_mmproj_preset(name);
