@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -20,27 +21,31 @@ constexpr int kChains = 12;  // > latency x throughput of every core we know
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI)
 namespace {
-template <bool kZmm>
+// kChains independent accumulators in registers (no memory barrier in the loop: it would
+// spill them and time store-forwarding instead); V is __m512i or __m256i.
+template <class V>
 int64_t vpdpbusd_loop(int seed) {
-  __m512i acc[kChains];
-  __m256i acc_y[kChains];
-  const __m512i a = _mm512_set1_epi8(static_cast<char>(seed)), b = _mm512_set1_epi8(3);
-  const __m256i ay = _mm256_set1_epi8(static_cast<char>(seed)), by = _mm256_set1_epi8(3);
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_setzero_si512(), acc_y[c] = _mm256_setzero_si256();
+  V acc[kChains];
+  V a, b;
+  if constexpr (sizeof(V) == 64) {
+    a = _mm512_set1_epi8(static_cast<char>(seed + 1)), b = _mm512_set1_epi8(3);
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
+  } else {
+    a = _mm256_set1_epi8(static_cast<char>(seed + 1)), b = _mm256_set1_epi8(3);
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);
+  }
   for (int64_t i = 0; i < kIters; ++i) {
 #pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) {
-      if constexpr (kZmm) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
-      else acc_y[c] = _mm256_dpbusd_epi32(acc_y[c], ay, by);
+      if constexpr (sizeof(V) == 64) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+      else acc[c] = _mm256_dpbusd_epi32(acc[c], a, b);
     }
-    __asm__ volatile("" ::: "memory");
   }
   // Through memory: GCC 12 warns (falsely) on the 512 -> 128 cast.
   alignas(64) int32_t lanes[16];
   int64_t s = 0;
   for (int c = 0; c < kChains; ++c) {
-    if constexpr (kZmm) _mm512_store_si512(lanes, acc[c]);
-    else _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc_y[c]);
+    std::memcpy(lanes, &acc[c], sizeof(V));
     s += lanes[0];
   }
   return s;
@@ -61,7 +66,7 @@ void BM_VpdpbusdPeak(benchmark::State& state) {
     std::vector<std::thread> ts;
     std::vector<int64_t> out(static_cast<size_t>(n_threads));
     for (int t = 0; t < n_threads; ++t)
-      ts.emplace_back([&, t] { out[static_cast<size_t>(t)] = zmm ? vpdpbusd_loop<true>(t) : vpdpbusd_loop<false>(t); });
+      ts.emplace_back([&, t] { out[static_cast<size_t>(t)] = zmm ? vpdpbusd_loop<__m512i>(t) : vpdpbusd_loop<__m256i>(t); });
     for (auto& th : ts) th.join();
     benchmark::DoNotOptimize(out.data());
   }
