@@ -141,7 +141,7 @@ void prefill_args(benchmark::internal::Benchmark* b) {
       for (int64_t tokens : {64, 512})
         for (int threads : {1, 2})
           for (int q8 : {0, 1}) {  // q8: the int8 GEMM (kernels/gemm_q8.h) where the format has one
-            if (q8 && t != GgmlType::kQ8_0) continue;
+            if (q8 && t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) continue;
             b->Args({static_cast<int64_t>(t), rows, 2048, tokens, threads, q8});
           }
   // The FFN's down projection: K = 5632.

@@ -4,7 +4,8 @@
 // chunk, ~70 KB, stays in L2 while every panel's chunk streams past it) and, per chunk,
 // computes its rows' block terms (bias, f32 scale) once for all panels. Per-(row, token)
 // f32 accumulators live in the task's buffer between chunks, so K-blocking keeps the block
-// order of one unbroken dot.
+// order of one unbroken dot. Q4_0 rows are unpacked per chunk into Q8_0 blocks (codes q - 8,
+// the same scale: exactly the same weights), so one micro-kernel serves both formats.
 #include "kernels/gemm_q8.h"
 
 #include <algorithm>
@@ -25,6 +26,26 @@ using quant::kGemmPanelRows;
 
 constexpr int64_t kQk = 32;           // Q8_0 block: f16 scale, 32 codes
 constexpr int64_t kBlockBytes = 34;
+constexpr int64_t kQ4BlockBytes = 18;  // Q4_0 block: f16 scale, 16 bytes of 4-bit codes q (w = (q - 8) * d)
+
+// Bytes per block of the formats the GEMM takes; 0 for the others.
+int64_t block_bytes_of(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0: return kBlockBytes;
+    case GgmlType::kQ4_0: return kQ4BlockBytes;
+    default: return 0;
+  }
+}
+
+// One Q4_0 block as the Q8_0 block of the same weights: weight j is the low nibble of byte
+// j, weight j + 16 its high nibble.
+void q4_0_to_q8_0(const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, 2);
+  for (int j = 0; j < 16; ++j) {
+    dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>((src[2 + j] & 0x0F) - 8));
+    dst[2 + 16 + j] = static_cast<uint8_t>(static_cast<int8_t>((src[2 + j] >> 4) - 8));
+  }
+}
 constexpr int64_t kTaskRows = 64;     // weight rows per task (a multiple of kGemmMaxWeightRows)
 constexpr int64_t kChunkBlocks = 32;  // K chunk: 1024 columns
 
@@ -75,13 +96,27 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
   thread_local std::vector<float> acc;     // [n_panels][kTaskRows][16]
   thread_local std::vector<int32_t> bias;  // [kTaskRows][kChunkBlocks]
   thread_local std::vector<float> dw;      // [kTaskRows][kChunkBlocks]
+  thread_local std::vector<uint8_t> q8;    // [kTaskRows][kChunkBlocks * 34]: Q4_0 rows unpacked
+  const bool unpack = w.type == GgmlType::kQ4_0;
+  const int64_t src_block = block_bytes_of(w.type);
+  if (unpack) q8.resize(static_cast<size_t>(kTaskRows * kChunkBlocks * kBlockBytes));
   acc.assign(static_cast<size_t>(xs.n_panels * kTaskRows * kGemmPanelRows), 0.0f);
   bias.resize(static_cast<size_t>(kTaskRows * kChunkBlocks));
   dw.resize(static_cast<size_t>(kTaskRows * kChunkBlocks));
   for (int64_t c0 = 0; c0 < xs.n_blocks; c0 += kChunkBlocks) {
     const int64_t nbc = std::min(kChunkBlocks, xs.n_blocks - c0);
+    // The chunk's rows as Q8_0 blocks: in place, or unpacked into q8 (rows kChunkBlocks blocks apart).
+    const uint8_t* chunk = w.data + r0 * w.row_bytes + c0 * src_block;
+    int64_t chunk_row_bytes = static_cast<int64_t>(w.row_bytes);
+    if (unpack) {
+      for (int64_t i = 0; i < nr; ++i)
+        for (int64_t b = 0; b < nbc; ++b)
+          q4_0_to_q8_0(chunk + i * w.row_bytes + b * kQ4BlockBytes, q8.data() + (i * kChunkBlocks + b) * kBlockBytes);
+      chunk = q8.data();
+      chunk_row_bytes = kChunkBlocks * kBlockBytes;
+    }
     for (int64_t i = 0; i < nr; ++i) {
-      const uint8_t* row = w.data + (r0 + i) * w.row_bytes + c0 * kBlockBytes;
+      const uint8_t* row = chunk + i * chunk_row_bytes;
       for (int64_t b = 0; b < nbc; ++b) {
         const uint8_t* blk = row + b * kBlockBytes;
         int32_t s = 0;
@@ -94,8 +129,8 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
     }
     for (int64_t i0 = 0; i0 < nr; i0 += kGemmMaxWeightRows) {
       GemmWeightRows rows;
-      rows.w = w.data + (r0 + i0) * w.row_bytes + c0 * kBlockBytes;
-      rows.row_bytes = static_cast<int64_t>(w.row_bytes);
+      rows.w = chunk + i0 * chunk_row_bytes;
+      rows.row_bytes = chunk_row_bytes;
       rows.n_rows = static_cast<int>(std::min<int64_t>(kGemmMaxWeightRows, nr - i0));
       rows.bias = bias.data() + i0 * kChunkBlocks;
       rows.dw = dw.data() + i0 * kChunkBlocks;
@@ -113,12 +148,13 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
 }  // namespace
 
 bool gemm_q8_applies(const WeightMatrix& w) {
-  return w.round_activations_q8 && w.type == GgmlType::kQ8_0 && w.n_cols > 0 && w.n_cols % kQk == 0 &&
-         w.row_bytes >= static_cast<size_t>(w.n_cols / kQk * kBlockBytes);
+  const int64_t bb = block_bytes_of(w.type);
+  return w.round_activations_q8 && bb > 0 && w.n_cols > 0 && w.n_cols % kQk == 0 &&
+         w.row_bytes >= static_cast<size_t>(w.n_cols / kQk * bb);
 }
 
 void gemm_q8(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  VLKV_CHECK_MSG(gemm_q8_applies(w), "gemm_q8: the matrix does not round activations or has no Q8_0 rows");
+  VLKV_CHECK_MSG(gemm_q8_applies(w), "gemm_q8: the matrix does not round activations or is not Q8_0 / Q4_0");
   if (n_tokens <= 0 || w.n_rows <= 0) return;
   thread_local Panels caller_panels;
   const Panels& xs = caller_panels;  // a reference: inside a task the name would mean the worker's own

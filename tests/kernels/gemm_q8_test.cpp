@@ -174,12 +174,64 @@ TEST_F(GemmQ8Test, MatmulPrefillRowsEqualDecodeRowsAndExactStaysExact) {
   }
 }
 
+// Q4_0 takes the same block steps on its weights as Q8_0 blocks (codes q - 8, the same f16
+// scale): bit for bit against those steps at every tier. Its decode dot orders the f32 sums
+// differently: within (n_blocks + 8) roundings (2^-23 relative, generous) of the sum of |block terms|.
+TEST_F(GemmQ8Test, Q4_0EqualsBlockStepsOfItsQ8_0Blocks) {
+  const WeightFormat* q4 = find_weight_format(GgmlType::kQ4_0);
+  const int64_t n_rows = 75, n_cols = 1088, n_tokens = 19;  // 34 blocks: a K chunk of 32 and one of 2
+  WeightMatrix w{GgmlType::kQ4_0, nullptr, n_rows, n_cols, static_cast<size_t>(n_cols / 32 * 18)};
+  w.round_activations_q8 = true;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_rows) * w.row_bytes), as_q8(static_cast<size_t>(n_rows * n_cols / 32 * 34));
+  std::mt19937 rng(31);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> src(static_cast<size_t>(n_cols));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (auto& v : src) v = dist(rng);
+    q4->quantize_row_ref(src.data(), bytes.data() + r * w.row_bytes, n_cols);
+    for (int64_t b = 0; b < n_cols / 32; ++b) {  // the layout: weight j the low nibble of byte j, j + 16 the high
+      const uint8_t* qb = bytes.data() + r * w.row_bytes + b * 18;
+      uint8_t* ob = as_q8.data() + (r * (n_cols / 32) + b) * 34;
+      std::memcpy(ob, qb, 2);
+      for (int j = 0; j < 16; ++j) {
+        ob[2 + j] = static_cast<uint8_t>((qb[2 + j] & 15) - 8);
+        ob[18 + j] = static_cast<uint8_t>((qb[2 + j] >> 4) - 8);
+      }
+    }
+  }
+  w.data = bytes.data();
+  const std::vector<float> x = make_x(n_tokens, n_cols, 32);
+  ASSERT_TRUE(gemm_q8_applies(w));
+  for (SimdTier tier : supported_simd_tiers()) {
+    set_simd_tier_for_testing(tier);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
+      matmul(w, x.data(), n_tokens, y.data(), pool);  // prefill: the GEMM
+      Q8Activations xq;
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        quantize_activations_q8(&x[t * n_cols], n_cols, xq);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const uint8_t* q8row = as_q8.data() + r * (n_cols / 32) * 34;
+          const float got = y[t * n_rows + r];
+          ASSERT_EQ(got, block_steps(q8row, xq, n_cols)) << simd_tier_name(tier) << " t " << t << " r " << r;
+          ASSERT_NEAR(got, q4->dot_q8(bytes.data() + r * w.row_bytes, xq, n_cols),
+                      static_cast<double>(n_cols / 32 + 8) * abs_block_terms(q8row, xq, n_cols) * 0x1p-23)
+              << simd_tier_name(tier) << " t " << t << " r " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(GemmQ8Test, RefusesAMatrixWithoutRoundedActivations) {
   Q8Matrix m = make_q8_0(8, 64, 1);
   m.w.round_activations_q8 = false;
   EXPECT_FALSE(gemm_q8_applies(m.w));
   WeightMatrix f32{GgmlType::kF32, m.w.data, 8, 8, 32, true};
   EXPECT_FALSE(gemm_q8_applies(f32));
+  WeightMatrix q4k{GgmlType::kQ4_K, m.w.data, 1, 256, 144, true};  // no GEMM kernel yet: exact tiles
+  EXPECT_FALSE(gemm_q8_applies(q4k));
   ThreadPool pool(1);
   std::vector<float> x(2 * 64), y(16);
   EXPECT_DEATH(gemm_q8(m.w, x.data(), 2, y.data(), pool), "gemm_q8");
