@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "base/check.h"
-#include "base/fp16.h"
 #include "quant/q8_0_gemm.h"
 #include "quant/q8_activations.h"
 
@@ -91,7 +90,7 @@ void pack_panels(const float* x, int64_t n_tokens, int64_t n_cols, Panels& out, 
 
 // Rows [r0, r1) of w times every panel: y[t][r] for t < n_tokens.
 void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_t r0, int64_t r1, float* y) {
-  const quant::GemmQ8Fn tile = quant::q8_0_gemm_kernels().tile;
+  const quant::Q8_0GemmKernels& kern = quant::q8_0_gemm_kernels();
   const int64_t nr = r1 - r0;
   thread_local std::vector<float> acc;     // [n_panels][kTaskRows][16]
   thread_local std::vector<int32_t> bias;  // [kTaskRows][kChunkBlocks]
@@ -115,18 +114,7 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
       chunk = q8.data();
       chunk_row_bytes = kChunkBlocks * kBlockBytes;
     }
-    for (int64_t i = 0; i < nr; ++i) {
-      const uint8_t* row = chunk + i * chunk_row_bytes;
-      for (int64_t b = 0; b < nbc; ++b) {
-        const uint8_t* blk = row + b * kBlockBytes;
-        int32_t s = 0;
-        for (int j = 0; j < kQk; ++j) s += static_cast<int8_t>(blk[2 + j]);
-        uint16_t h;
-        std::memcpy(&h, blk, 2);
-        bias[static_cast<size_t>(i * kChunkBlocks + b)] = 128 * s;
-        dw[static_cast<size_t>(i * kChunkBlocks + b)] = fp16_to_fp32(h);
-      }
-    }
+    kern.block_terms(chunk, chunk_row_bytes, static_cast<int>(nr), nbc, bias.data(), dw.data(), kChunkBlocks);
     for (int64_t i0 = 0; i0 < nr; i0 += kGemmMaxWeightRows) {
       GemmWeightRows rows;
       rows.w = chunk + i0 * chunk_row_bytes;
@@ -136,7 +124,7 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
       rows.dw = dw.data() + i0 * kChunkBlocks;
       rows.ld = kChunkBlocks;
       for (int64_t p = 0; p < xs.n_panels; ++p)
-        tile(rows, xs.codes_at(p, c0), xs.d_at(p, c0), nbc, acc.data() + (p * kTaskRows + i0) * kGemmPanelRows);
+        kern.tile(rows, xs.codes_at(p, c0), xs.d_at(p, c0), nbc, acc.data() + (p * kTaskRows + i0) * kGemmPanelRows);
     }
   }
   for (int64_t t = 0; t < n_tokens; ++t) {

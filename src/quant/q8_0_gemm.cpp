@@ -29,9 +29,21 @@ void tile_scalar(const GemmWeightRows& w, const uint32_t* codes, const float* d,
   }
 }
 
+void block_terms_scalar(const uint8_t* blocks, int64_t row_bytes, int n_rows, int64_t n_blocks, int32_t* bias,
+                        float* dw, int64_t ld) {
+  for (int i = 0; i < n_rows; ++i)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* blk = blocks + i * row_bytes + b * q8lanes::kBytes;
+      int32_t s = 0;
+      for (int j = 0; j < 32; ++j) s += static_cast<int8_t>(blk[2 + j]);
+      bias[i * ld + b] = 128 * s;
+      dw[i * ld + b] = load_half(blk);
+    }
+}
+
 }  // namespace
 
-const Q8_0GemmKernels kQ8_0GemmScalar = {tile_scalar};
+const Q8_0GemmKernels kQ8_0GemmScalar = {tile_scalar, block_terms_scalar};
 
 const Q8_0GemmKernels& q8_0_gemm_kernels() {
   static const SimdTable<Q8_0GemmKernels> table(&kQ8_0GemmScalar, &kQ8_0GemmAvx2, &kQ8_0GemmAvx2Vnni, nullptr,

@@ -34,8 +34,14 @@ struct GemmWeightRows {
 using GemmQ8Fn = void (*)(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_t n_blocks,
                           float* acc);
 
+// The per-block terms of n_rows rows of n_blocks Q8_0 blocks (row i at blocks + i * row_bytes):
+// bias[i * ld + b] = 128 * (sum of block b's codes), dw[i * ld + b] = its scale as f32.
+using GemmBlockTermsFn = void (*)(const uint8_t* blocks, int64_t row_bytes, int n_rows, int64_t n_blocks,
+                                  int32_t* bias, float* dw, int64_t ld);
+
 struct Q8_0GemmKernels {
   GemmQ8Fn tile;
+  GemmBlockTermsFn block_terms;
 };
 extern const Q8_0GemmKernels kQ8_0GemmScalar;
 extern const Q8_0GemmKernels kQ8_0GemmAvx2;

@@ -13,6 +13,6 @@ VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)
 #include "quant/q8_0_gemm_x86.h"
 
 namespace vlkv::quant {
-const Q8_0GemmKernels kQ8_0GemmAvx2 = {tile_256<false>};
+const Q8_0GemmKernels kQ8_0GemmAvx2 = {tile_256<false>, block_terms_256};
 }  // namespace vlkv::quant
 VLKV_TARGET_END

@@ -11,6 +11,8 @@
 #include "quant/q8_0_lanes.h"
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI)
+#include "quant/q8_0_gemm_x86.h"  // block_terms_256
+
 namespace vlkv::quant {
 namespace {
 
@@ -50,7 +52,7 @@ void tile(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_
 
 }  // namespace
 
-const Q8_0GemmKernels kQ8_0GemmAvx512Vnni = {tile};
+const Q8_0GemmKernels kQ8_0GemmAvx512Vnni = {tile, block_terms_256};
 
 }  // namespace vlkv::quant
 VLKV_TARGET_END

@@ -17,6 +17,24 @@
 namespace vlkv::quant {
 namespace {
 
+// The block terms with 256-bit integer sums: vpsadbw of the codes + 128 (as u8) against
+// zero gives sum(w) + 32 * 128 in four 64-bit lanes. Also the AVX-512 file's (the work is
+// per weight block, not per panel, so the width does not matter).
+void block_terms_256(const uint8_t* blocks, int64_t row_bytes, int n_rows, int64_t n_blocks, int32_t* bias,
+                     float* dw, int64_t ld) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int i = 0; i < n_rows; ++i)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* blk = blocks + i * row_bytes + b * q8lanes::kBytes;
+      const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), flip);
+      const __m256i s4 = _mm256_sad_epu8(v, _mm256_setzero_si256());
+      __m128i s = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+      s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+      bias[i * ld + b] = 128 * (_mm_cvtsi128_si32(s) - 32 * 128);
+      dw[i * ld + b] = _cvtsh_ss(load_u16(blk));
+    }
+}
+
 template <bool kVnni, int R>
 void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const uint32_t* codes, const float* d,
                 int64_t n_blocks, float* acc, int i0) {
