@@ -8,12 +8,7 @@ JOBS     ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
             nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
             libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
-            libcpp-httplib-dev libboost-dev nginx-light
-# The demo: tinyvlm-shapes (a 1.6M-parameter LLaVA-style VLM) answers questions about
-# bundled pictures once per registered KV method: answer, KV bytes and bits/element.
-DEMO_MODEL  ?= models/tinyvlm-shapes.gguf
-DEMO_MMPROJ ?= models/tinyvlm-shapes-mmproj.gguf
-DEMO_ITEMS  ?= 005.png:Where is the blue circle?|009.png:How many shapes are there?|026.png:Describe the image.
+            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium
 
 .PHONY: deps configure build demo test test-sanitize fuzz-smoke clean
 
@@ -32,18 +27,10 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The demo: tinyvlm-shapes (a 1.6M-parameter LLaVA-style VLM) answers questions about bundled
+# pictures once per registered KV method: answer, bits/element, bytes held and the ratio to f16.
 demo: build
-	@items='$(DEMO_ITEMS)'; IFS='|'; for item in $$items; do unset IFS; \
-	  img="models/demo/$${item%%:*}"; q="$${item#*:}"; \
-	  printf '\n%s  "%s"\n  %-10s %-40s %11s %10s %10s\n' "$$img" "$$q" method answer "KV B/token" bits/elem "pages KiB"; \
-	  for kv in $$(./$(BUILD)/vlkv run --kv-list); do \
-	    ans=$$(./$(BUILD)/vlkv run -m $(DEMO_MODEL) --mmproj $(DEMO_MMPROJ) --image "$$img" -p "$$q" \
-	           --temp 0 -n 32 --kv "$$kv" 2>/tmp/vlkv-demo.$$$$) || { sed 's/^/  /' /tmp/vlkv-demo.$$$$; continue; }; \
-	    bpt=$$(sed -n 's/.*bits\/elem, \([0-9.]*\) B\/token.*/\1/p' /tmp/vlkv-demo.$$$$); \
-	    kib=$$(sed -n 's/.* \([0-9.]*\) KiB of pages.*/\1/p' /tmp/vlkv-demo.$$$$); \
-	    bits=$$(sed -n 's/.*kv [^:]*: \([0-9.]*\) bits\/elem.*/\1/p' /tmp/vlkv-demo.$$$$); \
-	    printf '  %-10s %-40s %11s %10s %10s\n' "$$kv" "$${ans# }" "$$bpt" "$$bits" "$$kib"; \
-	  done; done; rm -f /tmp/vlkv-demo.$$$$
+	VLKV=./$(BUILD)/vlkv tools/demo.sh
 
 # The whole suite: unit, golden and bad-input tests, then a bounded libFuzzer run.
 test: build

@@ -47,7 +47,8 @@ const WeightFormat* format_or_skip(benchmark::State& state, GgmlType type) {
 }
 
 // Args: {type, n_rows, n_cols, n_tokens, n_threads, q8}; q8: activations rounded to 8 bits
-// (decode's WeightMatrix::round_activations_q8; only the decode rows set it).
+// (WeightMatrix::round_activations_q8: decode's integer dots, prefill's int8 GEMM for Q8_0;
+// 0 is --exact-matmul's f32 path).
 void BM_Matmul(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
   const int64_t n_rows = state.range(1), n_cols = state.range(2), n_tokens = state.range(3);
@@ -138,7 +139,14 @@ void prefill_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K})
     for (int64_t rows : {2048, 5632})
       for (int64_t tokens : {64, 512})
-        for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), rows, 2048, tokens, threads, 0});
+        for (int threads : {1, 2})
+          for (int q8 : {0, 1}) {  // q8: the int8 GEMM (kernels/gemm_q8.h) where the format has one
+            if (q8 && t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) continue;
+            b->Args({static_cast<int64_t>(t), rows, 2048, tokens, threads, q8});
+          }
+  // The FFN's down projection: K = 5632.
+  for (int threads : {1, 2})
+    for (int q8 : {0, 1}) b->Args({static_cast<int64_t>(GgmlType::kQ8_0), 2048, 5632, 512, threads, q8});
 }
 
 BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes", "threads"})->Args({5632 * 2048 * 4, 1})->Args({5632 * 2048 * 4, 2})

@@ -486,6 +486,8 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("-r,--repetitions", o->repetitions, "Repetitions (best is reported)")
       ->check(CLI::Range(1, 100))->capture_default_str();
   app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
+  app->add_flag("--exact-matmul", o->engine.exact_matmul,
+                "Exact f32 matmuls (as vlkv run --exact-matmul; default: 8-bit activations)");
   app->add_option("-b,--batch-size", o->engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();
   app->add_option("--parallel", o->parallel,
                   "Comma-separated counts of sequences decoding together (batched steps), or max: as many as "

@@ -576,6 +576,8 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
       ->capture_default_str();
   app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per method")->capture_default_str();
   app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
+  app->add_flag("--exact-matmul", o->engine.exact_matmul,
+                "Exact f32 matmuls (as vlkv run --exact-matmul; default: 8-bit activations)");
   commands.push_back({app, [o] { return eval(*o); }});
 }
 

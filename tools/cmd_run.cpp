@@ -210,7 +210,7 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
   });
   app->add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating past end-of-generation tokens");
   app->add_flag("--exact-matmul", o->engine.exact_matmul,
-                "Exact f32 matmuls (default: decode rounds activations to 8 bits for quantized weights, as llama.cpp)");
+                "Exact f32 matmuls (default: decode, and prefill of Q8_0 and Q4_0 weights, round activations to 8 bits, as llama.cpp)");
   app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
   app->add_option("-c,--ctx-size", o->engine.n_ctx, "Context size (0: the model's)")->capture_default_str();
   app->add_option("-b,--batch-size", o->engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();

@@ -25,8 +25,8 @@ struct EngineParams {
   int n_threads = 0;                          // 0: all cores
   int64_t n_ctx = 0;                          // max tokens per session; 0: the model's training context
   int64_t n_batch = 512;                      // prompt tokens per forward pass
-  // false: decode rounds activations to 8-bit blocks for quantized weights and uses
-  // integer dot products, as llama.cpp does (faster); true: exact f32 math everywhere.
+  // false: decode (and prefill of Q8_0 / Q4_0 weights) rounds activations to 8-bit blocks
+  // and uses integer dot products, as llama.cpp does (faster); true: exact f32 math everywhere.
   bool exact_matmul = false;
 };
 

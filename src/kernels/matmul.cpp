@@ -1,7 +1,8 @@
 // matmul over any weight format in the quant table. Decode (one token) streams
-// each weight row once through the format's fused dot; prefill dequantizes a
-// block of rows once into a thread-local f32 tile and multiplies it with every
-// token using a register-blocked f32 micro-kernel (rows x tokens dot products).
+// each weight row once through the format's fused dot; prefill of a matrix that rounds
+// activations takes the int8 GEMM (kernels/gemm_q8.h) where its format has one, else
+// dequantizes a block of rows once into a thread-local f32 tile and multiplies it with
+// every token using a register-blocked f32 micro-kernel (rows x tokens dot products).
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "base/check.h"
 #include "base/cpu_features.h"
+#include "kernels/gemm_q8.h"
 #include "kernels/matmul_tile.h"
 #include "kernels/ops.h"
 #include "quant/weight_format.h"
@@ -179,6 +181,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   const WeightFormat& fmt = format_of(w);
   if (n_tokens == 1) {
     matmul_decode(w, x, 1, y, pool);
+    return;
+  }
+  if (gemm_q8_applies(w)) {  // rounded activations, integer dots
+    gemm_q8(w, x, n_tokens, y, pool);
     return;
   }
   const TileKernels& kern = tile_kernels(simd_level());

@@ -20,13 +20,16 @@ struct WeightMatrix {
   size_t row_bytes = 0;
   // Decode (one token) rounds x to 8-bit blocks and uses the format's integer dot, as
   // llama.cpp's CPU matmul does: several times less compute per weight byte, so decode
-  // stays memory-bound. Off: exact dequantization with f32 math. Prefill is always exact.
+  // stays memory-bound. Prefill (many tokens) rounds them too where the format has an
+  // int8 GEMM (kernels/gemm_q8.h: Q8_0, Q4_0), as llama.cpp's prefill does. Off (--exact-matmul):
+  // exact dequantization with f32 math.
   bool round_activations_q8 = false;
 };
 
 // y[t][r] = sum_c w[r][c] * x[t][c] for t < n_tokens.
 // x: [n_tokens, w.n_cols] f32; y: [n_tokens, w.n_rows] f32.
-// Exact dequantization, f32 accumulation; SIMD path chosen at run time.
+// Exact dequantization, f32 accumulation, unless w rounds activations and its format has an
+// int8 GEMM (gemm_q8_applies): then gemm_q8's 8-bit rounding. SIMD path chosen at run time.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 // One product of a fused decode matvec: y = w · x, y [n_x, w->n_rows].
@@ -43,7 +46,7 @@ struct MatvecTarget {
 void matmul_decode(const WeightMatrix& w, const float* x, int64_t n_x, float* y, ThreadPool& pool);
 
 // A step's activation rows in two blocks: the first n_decode rows are single-token rows
-// (matmul_decode), the next n_prompt rows prompt chunks (matmul's exact f32 tiles; a
+// (matmul_decode), the next n_prompt rows prompt chunks (matmul: the int8 GEMM or exact f32 tiles; a
 // block of one row is a decode row too, as matmul does). y [n_decode + n_prompt, w.n_rows].
 void matmul_step(const WeightMatrix& w, const float* x, int64_t n_decode, int64_t n_prompt, float* y,
                  ThreadPool& pool);

@@ -31,9 +31,29 @@ void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, 
     }
     const int64_t unit = std::lcm<int64_t>(ks->codec->tokens_per_block(), s.v.codec->tokens_per_block());
     const int64_t step = unit * std::max<int64_t>(1, kChunkTokens / unit);
-    for (int64_t t0 = 0; t0 < s.n_tokens; t0 += step) {
-      const int64_t n = std::min(step, s.n_tokens - t0);
+    auto emit = [&](int64_t t0, int64_t n) {
       out.push_back({ks->codec, s.v.codec, ks->view(t0, n, d), s.v.view(t0, n, d), first + t0, ks != &s.k});
+    };
+    if (ks->n_freed_pages == 0 && s.v.n_freed_pages == 0) {
+      for (int64_t t0 = 0; t0 < s.n_tokens; t0 += step) emit(t0, std::min(step, s.n_tokens - t0));
+    } else {  // pages freed (tokens out of a sliding window): chunks cover the held units only
+      auto held = [&](int64_t t) { return ks->live(t, unit) && s.v.live(t, unit); };
+      int64_t t = 0;
+      while (t < s.n_tokens) {
+        if (!held(t)) {  // skip the freed page of the first stream that lacks one
+          const Stream& gone = ks->live(t, unit) ? s.v : *ks;
+          const int64_t tpp = gone.tokens_per_page();
+          int64_t next = t + unit;
+          for (int64_t p = t / tpp; p <= (t + unit - 1) / tpp; ++p)
+            if (gone.pages[static_cast<size_t>(p)] == kNoPage) next = std::max(next, ((p + 1) * tpp + unit - 1) / unit * unit);
+          t = next;
+          continue;
+        }
+        int64_t t1 = t + unit;
+        while (t1 < s.n_tokens && t1 - t < step && held(t1)) t1 += unit;
+        emit(t, t1 - t);
+        t = t1;
+      }
     }
     first += s.n_tokens;
   }

@@ -161,6 +161,12 @@ void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Co
       float* lg = s.tile_logits.data();  // [rows, ld]
       gather_probe_q(q, shape, pr, pt, g, tile, s.qt.data());
       int qt2_id = 0;
+      // Cached keys in no chunk (their pages were freed: out of a sliding window) score -inf.
+      int64_t covered = 0;
+      for (size_t c = hb[g]; c < hb[g + 1]; ++c) covered += cs[c].k.n_tokens;
+      const bool gaps = covered < n_cached;
+      if (gaps)
+        for (int r = 0; r < rows; ++r) std::fill(lg + static_cast<int64_t>(r) * ld, lg + static_cast<int64_t>(r) * ld + n_cached, attn::kNegInf);
       for (size_t c = hb[g]; c < hb[g + 1]; ++c)
         cs[c].kc->scores(query_for(cs[c], s, rows, d, qt2_id), rows, cs[c].k, scale, lg + cs[c].first, ld);
       const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&keys[static_cast<size_t>(g) * n_new * d])};
@@ -177,6 +183,14 @@ void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Co
         double l = 0.0;  // in kChunkTokens pieces, as the attention sums
         for (int64_t t0 = 0; t0 < valid; t0 += kChunkTokens)
           l += attn::exp_sub_sum(lr + t0, std::min(kChunkTokens, valid - t0), m);
+        if (gaps) {  // the vector exp flushes -inf to ~1e-38: freed keys get exactly 0
+          int64_t t = 0;
+          for (size_t c = hb[g]; c <= hb[g + 1]; ++c) {
+            const int64_t next = c < hb[g + 1] ? cs[c].first : n_cached;
+            std::fill(lr + t, lr + next, 0.0f);
+            if (c < hb[g + 1]) t = cs[c].first + cs[c].k.n_tokens;
+          }
+        }
         const int64_t slot = static_cast<int64_t>(p) * shape.n_heads + g * pt.group + r % pt.group;
         pr.m[slot] = m;
         pr.l[slot] = l;

@@ -12,6 +12,7 @@
 #include "kv/codec_registry.h"
 #include "kv/method_registry.h"
 #include "kv/page_table.h"
+#include "kv/window_trim.h"
 
 namespace vlkv {
 namespace {
@@ -62,11 +63,27 @@ class KvCacheImpl final : public KvCache {
   Result<uint64_t> max_bytes_for_tokens(int64_t n_tokens, const std::string& spec) override {
     VLKV_ASSIGN_OR_RETURN(const Method* m, method_for(spec));
     const KvGeometry& g = config_.geometry;
-    const double codec = m->bytes_for_tokens(n_tokens);
+    double codec = m->bytes_for_tokens(n_tokens);
+    // Sliding-window layers hold their window's tokens (codec bytes at the steady rate) plus
+    // what the method stages (never freed early), and one layer at a time holds its whole
+    // step until it is trimmed. Methods store the same in every layer: a layer's share is 1/L.
+    const double steady = m->bytes_per_token() * static_cast<double>(n_tokens);
+    if (config_.free_out_of_window && !m->shares_keys_across_layers()) {
+      const double per_layer = codec / g.n_layers, staged = std::max(0.0, codec - steady) / g.n_layers;
+      double held = 0.0;
+      bool trimmed = false;
+      for (int l = 0; l < g.n_layers; ++l) {
+        const int64_t w = g.window(l);
+        const bool slides = w > 0 && w < n_tokens;
+        held += slides ? m->bytes_per_token() * static_cast<double>(w) / g.n_layers + staged : per_layer;
+        trimmed = trimmed || slides;
+      }
+      if (trimmed) codec = std::min(codec, held + per_layer);
+    }
     const uint64_t n_streams = static_cast<uint64_t>(g.n_layers) * g.n_kv_heads * m->max_streams_per_head();
     // A step that folds a window holds its old pages until commit (deferred frees): at most
     // the window's bytes again, which is what the sequence holds beyond the steady state.
-    const double window = std::max(0.0, codec - m->bytes_per_token() * static_cast<double>(n_tokens));
+    const double window = std::max(0.0, m->bytes_for_tokens(n_tokens) - steady);
     // A stream's page: the pool's page size, or one block where a block is larger.
     uint64_t page = pool_.page_bytes();
     for (const Codec* c : m->codecs()) page = std::max<uint64_t>(page, static_cast<uint64_t>(c->block_bytes(g.head_dim)));
@@ -123,7 +140,9 @@ class KvCacheImpl final : public KvCache {
       for (const HeadCache& h : lc.heads)
         for (const Segment& s : h.segments)
           for (const Stream* st : {&s.k, &s.v})
-            if (st->present()) bytes += static_cast<double>(st->block_bytes) * (s.n_tokens / st->codec->tokens_per_block());
+            if (st->present())  // blocks of pages still held (freed pages: tokens out of a sliding window)
+              bytes += static_cast<double>(st->block_bytes) *
+                       static_cast<double>(s.n_tokens / st->codec->tokens_per_block() - st->n_freed_pages * st->blocks_per_page);
     return bytes;
   }
   uint64_t sequence_bytes(SeqId seq) const override {
@@ -192,6 +211,8 @@ class KvCacheImpl final : public KvCache {
   Result<SeqCache*> begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new);
   // The method stores the step's new tokens of layer in.layer; on error the step is rolled back.
   Status store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in);
+  // The window of a layer's K streams: its own, or wider when later layers read its keys.
+  int64_t key_window(const Method& method, int layer) const;
   // What the method edits one layer of a sequence through (its sequence state attached).
   LayerEditor editor_for(SeqCache& seq, int layer) {
     LayerEditor e(pool_, seq.layers[layer], seq.pending, layer, config_.geometry.head_dim);
@@ -456,7 +477,19 @@ Status KvCacheImpl::store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInp
     return st.with_context("storing layer " + std::to_string(in.layer));
   }
   lc.n_tokens += in.n_new;
+  // Tokens every later query of a sliding-window layer masks: their pages go back to the pool.
+  const int64_t window = config_.geometry.window(in.layer);
+  if (window > 0 && config_.free_out_of_window)
+    free_out_of_window(editor, *seq.method, lc.n_tokens, window, key_window(*seq.method, in.layer));
   return Status::ok();
+}
+
+int64_t KvCacheImpl::key_window(const Method& method, int layer) const {
+  const KvGeometry& g = config_.geometry;
+  if (!method.shares_keys_across_layers()) return g.window(layer);
+  int64_t w = g.window(layer);  // the widest window of the layers that may read these keys
+  for (int m = layer; m < g.n_layers && w > 0; ++m) w = g.window(m) == 0 ? 0 : std::max<int64_t>(w, g.window(m));
+  return w;
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ struct KvCacheConfig {
   // up to 3.8x there (zipvl: many streams per head).
   uint32_t page_bytes = 2 * 1024;
   int max_tokens_per_seq = 1 << 20;    // hard cap against absurd requests
+  // Sliding-window layers (KvGeometry::layer_window) free the pages of tokens that left
+  // their window as the sequence advances (window_trim.h). false: keep every token (the
+  // attention is the same; for comparisons and measurements).
+  bool free_out_of_window = true;
 };
 
 // Not thread safe: the engine serializes calls; attend() parallelizes internally on

@@ -23,7 +23,7 @@ int LayerEditor::real_index(int kv_head, int seg) const {
   return idx[static_cast<size_t>(seg)];
 }
 
-int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag) {
+int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag, bool reread) {
   VLKV_CHECK(v_codec != nullptr);
   if (drop_k_) k_codec = nullptr;
   // Each stream's pages hold as many whole blocks as fit the pool's page size (at least
@@ -32,6 +32,7 @@ int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_c
   Segment seg;
   seg.tag = tag;
   seg.space = space_;
+  seg.reread = reread;
   for (auto [s, c] : {std::pair{&seg.k, k_codec}, std::pair{&seg.v, v_codec}}) {
     if (!c) continue;
     s->codec = c;
@@ -77,6 +78,7 @@ void read_stream(const Stream& s, int64_t first, int64_t n, int head_dim, float*
   std::vector<float> block(static_cast<size_t>(tpb) * head_dim);  // [tokens_per_block, head_dim]
   const SegmentView view = s.view(0, first + n + (tpb - (first + n) % tpb) % tpb, head_dim);
   for (int64_t t = first - first % tpb; t < first + n; t += tpb) {
+    if (s.pages[static_cast<size_t>(t / tpb / s.blocks_per_page)] == kNoPage) continue;
     s.codec->decode(view.block(t / tpb), head_dim, block.data());
     for (int r = 0; r < tpb; ++r) {
       const int64_t tok = t + r;
@@ -90,22 +92,39 @@ void read_stream(const Stream& s, int64_t first, int64_t n, int head_dim, float*
 void LayerEditor::read(int kv_head, int seg_index, int64_t first, int64_t n, float* k, float* v) const {
   const Segment& seg = layer_.heads[kv_head].segments[real_index(kv_head, seg_index)];
   VLKV_CHECK(first >= 0 && first + n <= seg.n_tokens);
+  VLKV_CHECK_MSG((!k || !seg.k.present() || seg.k.live(first, n)) && (!v || seg.v.live(first, n)),
+                 "read of tokens whose pages were freed (left the sliding window); mark the segment reread");
   if (k && seg.k.present()) read_stream(seg.k, first, n, head_dim_, k);
   if (v) read_stream(seg.v, first, n, head_dim_, v);
 }
 
-void LayerEditor::release_stream(Stream& s) {
-  for (PageId p : s.pages) {
-    auto it = std::find(pending_.new_pages.begin(), pending_.new_pages.end(), p);
-    if (it != pending_.new_pages.end()) {  // taken in this step: no snapshot refers to it
-      pending_.new_pages.erase(it);
-      pool_.free(p);
-    } else {
-      pending_.deferred_free.push_back(p);  // the last-commit snapshot may still need it
-    }
+void LayerEditor::release_page(PageId p) {
+  auto it = std::find(pending_.new_pages.begin(), pending_.new_pages.end(), p);
+  if (it != pending_.new_pages.end()) {  // taken in this step: no snapshot refers to it
+    pending_.new_pages.erase(it);
+    pool_.free(p);
+  } else {
+    pending_.deferred_free.push_back(p);  // the last-commit snapshot may still need it
   }
+}
+
+void LayerEditor::release_stream(Stream& s) {
+  for (PageId p : s.pages)
+    if (p != kNoPage) release_page(p);
   s.pages.clear();
   s.page_data.clear();
+  s.n_freed_pages = 0;
+}
+
+void LayerEditor::free_page(int kv_head, int visible_index, bool k_stream, size_t page) {
+  Segment& seg = layer_.heads[kv_head].segments[real_index(kv_head, visible_index)];
+  Stream& s = k_stream ? seg.k : seg.v;
+  VLKV_CHECK(s.present() && page < s.pages.size() && s.pages[page] != kNoPage);
+  VLKV_CHECK_MSG(static_cast<int64_t>(page + 1) * s.tokens_per_page() <= seg.n_tokens, "free of a page not yet full");
+  release_page(s.pages[page]);
+  s.pages[page] = kNoPage;
+  s.page_data[page] = nullptr;
+  ++s.n_freed_pages;
 }
 
 void LayerEditor::remove_segment(int kv_head, int visible_index) {

@@ -58,7 +58,9 @@ class LayerEditor {
 
   // A new empty segment at the end of kv_head's list; returns its index.
   // k_codec may be null (no K stored: lazy layer). Codecs must outlive the cache contents.
-  int add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag);
+  // reread: the method will read the segment's rows back (a staging window it folds), so
+  // its pages are never freed when tokens leave a sliding window (Segment::reread).
+  int add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag, bool reread = false);
 
   // Encodes n_tokens rows at the end of segment `seg`, allocating pages as needed.
   //   k, v: rows r at k + r * row_stride, head_dim floats each ([n_tokens, head_dim] strided).
@@ -67,7 +69,8 @@ class LayerEditor {
   // OutOfMemory: the segment may hold part of the rows; the cache rolls the step back.
   Status append(int kv_head, int seg, const float* k, const float* v, int64_t row_stride, int64_t n_tokens);
 
-  // Scalar-reference decode of tokens [first, first + n) of a segment (block-aligned or not).
+  // Scalar-reference decode of tokens [first, first + n) of a segment (block-aligned or not);
+  // the tokens' pages must be held (check failure on a freed page: see Segment::reread).
   //   k, v: [n, head_dim] out (k untouched when absent; either may be null to skip).
   void read(int kv_head, int seg, int64_t first, int64_t n, float* k, float* v) const;
 
@@ -76,10 +79,18 @@ class LayerEditor {
   // Drops a segment's K stream (its keys will come from a base layer: Q Cache), pages freed
   // as by remove_segment. No-op when it has none.
   void drop_k(int kv_head, int seg);
+  // Frees one page of a segment's K (k_stream) or V stream whose tokens every later query
+  // masks (they left a sliding window): its entry becomes kNoPage; freed now when taken in
+  // this step, else at commit(), as by remove_segment. The page must be full (no later
+  // append writes into it). Used by free_out_of_window (window_trim.h), not by methods.
+  void free_page(int kv_head, int seg, bool k_stream, size_t page);
+  // Every segment of kv_head (ignores the view's space), for Method::stored_positions.
+  const std::vector<Segment>& all_segments(int kv_head) const { return layer_.heads[kv_head].segments; }
 
  private:
   Status append_stream(Stream& s, int64_t first_token, const float* x, int64_t row_stride, int64_t n_tokens);
   void release_stream(Stream& s);
+  void release_page(PageId p);
   std::vector<int> visible(int kv_head) const;  // indices of the segments this editor sees
   int real_index(int kv_head, int seg) const;   // visible index -> index in the head's list
 
@@ -94,7 +105,8 @@ class LayerEditor {
   LayerState* sequence_state_ = nullptr;
 };
 
-// Decodes tokens [first, first + n) of one stream into x: [n, head_dim].
+// Decodes tokens [first, first + n) of one stream into x: [n, head_dim]; rows of freed
+// pages (kNoPage) are left as they are.
 void read_stream(const Stream& s, int64_t first, int64_t n, int head_dim, float* x);
 
 }  // namespace vlkv

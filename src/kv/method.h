@@ -177,6 +177,10 @@ class Method {
   // important-token mix): then bytes_for_tokens() is the upper bound ("at most", what
   // reports show).
   virtual double min_bytes_for_tokens(int64_t n_tokens) const { return bytes_for_tokens(n_tokens); }
+  // True when a layer's attention may read another (earlier) layer's keys, now or after a
+  // later step regroups layers (Q Cache): a sliding-window layer then keeps its K pages for
+  // the widest window of the layers after it (window_trim.h).
+  virtual bool shares_keys_across_layers() const { return false; }
   // Streams (K and V of each segment) one (layer, kv head) holds at most after a step;
   // each may end in a partly used page, so held - bytes_for_tokens() < this * pages.
   virtual int max_streams_per_head() const { return 2; }

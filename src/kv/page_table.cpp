@@ -69,9 +69,11 @@ int64_t PageTable::n_pages(SeqId seq) const {
 // Copies one stream's pages into fresh pages; on failure frees what it took.
 static Status copy_stream(PagePool& pool, Stream& s) {
   for (size_t i = 0; i < s.pages.size(); ++i) {
+    if (s.pages[i] == kNoPage) continue;  // freed (left a sliding window): stays freed in the copy
     Result<PageId> page = pool.allocate(pool.size_of(s.pages[i]));
     if (!page.is_ok()) {
-      for (size_t j = 0; j < i; ++j) pool.free(s.pages[j]);
+      for (size_t j = 0; j < i; ++j)
+        if (s.pages[j] != kNoPage) pool.free(s.pages[j]);
       s.pages.clear();
       s.page_data.clear();
       return page.status();

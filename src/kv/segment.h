@@ -20,10 +20,22 @@ struct Stream {
   int32_t block_bytes = 0;
   // Bytes of each of the stream's pages: whole blocks, no unused end (PagePool::allocate(bytes)).
   uint32_t page_bytes() const { return static_cast<uint32_t>(blocks_per_page) * static_cast<uint32_t>(block_bytes); }
-  std::vector<PageId> pages;           // [n_pages] in token order
+  // [n_pages] in token order. kNoPage (page_data null): freed because every token of the
+  // page left a sliding-window layer's window (KvCache frees them; never read again).
+  std::vector<PageId> pages;
   std::vector<uint8_t*> page_data;     // [n_pages] pool.data(pages[i]), cached for views
+  int64_t n_freed_pages = 0;           // entries of pages that are kNoPage
 
   bool present() const { return codec != nullptr; }
+  int64_t tokens_per_page() const { return int64_t{blocks_per_page} * codec->tokens_per_block(); }
+  // Whether every block of tokens [first, first + n) is in a page still held.
+  bool live(int64_t first, int64_t n) const {
+    if (n_freed_pages == 0 || n <= 0) return true;
+    const int64_t tpp = tokens_per_page();
+    for (int64_t p = first / tpp; p <= (first + n - 1) / tpp; ++p)
+      if (pages[static_cast<size_t>(p)] == kNoPage) return false;
+    return true;
+  }
   // Tokens [first_token, first_token + n_tokens) as a kernel view; both ends on block boundaries.
   SegmentView view(int64_t first_token, int64_t n_tokens, int head_dim) const {
     SegmentView s;
@@ -45,6 +57,9 @@ struct Segment {
   uint32_t tag = 0;      // method-defined role (e.g. 0 compressed, 1 residual window, 2 important)
   uint32_t space = 0;    // which wrapped method instance owns it (Q Cache VLA: 1 visual, 2 text; 0 unwrapped)
   int64_t n_tokens = 0;  // a multiple of both streams' tokens_per_block
+  // The method reads this segment's rows back later (a full-precision staging window that
+  // it folds): the cache never frees its pages early (LayerEditor::add_segment).
+  bool reread = false;
   Stream k;              // [n_tokens, head_dim] in k.codec's layout (or absent)
   Stream v;              // [n_tokens, head_dim] in v.codec's layout
 };
@@ -78,8 +93,10 @@ struct LayerCache {
   void for_each_page(F&& f) const {
     for (const auto& h : heads)
       for (const auto& s : h.segments) {
-        for (PageId p : s.k.pages) f(p);
-        for (PageId p : s.v.pages) f(p);
+        for (PageId p : s.k.pages)
+          if (p != kNoPage) f(p);
+        for (PageId p : s.v.pages)
+          if (p != kNoPage) f(p);
       }
   }
 };

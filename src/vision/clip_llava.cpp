@@ -208,7 +208,7 @@ class ClipMlpModel final : public VisionModel {
   VitHparams hp_;
   int64_t n_run_ = 0;     // ViT layers evaluated
   int64_t n_tokens_ = 0;  // patches (+1 with a class token)
-  std::vector<PinpointSize> pinpoints_;  // clip.vision.image_grid_pinpoints (empty: LLaVA-1.5)
+  std::vector<ImageSize> pinpoints_;  // clip.vision.image_grid_pinpoints (empty: LLaVA-1.5)
   std::vector<float> patch_kernel_f16_;       // [n_embd, 3 * patch * patch] rounded to f16, as ggml's conv
   WeightMatrix patch_kernel_;                 // view of patch_kernel_f16_
   std::vector<float> patch_b_, class_embd_;   // [n_embd] (each may be empty)

@@ -79,7 +79,10 @@ Result<VitHparams> read_vit_hparams(const GgufFile& g) {
   if (hp.n_layers > kMaxVitLayers) return invalid_file("mmproj: too many ViT layers");
   if (hp.n_embd % hp.n_heads != 0) return invalid_file("mmproj: embedding_length is not a multiple of head_count");
   hp.head_dim = hp.n_embd / hp.n_heads;
-  if (hp.image_size % hp.patch_size != 0) return invalid_file("mmproj: image_size is not a multiple of patch_size");
+  // image_size need not be a multiple of patch_size: the patch conv (stride = patch) covers
+  // floor(image_size / patch_size) patches a side and skips the rest, as ggml_conv_2d does
+  // (SigLIP so400m-patch14-384, SmolVLM2-2.2B's encoder: 27 x 27 patches over 378 of 384 px).
+  if (hp.patch_size > hp.image_size) return invalid_file("mmproj: patch_size is larger than image_size");
   Result<double> eps = g.get_f64("clip.vision.attention.layer_norm_epsilon");
   if (eps.is_ok()) {
     if (!(*eps > 0 && *eps < 1)) return invalid_file("mmproj: layer_norm_epsilon out of range");
@@ -328,8 +331,10 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
 }
 
 void vit_patch_embed(const ImageTensor& img, int64_t patch, const WeightMatrix& kernel, float* out, ThreadPool& pool) {
-  VLKV_CHECK(img.width % patch == 0 && img.height % patch == 0);
+  VLKV_CHECK(img.width >= patch && img.height >= patch);
   VLKV_CHECK(kernel.n_cols == 3 * patch * patch);
+  // Stride-patch convolution without padding: a right/bottom margin narrower than a patch is
+  // not seen (ggml_conv_2d's output size, floor(side / patch)).
   const int64_t pw = img.width / patch, ph = img.height / patch;
   const int64_t n_patches = pw * ph;
   const int64_t plane = static_cast<int64_t>(img.width) * img.height;

@@ -4,6 +4,8 @@
 // 0.6-1.3 GB and take a minute to write); the per-layer shapes are the real ones.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "base/thread_pool.h"
@@ -14,7 +16,10 @@
 namespace vlkv {
 namespace {
 
-std::string temp_path(const std::string& name) { return (std::filesystem::temp_directory_path() / name).string(); }
+// Per process: two checkouts' test runs on one machine must not write each other's files.
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_" + name)).string();
+}
 
 MmprojPreset one_layer(const std::string& name) {
   const MmprojPreset* p = find_mmproj_preset(name);
@@ -121,6 +126,33 @@ TEST(RandomMmproj, SiglipPresetsHaveTheirProjectorsTensors) {
 TEST(RandomMmproj, UnknownPresetAndBadWidthAreRefused) {
   EXPECT_EQ(find_mmproj_preset("clip-h-999"), nullptr);
   EXPECT_FALSE(write_random_mmproj(one_layer("clip-l-336"), 1 << 20, 3, temp_path("vlkv_never.gguf")).is_ok());
+}
+
+}  // namespace
+}  // namespace vlkv
+
+namespace vlkv {
+namespace {
+
+// SmolVLM2-2.2B's SigLIP so400m-patch14-384: 384 px tiles are not a multiple of the 14-px patch;
+// the conv covers 27 x 27 patches (378 px) as ggml_conv_2d does, and pixel shuffle 3 gives 81
+// tokens per tile. vlkv refused such files before ("image_size is not a multiple of patch_size").
+TEST(RandomMmproj, SiglipPatch14At384EncodesAsLlamaCppCountsIt) {
+  const std::string path = temp_path("vlkv_mmproj_smolvlm2.gguf");
+  MmprojPreset p = one_layer("siglip-so400m-idefics3");
+  p.preproc_image_size = 384;  // one slice (the preset's 1536 makes any image 4 x 4 slices + overview: 17 x 81)
+  ASSERT_TRUE(write_random_mmproj(p, 64, 3, path).is_ok());
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  auto vm = VisionModel::load(**f);
+  ASSERT_TRUE(vm.is_ok()) << vm.status().message();
+  ThreadPool pool(2);
+  auto e = (*vm)->encode_image(gradient(384, 384), pool);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  // 27 x 27 patches, pixel shuffle 3 -> 9 x 9 = 81 per ViT input; libmtmd always encodes the
+  // overview and the slices (here one): 162.
+  EXPECT_EQ(e->n_visual_tokens(), 162);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

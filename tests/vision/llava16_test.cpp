@@ -33,7 +33,7 @@ struct Run {
   const char* name;   // fixture run
   const char* image;  // under fixtures/images
   size_t n_tiles;     // ViT inputs: tiles + overview
-  PinpointSize refined;
+  ImageSize refined;
 };
 
 void PrintTo(const Run& r, std::ostream* os) { *os << r.name; }
@@ -63,10 +63,10 @@ struct Llava16 : testing::TestWithParam<Run> {
 };
 
 TEST_P(Llava16, PinpointAndTilesAsLibmtmd) {
-  Result<std::vector<PinpointSize>> pins = read_image_grid_pinpoints(*gguf, 32);
+  Result<std::vector<ImageSize>> pins = read_image_grid_pinpoints(*gguf, 32);
   ASSERT_TRUE(pins.is_ok()) << pins.status().message();
   ASSERT_EQ(pins->size(), 5u);  // [32x64, 64x32, 64x64, 96x32, 32x96]
-  EXPECT_EQ(llava_select_best_resolution({image.width, image.height}, *pins), GetParam().refined);
+  EXPECT_EQ(select_best_resolution({image.width, image.height}, *pins), GetParam().refined);
   Result<LlavaAnyresTiles> tiles = llava_anyres_tiles(image, 32, *pins);
   ASSERT_TRUE(tiles.is_ok());
   EXPECT_EQ(tiles->refined, GetParam().refined);
@@ -129,16 +129,16 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Llava16, testing::ValuesIn(kRuns),
                          [](const testing::TestParamInfo<Run>& i) { return std::string(i.param.name); });
 
 TEST(LlavaAnyres, SelectBestResolutionAsLlava) {
-  const std::vector<PinpointSize> pins = {{32, 64}, {64, 32}, {64, 64}, {96, 32}, {32, 96}};
+  const std::vector<ImageSize> pins = {{32, 64}, {64, 32}, {64, 64}, {96, 32}, {32, 96}};
   // A tall image picks the tall pinpoint; a 33x33 image (just over one tile) 64x64.
-  EXPECT_EQ(llava_select_best_resolution({48, 128}, pins), (PinpointSize{32, 96}));
-  EXPECT_EQ(llava_select_best_resolution({33, 33}, pins), (PinpointSize{64, 64}));
+  EXPECT_EQ(select_best_resolution({48, 128}, pins), (ImageSize{32, 96}));
+  EXPECT_EQ(select_best_resolution({33, 33}, pins), (ImageSize{64, 64}));
   // 100x50 fits 64x32 and 64x64 with the same 64x32 of content; 64x32 wastes less.
-  EXPECT_EQ(llava_select_best_resolution({100, 50}, pins), (PinpointSize{64, 32}));
+  EXPECT_EQ(select_best_resolution({100, 50}, pins), (ImageSize{64, 32}));
   // LLaVA-1.6's pinpoints (336-multiples): 1000x500 keeps the same content in 672x336,
   // 672x672 and 1008x336; 672x336 wastes nothing.
-  const std::vector<PinpointSize> real = {{336, 672}, {672, 336}, {672, 672}, {1008, 336}, {336, 1008}};
-  EXPECT_EQ(llava_select_best_resolution({1000, 500}, real), (PinpointSize{672, 336}));
+  const std::vector<ImageSize> real = {{336, 672}, {672, 336}, {672, 672}, {1008, 336}, {336, 1008}};
+  EXPECT_EQ(select_best_resolution({1000, 500}, real), (ImageSize{672, 336}));
 }
 
 TEST(LlavaAnyres, SmallImageIsOnlyTheOverview) {

@@ -85,6 +85,8 @@ class GenerationBackend {
   virtual const Engine& model() const = 0;
   // The KV methods requests may name; the first is the default.
   virtual const std::vector<std::string>& kv_methods() const = 0;
+  // Stored bits per K/V element (metadata included) of one of kv_methods().
+  virtual double kv_bits_per_element(const std::string& method) const = 0;
 
   // Queues a request. 0 (and callbacks untouched) when the queue is full or the backend is
   // shutting down; else its id, and on_done will be called exactly once.

@@ -7,6 +7,7 @@
 
 #include "server/openai_response.h"
 #include "server/request_channel.h"
+#include "server/web_page.h"
 
 namespace vlkv::server {
 
@@ -47,7 +48,7 @@ ApiError error_for(const GenerationResult& r, int timeout_seconds, bool others_r
   }
 }
 
-enum class Route { kNone, kHealth, kModels, kModel, kMetrics, kProps, kTokenize, kDetokenize, kChat, kCompletion };
+enum class Route { kNone, kPage, kHealth, kModels, kModel, kMetrics, kProps, kTokenize, kDetokenize, kChat, kCompletion };
 
 constexpr const char* kModelsPrefix[] = {"/v1/models/", "/models/"};
 
@@ -57,6 +58,7 @@ Route route_of(const std::string& path) {
   for (const char* p : kModelsPrefix)
     if (path.rfind(p, 0) == 0 && path.size() > std::char_traits<char>::length(p)) return Route::kModel;
   if (path == "/metrics") return Route::kMetrics;
+  if (find_web_asset(path)) return Route::kPage;
   if (path == "/props") return Route::kProps;
   if (path == "/tokenize") return Route::kTokenize;
   if (path == "/detokenize") return Route::kDetokenize;
@@ -153,7 +155,7 @@ std::optional<HttpReply> HttpServer::admit(const HttpRequest& head) {
   std::optional<ApiError> refusal;
   if (route == Route::kNone) {
     refusal = not_found_error("no such endpoint");
-  } else if (!options_.api_key.empty() && route != Route::kHealth) {
+  } else if (!options_.api_key.empty() && route != Route::kHealth && route != Route::kPage) {
     const std::string auth = head.header("Authorization");
     if (auth != "Bearer " + options_.api_key)
       refusal = unauthorized(auth.empty() ? "missing Authorization: Bearer <key> header" : "invalid API key");
@@ -199,6 +201,19 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
     x.log.status = 405;
     const ApiError e{405, "invalid_request_error", req.method + " is not allowed on " + req.path};
     w.send({405, "application/json", dump_json(error_json(e)), std::move(h), false});
+  } else if (route == Route::kPage) {
+    // The page's own files: no key (its API calls carry the one the user types), and a
+    // policy that lets it load nothing but itself and talk only to this server.
+    const WebAsset* page = find_web_asset(req.path);
+    HeaderList h = x.headers;
+    h.emplace_back("Cache-Control", "no-cache");
+    h.emplace_back("X-Content-Type-Options", "nosniff");
+    h.emplace_back("Referrer-Policy", "no-referrer");
+    h.emplace_back("Content-Security-Policy",
+                   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                   "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    x.log.status = 200;
+    w.send({200, std::string(page->content_type), std::string(page->body), std::move(h), false});
   } else if (route == Route::kHealth) {
     if (!b) reply_error(w, x, unavailable("loading model"));
     else reply_json(w, x, 200, {{"status", "ok"}});

@@ -2,7 +2,7 @@
 // a GenerationBackend, Bearer-key auth checked from the head (before the body is read),
 // CORS, x-request-id, JSON errors with llama-server's types, SSE streaming with cancel on
 // disconnect, llama-server's /props, /tokenize and /detokenize, /health and /metrics, and
-// one log line per request.
+// one log line per request, and the chat page at / (web_page.h).
 #pragma once
 
 #include <atomic>

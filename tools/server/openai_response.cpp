@@ -40,6 +40,20 @@ json kv_json(const KvUsage& kv) {
           {"held_bytes", kv.held_bytes}};
 }
 
+json timings_json(const GenerationResult& r) {
+  const GenerateStats& s = r.stats;
+  const double prompt_ms = (s.encode_seconds + s.prefill_seconds) * 1e3;
+  const double predicted_ms = s.decode_seconds * 1e3;
+  auto per_second = [](int64_t n, double ms) { return ms > 0 ? n * 1e3 / ms : 0.0; };
+  return {{"prompt_n", s.n_prompt_tokens},
+          {"prompt_ms", prompt_ms},
+          {"prompt_per_second", per_second(s.n_prompt_tokens, prompt_ms)},
+          {"predicted_n", s.n_generated},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_second", per_second(s.n_generated, predicted_ms)},
+          {"queue_ms", r.queue_seconds * 1e3}};
+}
+
 namespace {
 
 json base_object(const ResponseIds& ids, const char* object) {
@@ -59,6 +73,7 @@ json completion_json(const ResponseIds& ids, const std::string& text, const Gene
   o["choices"] = json::array({choice});
   o["usage"] = usage_json(r);
   o["kv"] = kv_json(r.kv);
+  o["timings"] = timings_json(r);
   return o;
 }
 
@@ -83,6 +98,7 @@ json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool in
   o["choices"] = json::array({choice});
   if (include_usage) o["usage"] = nullptr;
   o["kv"] = kv_json(r.kv);
+  o["timings"] = timings_json(r);
   return o;
 }
 

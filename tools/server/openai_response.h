@@ -1,6 +1,6 @@
 // OpenAI response bodies: chat.completion / text_completion objects, their streaming
 // chunks (chat.completion.chunk) and Server-Sent Event framing, as OpenAI and
-// llama-server send them, plus vlkv's "kv" extension object.
+// llama-server send them, plus vlkv's "kv" extension object and llama-server's "timings".
 #pragma once
 
 #include <cstdint>
@@ -27,12 +27,15 @@ const char* finish_reason(GenerationEnd end);
 
 nlohmann::json usage_json(const GenerationResult& r);
 nlohmann::json kv_json(const KvUsage& kv);
+// llama-server's "timings" (prompt_n/ms/per_second, predicted_n/ms/per_second; prompt_ms
+// includes the vision encoder), plus queue_ms: submitted to started.
+nlohmann::json timings_json(const GenerationResult& r);
 
 // The whole answer (stream: false).
 nlohmann::json completion_json(const ResponseIds& ids, const std::string& text, const GenerationResult& r);
 
 // Streaming: a chunk with new text (first: with the assistant role), the final chunk
-// with finish_reason (and the kv object), and the usage chunk (empty choices).
+// with finish_reason (and the kv and timings objects), and the usage chunk (empty choices).
 nlohmann::json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first, bool include_usage);
 nlohmann::json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool include_usage);
 nlohmann::json usage_chunk_json(const ResponseIds& ids, const GenerationResult& r);

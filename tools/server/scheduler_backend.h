@@ -23,6 +23,7 @@ class SchedulerBackend final : public GenerationBackend {
 
   const Engine& model() const override { return *engine_; }
   const std::vector<std::string>& kv_methods() const override { return options_.kv_methods; }
+  double kv_bits_per_element(const std::string& method) const override { return bits_.at(method); }
   uint64_t submit(GenerationRequest request, GenerationCallbacks callbacks) override;
   void cancel(uint64_t id) override;
   BackendLoad load() const override;

@@ -43,6 +43,8 @@ json props_json(const ServedModel& m, const GenerationBackend& backend) {
   const Engine& e = backend.model();
   const BackendLoad load = backend.load();
   json methods = json::array();
+  json bits = json::object();  // per allowed method (the batch backend's pool is one "methods" entry)
+  for (const std::string& name : backend.kv_methods()) bits[name] = backend.kv_bits_per_element(name);
   uint64_t budget = 0, in_use = 0;
   for (const KvMethodLoad& k : load.kv) {
     methods.push_back({{"name", k.method}, {"bits_per_element", k.bits_per_element},
@@ -59,6 +61,7 @@ json props_json(const ServedModel& m, const GenerationBackend& backend) {
           {"default_generation_settings", {{"n_ctx", e.params().n_ctx}}},
           {"kv", {{"default", backend.kv_methods().front()},
                   {"allowed", backend.kv_methods()},
+                  {"bits_per_element", bits},
                   {"methods", methods},
                   {"budget_bytes", budget},
                   {"bytes_in_use", in_use}}},

@@ -24,6 +24,9 @@ class SessionBackend final : public GenerationBackend {
 
   const Engine& model() const override { return *engines_.at(options_.kv_methods.front()); }
   const std::vector<std::string>& kv_methods() const override { return options_.kv_methods; }
+  double kv_bits_per_element(const std::string& method) const override {
+    return engines_.at(method)->kv_bits_per_element();
+  }
   uint64_t submit(GenerationRequest request, GenerationCallbacks callbacks) override;
   void cancel(uint64_t id) override;
   BackendLoad load() const override;

@@ -275,6 +275,7 @@ class QcacheMethod final : public Method {
     return s;
   }
 
+  bool shares_keys_across_layers() const override { return true; }
   LayerPlan step_plan(int layer, const LayerState* sequence_state, int n_new) const override {
     if (!prefill_ || !sequence_state) return layer_plan(layer);
     const auto& st = static_cast<const PrefillGroupingState&>(*sequence_state);

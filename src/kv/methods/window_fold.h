@@ -49,7 +49,7 @@ inline Result<int64_t> stage(LayerEditor& ed, int kv_head, uint32_t tag, const C
   const int64_t n_fold = fold_count(w, n_new, keep, G);
   if (n_fold == 0) {
     if (n_new == 0) return int64_t{0};
-    if (seg < 0) seg = ed.add_segment(kv_head, codec, codec, tag);
+    if (seg < 0) seg = ed.add_segment(kv_head, codec, codec, tag, /*reread=*/true);
     VLKV_RETURN_IF_ERROR(ed.append(kv_head, seg, kn, vn, stride, n_new));
     return int64_t{0};
   }
@@ -68,7 +68,7 @@ inline Result<int64_t> stage(LayerEditor& ed, int kv_head, uint32_t tag, const C
   // may have added or removed other segments: find the old one again.)
   seg = find_segment(ed, kv_head, tag);
   if (n_fold < total) {
-    const int nw = ed.add_segment(kv_head, codec, codec, tag);
+    const int nw = ed.add_segment(kv_head, codec, codec, tag, /*reread=*/true);
     if (n_fold < w) VLKV_RETURN_IF_ERROR(ed.append(kv_head, nw, &wk[n_fold * d], &wv[n_fold * d], d, w - n_fold));
     const int64_t first_new = std::max<int64_t>(0, n_fold - w);
     if (first_new < n_new)

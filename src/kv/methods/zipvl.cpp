@@ -250,7 +250,7 @@ Status ZipvlMethod::store(const StoreInput& in, LayerEditor& ed) const {
   if (total < rescore_) {
     for (int h = 0; h < n_kv; ++h) {
       int seg = window_fold::find_segment(ed, h, kWindow);
-      if (seg < 0) seg = ed.add_segment(h, w_.get(), w_.get(), kWindow);
+      if (seg < 0) seg = ed.add_segment(h, w_.get(), w_.get(), kWindow, /*reread=*/true);
       VLKV_RETURN_IF_ERROR(ed.append(h, seg, in.k + h * d, in.v + h * d, stride, in.n_new));
     }
     return Status::ok();

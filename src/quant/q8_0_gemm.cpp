@@ -1,0 +1,54 @@
+// The scalar reference of q8_0_gemm.h (the table's fallback and the SIMD variants' test
+// reference: integer block sums are exact and std::fma rounds once, so they agree bit for bit).
+#include "quant/q8_0_gemm.h"
+
+#include <cmath>
+
+#include "base/simd_dispatch.h"
+#include "quant/q8_0_lanes.h"
+
+namespace vlkv::quant {
+namespace {
+
+void tile_scalar(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_t n_blocks, float* acc) {
+  for (int i = 0; i < w.n_rows; ++i) {
+    const uint8_t* row = w.w + i * w.row_bytes;
+    for (int l = 0; l < kGemmPanelRows; ++l) {
+      float a = acc[i * kGemmPanelRows + l];
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const auto* wq = reinterpret_cast<const int8_t*>(row + b * q8lanes::kBytes + 2);
+        int32_t s = -w.bias[i * w.ld + b];
+        for (int k = 0; k < 8; ++k) {
+          const uint32_t x4 = codes[(b * 8 + k) * kGemmPanelRows + l];
+          for (int j = 0; j < 4; ++j) s += static_cast<int32_t>((x4 >> (8 * j)) & 0xFF) * wq[4 * k + j];
+        }
+        a = std::fma(static_cast<float>(s), w.dw[i * w.ld + b] * d[b * kGemmPanelRows + l], a);
+      }
+      acc[i * kGemmPanelRows + l] = a;
+    }
+  }
+}
+
+void block_terms_scalar(const uint8_t* blocks, int64_t row_bytes, int n_rows, int64_t n_blocks, int32_t* bias,
+                        float* dw, int64_t ld) {
+  for (int i = 0; i < n_rows; ++i)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* blk = blocks + i * row_bytes + b * q8lanes::kBytes;
+      int32_t s = 0;
+      for (int j = 0; j < 32; ++j) s += static_cast<int8_t>(blk[2 + j]);
+      bias[i * ld + b] = 128 * s;
+      dw[i * ld + b] = load_half(blk);
+    }
+}
+
+}  // namespace
+
+const Q8_0GemmKernels kQ8_0GemmScalar = {tile_scalar, block_terms_scalar};
+
+const Q8_0GemmKernels& q8_0_gemm_kernels() {
+  static const SimdTable<Q8_0GemmKernels> table(&kQ8_0GemmScalar, &kQ8_0GemmAvx2, &kQ8_0GemmAvx2Vnni, nullptr,
+                                                &kQ8_0GemmAvx512Vnni);
+  return table.get();
+}
+
+}  // namespace vlkv::quant

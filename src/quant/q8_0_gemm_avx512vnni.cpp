@@ -1,0 +1,58 @@
+// AVX-512 VNNI kernel of q8_0_gemm.h: 8 weight rows x one panel (16 activation rows in the
+// lanes of a zmm). Per (row, block): 8 vpdpbusd of the panel's codes with 4 weight bytes
+// broadcast, started at -bias, then one convert and FMA.
+// Every header is included above the target region (base/simd_dispatch.h says why).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "base/simd_dispatch.h"
+#include "quant/q8_0_gemm.h"
+#include "quant/q8_0_lanes.h"
+
+VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI)
+#include "quant/q8_0_gemm_x86.h"  // block_terms_256
+
+namespace vlkv::quant {
+namespace {
+
+template <int R>
+void tile_r(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_t n_blocks, float* acc) {
+  __m512 a[R];
+  for (int i = 0; i < R; ++i) a[i] = _mm512_loadu_ps(acc + i * kGemmPanelRows);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m512i xv[8];
+    for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(codes + (b * 8 + k) * kGemmPanelRows);
+    const __m512 dx = _mm512_loadu_ps(d + b * kGemmPanelRows);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* wb = w.w + i * w.row_bytes + b * q8lanes::kBytes + 2;
+      __m512i s = _mm512_set1_epi32(-w.bias[i * w.ld + b]);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k)
+        s = _mm512_dpbusd_epi32(s, xv[k], _mm512_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k))));
+      a[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(_mm512_set1_ps(w.dw[i * w.ld + b]), dx), a[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i) _mm512_storeu_ps(acc + i * kGemmPanelRows, a[i]);
+}
+
+void tile(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_t n_blocks, float* acc) {
+  switch (w.n_rows) {
+    case 8: return tile_r<8>(w, codes, d, n_blocks, acc);
+    case 7: return tile_r<7>(w, codes, d, n_blocks, acc);
+    case 6: return tile_r<6>(w, codes, d, n_blocks, acc);
+    case 5: return tile_r<5>(w, codes, d, n_blocks, acc);
+    case 4: return tile_r<4>(w, codes, d, n_blocks, acc);
+    case 3: return tile_r<3>(w, codes, d, n_blocks, acc);
+    case 2: return tile_r<2>(w, codes, d, n_blocks, acc);
+    default: return tile_r<1>(w, codes, d, n_blocks, acc);
+  }
+}
+
+}  // namespace
+
+const Q8_0GemmKernels kQ8_0GemmAvx512Vnni = {tile, block_terms_256};
+
+}  // namespace vlkv::quant
+VLKV_TARGET_END
