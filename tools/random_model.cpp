@@ -101,10 +101,13 @@ Status check_spec(const RandomModelSpec& s) {
   }
   if (s.n_vocab < 259) return invalid_argument("random model: n_vocab must be >= 259 (3 special + 256 byte tokens)");
   if (s.head_dim % 2 != 0) return invalid_argument("random model: head_dim must be even (RoPE rotates pairs)");
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen2vl")
-    return invalid_argument("random model: architecture '" + s.arch + "' is not one gen-model writes (llama, qwen2, qwen2vl)");
-  if (s.arch == "qwen2vl" && s.head_dim % 8 != 0)
-    return invalid_argument("random model: qwen2vl's M-RoPE sections need head_dim to be a multiple of 8");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen2vl" && s.arch != "qwen3vl" && s.arch != "gemma3")
+    return invalid_argument("random model: architecture '" + s.arch +
+                            "' is not one gen-model writes (llama, qwen2, qwen2vl, qwen3vl, gemma3)");
+  if ((s.arch == "qwen2vl" || s.arch == "qwen3vl") && s.head_dim % 8 != 0)
+    return invalid_argument("random model: " + s.arch + "'s M-RoPE sections need head_dim to be a multiple of 8");
+  if (s.arch == "qwen3vl" && s.n_layers < 3)
+    return invalid_argument("random model: qwen3vl needs at least 3 layers (3 deepstack layers)");
   const GgmlTypeInfo* info = ggml_type_info(s.weight_type);
   if (!info) return invalid_argument("random model: unknown weight type");
   for (int64_t row : {s.n_embd, s.n_heads * s.head_dim, s.n_ff}) {
@@ -145,6 +148,16 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
     const int32_t sections[4] = {t, hw, hw, 0};
     w.set(a + ".rope.dimension_sections", gguf_i32_array(sections));
   }
+  if (a == "qwen3vl") {  // Qwen3-VL: mrope_section [24, 20, 20] at head_dim 128
+    const int32_t t = static_cast<int32_t>(spec.head_dim * 3 / 16), hw = static_cast<int32_t>((spec.head_dim / 2 - t) / 2);
+    const int32_t sections[4] = {t, hw, hw, 0};
+    w.set(a + ".rope.dimension_sections", gguf_i32_array(sections));
+    w.set_u32(a + ".n_deepstack_layers", 3);
+  }
+  if (a == "gemma3") {
+    w.set_u32(a + ".attention.sliding_window", 1024);
+    w.set_f32(a + ".rope.freq_base_swa", 10000.0f);
+  }
   if (const int64_t ftype = llama_file_type(spec.weight_type); ftype >= 0) w.set_u32("general.file_type", u32(ftype));
   const GgmlTypeInfo* info = ggml_type_info(spec.weight_type);
   if (info->block_elems > 1) w.set_u32("general.quantization_version", 2);
@@ -168,7 +181,7 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
   const uint64_t seed = spec.seed;
   VLKV_RETURN_IF_ERROR(add_random(w, "token_embd.weight", wt, {d, spec.n_vocab}, Init::kEmbedding, seed));
   VLKV_RETURN_IF_ERROR(add_random(w, "output_norm.weight", f32, {d}, Init::kNorm, seed));
-  if (!spec.tied_output) {
+  if (!spec.tied_output && spec.arch != "gemma3") {  // Gemma 3 ties its output to token_embd
     VLKV_RETURN_IF_ERROR(add_random(w, "output.weight", wt, {d, spec.n_vocab}, Init::kLinear, seed));
   }
   for (int64_t l = 0; l < spec.n_layers; ++l) {
@@ -177,7 +190,16 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q.weight", wt, {d, q}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k.weight", wt, {d, kv}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.weight", wt, {d, kv}, Init::kLinear, seed));
-    if (spec.arch != "llama") {  // qwen2 / qwen2vl: biases on q, k, v
+    const bool qk_norm = spec.arch == "qwen3vl" || spec.arch == "gemma3";
+    if (qk_norm) {
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q_norm.weight", f32, {spec.head_dim}, Init::kNorm, seed));
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k_norm.weight", f32, {spec.head_dim}, Init::kNorm, seed));
+    }
+    if (spec.arch == "gemma3") {
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "post_attention_norm.weight", f32, {d}, Init::kNorm, seed));
+      VLKV_RETURN_IF_ERROR(add_random(w, p + "post_ffw_norm.weight", f32, {d}, Init::kNorm, seed));
+    }
+    if (spec.arch == "qwen2" || spec.arch == "qwen2vl") {  // biases on q, k, v
       VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q.bias", f32, {q}, Init::kBias, seed));
       VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k.bias", f32, {kv}, Init::kBias, seed));
       VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.bias", f32, {kv}, Init::kBias, seed));

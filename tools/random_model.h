@@ -15,7 +15,10 @@ namespace vlkv {
 struct RandomModelSpec {
   std::string name = "vlkv-random-llama";  // general.name
   // general.architecture: llama; qwen2 (q/k/v biases, NEOX RoPE); qwen2vl (qwen2 + M-RoPE
-  // sections t = head_dim/8, h = w = (head_dim/2 - t)/2 rotary pairs: Qwen2/2.5-VL's 16/24/24 at 128).
+  // sections t = head_dim/8, h = w = (head_dim/2 - t)/2 rotary pairs: Qwen2/2.5-VL's 16/24/24 at 128);
+  // qwen3vl (q/k norms, no biases, interleaved M-RoPE 24/20/20 at 128, n_deepstack_layers 3 as
+  // Qwen3-VL-2B..8B); gemma3 (q/k norms, post norms, sliding window 1024 every layer but each 6th,
+  // rope.freq_base_swa 1e4, output always tied as Gemma 3's).
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layers = 4;

@@ -10,6 +10,7 @@
 #include "gguf/gguf_reader.h"
 #include "quant/weight_format.h"
 #include "text/hparams.h"
+#include "text/text_weights.h"
 
 #include "random_model.h"
 
@@ -234,3 +235,46 @@ TEST(RandomModel, Qwen2VlArchHasBiasesAndMropeSections) {
 
 }  // namespace
 }  // namespace vlkv
+
+namespace vlkv {
+namespace {
+
+// --arch qwen3vl and gemma3: the matching text models of the mmproj presets. vlkv's own loader
+// reads them as those architectures (q/k norms, deepstack, sliding windows) and binds their weights.
+TEST(RandomModel, Qwen3VlAndGemma3ArchsLoad) {
+  for (const char* arch : {"qwen3vl", "gemma3"}) {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / (std::string("vlkv_random_") + arch + ".gguf")).string();
+    RandomModelSpec s;
+    s.arch = arch;
+    s.n_embd = 256;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.head_dim = 64;
+    s.n_layers = 6;
+    s.weight_type = GgmlType::kQ8_0;
+    ASSERT_TRUE(write_random_llama(s, path).is_ok()) << arch;
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    auto hp = read_text_hparams(**f);
+    ASSERT_TRUE(hp.is_ok()) << arch << ": " << hp.status().message();
+    EXPECT_TRUE(hp->qk_norm) << arch;
+    EXPECT_EQ(hp->arch, std::string(arch) == "gemma3" ? TextArch::kGemma3 : TextArch::kQwen3Vl);
+    if (std::string(arch) == "qwen3vl") {
+      EXPECT_EQ(hp->n_deepstack_layers, 3);
+      EXPECT_EQ(hp->rope_sections, (std::array<int, 4>{12, 10, 10, 0}));  // 24/20/20 at head_dim 128
+    } else {
+      EXPECT_EQ(hp->sliding_window, 1024);
+      EXPECT_TRUE(hp->is_sliding(0));
+      EXPECT_FALSE(hp->is_sliding(5));
+      EXPECT_TRUE(hp->tied_output);
+    }
+    auto w = bind_text_weights(**f, *hp);
+    ASSERT_TRUE(w.is_ok()) << arch << ": " << w.status().message();
+    std::filesystem::remove(path);
+  }
+}
+
+}  // namespace
+}  // namespace vlkv
+
