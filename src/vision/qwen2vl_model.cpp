@@ -28,6 +28,24 @@ Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, in
   return {w_bar, h_bar};
 }
 
+void qwen2vl_merge_block_order(const float* rows, int64_t ph, int64_t pw, int64_t merge, int64_t d, float* x,
+                               int64_t* pos_y, int64_t* pos_x) {
+  const int64_t m = merge;
+  int64_t t = 0;
+  for (int64_t by = 0; by < ph / m; ++by) {
+    for (int64_t bx = 0; bx < pw / m; ++bx) {
+      for (int64_t dy = 0; dy < m; ++dy) {
+        for (int64_t dx = 0; dx < m; ++dx, ++t) {
+          const int64_t py = by * m + dy, px = bx * m + dx;
+          std::copy_n(&rows[(py * pw + px) * d], d, &x[t * d]);
+          pos_y[t] = py;
+          pos_x[t] = px;
+        }
+      }
+    }
+  }
+}
+
 Qwen2VlWindows qwen2vl_windows(int64_t grid_h, int64_t grid_w, int64_t window) {
   Qwen2VlWindows w;
   w.order.reserve(static_cast<size_t>(grid_h * grid_w));
@@ -211,19 +229,7 @@ Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
   // are consecutive; pos holds each token's (y, x) patch coordinates.
   std::vector<float> x(n * d);           // [n, n_embd] residual stream, block order
   std::vector<int64_t> pos_y(n), pos_x(n);
-  int64_t t = 0;
-  for (int64_t by = 0; by < ph / m; ++by) {
-    for (int64_t bx = 0; bx < pw / m; ++bx) {
-      for (int64_t dy = 0; dy < m; ++dy) {
-        for (int64_t dx = 0; dx < m; ++dx, ++t) {
-          const int64_t py = by * m + dy, px = bx * m + dx;
-          std::copy_n(&e0[(py * pw + px) * d], d, &x[t * d]);
-          pos_y[t] = py;
-          pos_x[t] = px;
-        }
-      }
-    }
-  }
+  qwen2vl_merge_block_order(e0.data(), ph, pw, m, d, x.data(), pos_y.data(), pos_x.data());
 
   // Qwen2.5-VL window attention: merged tokens (m*m patches each) reordered window by
   // window; layers that are not full attend within their window only.

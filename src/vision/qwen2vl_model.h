@@ -46,6 +46,12 @@ struct Qwen2VlWindows {
 };
 Qwen2VlWindows qwen2vl_windows(int64_t grid_h, int64_t grid_w, int64_t window);
 
+// Patch rows from row-major (py, px) into merge-block order (by, bx, dy, dx), so each merged
+// token's merge x merge patches are consecutive; pos_y / pos_x get each row's patch coordinates.
+//   rows, x: [ph * pw, d]; pos_y, pos_x: [ph * pw]. ph and pw are multiples of merge.
+void qwen2vl_merge_block_order(const float* rows, int64_t ph, int64_t pw, int64_t merge, int64_t d, float* x,
+                               int64_t* pos_y, int64_t* pos_x);
+
 class Qwen2VlProjector {
  public:
   static Result<Qwen2VlProjector> load(const GgufFile& gguf);

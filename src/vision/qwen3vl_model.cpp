@@ -232,19 +232,7 @@ Status Qwen3VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
   // Merge-block order (by, bx, dy, dx): each merged token's 2x2 patches consecutive.
   std::vector<float> x(n * d);  // [n, n_embd] residual stream, block order
   std::vector<int64_t> pos_y(n), pos_x(n);
-  int64_t t = 0;
-  for (int64_t by = 0; by < ph / m; ++by) {
-    for (int64_t bx = 0; bx < pw / m; ++bx) {
-      for (int64_t dy = 0; dy < m; ++dy) {
-        for (int64_t dx = 0; dx < m; ++dx, ++t) {
-          const int64_t py = by * m + dy, px = bx * m + dx;
-          std::copy_n(&e0[(py * pw + px) * d], d, &x[t * d]);
-          pos_y[t] = py;
-          pos_x[t] = px;
-        }
-      }
-    }
-  }
+  qwen2vl_merge_block_order(e0.data(), ph, pw, m, d, x.data(), pos_y.data(), pos_x.data());
   if (!pre_ln_w_.empty()) vit_norm_rows(hp_, x.data(), pre_ln_w_, pre_ln_b_, n, x.data());
 
   const int hd = static_cast<int>(hp_.head_dim);
