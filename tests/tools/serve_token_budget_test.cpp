@@ -63,9 +63,10 @@ TEST_F(ServeTokenBudget, EightHugePngsRefusedFromTheirHeadersAtOnce) {
   // The body (4.4 MB of base64, parsed and its images' bytes held while parsing) may leave
   // glibc's arenas larger; one decoded image would be 64 MiB (stb_image's grey) + 192 MiB (RGB).
   EXPECT_LT(rss_after, rss_before + (32u << 20)) << rss_before << " -> " << rss_after;
-  // Nothing is held per request: RSS levels off once each HTTP thread's malloc arena has seen
-  // such a body (measured: +1.4 MiB per probe for the first ~15, then flat; a same-sized text
-  // body refused while parsing grows more), so probes 17-24 must add < 4 MiB.
+  // Nothing is held per request: sequential requests run on the same warm handler thread
+  // (WorkerPool is LIFO), so one malloc arena sees the body and RSS is flat after the first
+  // (measured: +3 MiB over 40 probes; with FIFO wake-ups each of up to 16 arenas kept a freed
+  // body, +23 MiB, still growing past probe 16 on a loaded machine), so probes 17-24 add < 4 MiB.
   uint64_t rss_16 = 0;
   for (int i = 2; i <= 24; ++i) {
     const auto t = Clock::now();

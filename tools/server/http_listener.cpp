@@ -17,6 +17,7 @@
 
 #include "server/api_error.h"
 #include "server/client_connection.h"
+#include "server/worker_pool.h"
 
 namespace vlkv::server {
 
@@ -159,51 +160,6 @@ class Writer final : public ResponseWriter {
   bool streaming_ = false;
   bool stream_done_ = false;
   beast::error_code ec_;
-};
-
-// Worker threads running handlers; each connection has at most one job at a time.
-class WorkerPool {
- public:
-  explicit WorkerPool(int n) {
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  ~WorkerPool() { stop(); }
-  void post(std::function<void()> job) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopped_) return;
-    jobs_.push_back(std::move(job));
-    cv_.notify_one();
-  }
-  // Runs the jobs already queued, then joins.
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopped_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return stopped_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopped_ = false;
-  std::vector<std::thread> threads_;
 };
 
 // Open connections per client address (the cap holds before a byte is read).
