@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <memory>
 
+#include "answer_printer.h"
 #include "commands.h"
 #include "kv/method_registry.h"
 #include "kv_flags.h"
-#include "progress_bar.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {
@@ -127,29 +127,15 @@ int run(const RunOptions& o_in) {
   Result<std::unique_ptr<Session>> session = e.new_session();
   if (!session.is_ok()) return report_error(session.status());
 
-  ProgressBar bar(!o.quiet && isatty(STDERR_FILENO));
+  AnswerPrinter printer(o.quiet);
   GenerateStats stats;
-  bool printed = false;
-  auto on_piece = [&](const std::string& piece) {
-    bar.finish();
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    printed = true;
-    return true;
-  };
   Status st;
   if (e.has_vision()) {
-    st = (*session)->generate(prompt, o.gen, on_piece, &stats, [&](const char* stage, int64_t done, int64_t total) {
-      bar.update(stage, done, total);
-    });
+    st = (*session)->generate(prompt, o.gen, printer.on_piece(), &stats, printer.on_progress());
   } else {
-    st = (*session)->generate(prompt.text, o.gen, on_piece, &stats);
+    st = (*session)->generate(prompt.text, o.gen, printer.on_piece(), &stats);
   }
-  bar.finish();
-  if (printed || st.is_ok()) {
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-  }
+  printer.end(st.is_ok());
   if (!st.is_ok()) return report_error(st);
   if (!o.quiet) {
     const double pf = stats.prefill_seconds > 0 ? stats.n_prompt_tokens / stats.prefill_seconds : 0;

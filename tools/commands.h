@@ -21,6 +21,7 @@ struct Command {
 };
 
 void add_run_command(CLI::App& root, std::vector<Command>& commands);
+void add_chat_command(CLI::App& root, std::vector<Command>& commands);
 void add_info_command(CLI::App& root, std::vector<Command>& commands);
 void add_bench_command(CLI::App& root, std::vector<Command>& commands);
 void add_gen_model_command(CLI::App& root, std::vector<Command>& commands);

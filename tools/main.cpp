@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<Command> commands;
   add_run_command(app, commands);
+  add_chat_command(app, commands);
   add_info_command(app, commands);
   add_bench_command(app, commands);
   add_gen_model_command(app, commands);

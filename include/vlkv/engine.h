@@ -45,6 +45,11 @@ struct GenerateStats {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   bool stopped_at_eos = false;
+  // The last generated token when max_tokens (or on_piece) ended the generation: returned but not yet
+  // evaluated (its logits were not needed); -1 when none. A conversation evaluates it before
+  // the next turn, as llama-mtmd-cli does with every non-end token.
+  int32_t unevaluated_token = -1;
+  std::vector<int32_t> tokens;  // the generated tokens in order (the end-of-generation token excluded)
 };
 
 struct ModelInfo {
@@ -149,8 +154,9 @@ class Engine {
   // Wraps a user message in the model's chat template (unchanged if it has none).
   std::string apply_chat_template(const std::string& user_message) const;
   // A whole conversation, ending with the opening of the assistant's turn (the server's
-  // chat requests); one user turn gives exactly the text of the overload above.
-  std::string apply_chat_template(const std::vector<ChatTurn>& conversation) const;
+  // chat requests; add_generation_prompt false: ending with the last turn's close); one user
+  // turn gives exactly the text of the overload above.
+  std::string apply_chat_template(const std::vector<ChatTurn>& conversation, bool add_generation_prompt = true) const;
   // The prompt of one user message with media, as `vlkv run` and llama-mtmd-cli build it:
   // with_media_markers first (so the media sit inside the user turn), then the chat
   // template when use_template. Feed it to prepare_prompt or Session::generate.
@@ -166,7 +172,8 @@ class Engine {
   // InvalidArgument for a bad method spec.
   Result<uint64_t> kv_bytes_for_tokens(int64_t n_tokens, const std::string& kv_method = "") const;
 
-  Result<std::unique_ptr<Session>> new_session();
+  // A session whose KV pages use kv_method ("": the engine's; else a spec such as "kivi:bits=2").
+  Result<std::unique_ptr<Session>> new_session(const std::string& kv_method = "");
 
   // One batched forward pass: session i (distinct sessions of this engine) takes one more
   // token, tokens[i], and logits[i] receives its [n_vocab] logits, as eval({tokens[i]})

@@ -120,12 +120,12 @@ std::string Engine::apply_chat_template(const std::string& user_message) const {
   return apply_chat_template(std::vector<ChatTurn>{{"user", user_message}});
 }
 
-std::string Engine::apply_chat_template(const std::vector<ChatTurn>& conversation) const {
+std::string Engine::apply_chat_template(const std::vector<ChatTurn>& conversation, bool add_generation_prompt) const {
   std::vector<ChatMessage> messages;
   messages.reserve(conversation.size());
   for (const ChatTurn& t : conversation) messages.push_back({t.role, t.content});
   // kNone concatenates the contents unchanged (one user message: the message itself).
-  return vlkv::apply_chat_template(impl_->chat_template, messages, true);
+  return vlkv::apply_chat_template(impl_->chat_template, messages, add_generation_prompt);
 }
 
 uint64_t Engine::kv_bytes_in_use() const { return impl_->kv->bytes_in_use(); }
@@ -160,9 +160,9 @@ Status Engine::check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, con
   return Status::ok();
 }
 
-Result<std::unique_ptr<Session>> Engine::new_session() {
+Result<std::unique_ptr<Session>> Engine::new_session(const std::string& kv_method) {
   std::lock_guard<std::mutex> lock(impl_->forward_mutex);
-  VLKV_ASSIGN_OR_RETURN(SeqId seq, impl_->kv->add_sequence());
+  VLKV_ASSIGN_OR_RETURN(SeqId seq, impl_->kv->add_sequence(kv_method));
   return std::unique_ptr<Session>(new Session(impl_.get(), seq));
 }
 

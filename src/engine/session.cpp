@@ -231,8 +231,15 @@ Status Session::sample_loop(Sampler& sampler, std::vector<float>& logits, const 
       break;
     }
     ++st.n_generated;
-    if (on_piece && !on_piece(engine_->tokenizer->token_to_piece(next))) break;
-    if (i + 1 == params.max_tokens) break;  // no need to evaluate the last token
+    st.tokens.push_back(next);
+    if (on_piece && !on_piece(engine_->tokenizer->token_to_piece(next))) {
+      st.unevaluated_token = next;
+      break;
+    }
+    if (i + 1 == params.max_tokens) {  // no need to evaluate the last token now
+      st.unevaluated_token = next;
+      break;
+    }
     result = eval({next}, false, &logits);
     if (!result.is_ok()) break;
   }

@@ -25,8 +25,8 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// args are shell-quoted one by one.
-inline CliResult run_cli(const std::vector<std::string>& args) {
+// args are shell-quoted one by one; stdin_text (when given) is the command's standard input.
+inline CliResult run_cli(const std::vector<std::string>& args, const std::string* stdin_text = nullptr) {
   static int counter = 0;
   const std::string err_path = ::testing::TempDir() + "vlkv_cli_err_" + std::to_string(getpid()) + "_" +
                                std::to_string(counter++) + ".txt";
@@ -38,6 +38,12 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
   }
   cmd += " 2>";
   cmd += shell_quote(err_path);
+  const std::string in_path = err_path + ".in";
+  if (stdin_text) {
+    std::ofstream(in_path, std::ios::binary) << *stdin_text;
+    cmd += " <";
+    cmd += shell_quote(in_path);
+  }
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -49,6 +55,7 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
   std::ifstream e(err_path);
   r.err.assign((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
   std::remove(err_path.c_str());
+  if (stdin_text) std::remove(in_path.c_str());
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include "server/http_listener.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -11,6 +12,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -36,11 +38,19 @@ std::string HttpRequest::header(std::string_view name) const {
 namespace {
 
 constexpr int kIoThreads = 2;        // reading heads and bodies only: handlers run on the workers
+// After a request of this size (an upload of images or video) is done, free memory goes back to
+// the system: glibc keeps a freed multi-MiB body (its JSON strings, decoded bytes) in the arena
+// of each thread that touched it, up to 8 arenas per core, so RSS grew by ~1 MiB per large
+// request under load, for dozens of requests, before levelling off. malloc_trim(0) returns
+// the free pages of every arena (measured: median 0.5 ms, at most 8 ms, after 3 MB bodies).
+constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;
 constexpr int kListenBacklog = 1024;  // 64 clients connecting at once must not lose SYNs
-// After a refusal the unread rest of the request is read (4 KiB at a time) and dropped for
+// After a refusal the unread rest of the request is read (64 KiB at a time: a 33 MiB upload
+// drains in ~30 ms, not 2 s of 4 KiB reads on a loaded machine) and dropped for
 // a moment before closing, as nginx's lingering close: closing over unread bytes sends a
 // reset, and a client still writing its body would never read the refusal.
 constexpr size_t kDrainBytes = 64u << 20;
+constexpr size_t kDrainChunkBytes = 64u << 10;
 constexpr std::chrono::seconds kDrainTimeout{2};
 constexpr std::chrono::seconds kRefusalWriteTimeout{5};
 constexpr std::chrono::milliseconds kAcceptRetry{50};  // after EMFILE and the like
@@ -347,7 +357,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void drain() {
-    stream_.async_read_some(net::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    if (!drain_buf_) drain_buf_ = std::make_unique<char[]>(kDrainChunkBytes);  // only refused connections pay
+    stream_.async_read_some(net::buffer(drain_buf_.get(), kDrainChunkBytes), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->drained_ += n;
       if (!ec && self->drained_ < kDrainBytes) self->drain();
     });
@@ -359,7 +370,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Writer writer(fd, limits().write_timeout, keep_alive_);
     listener_.handlers.handle(request_, writer);
     if (!writer.started()) writer.send(error_reply(server_error("the request produced no response")));
+    const size_t body_bytes = request_.body.size();
     request_ = HttpRequest{};
+    if (body_bytes >= kTrimAfterBodyBytes) malloc_trim(0);
     if (!writer.reusable() || listener_.stopping) {
       beast::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -373,7 +386,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;
   bool keep_alive_ = false;
-  std::array<char, 4096> drain_buf_{};
+  std::unique_ptr<char[]> drain_buf_;
   size_t drained_ = 0;
   HttpListener::Impl& listener_;
   std::string address_;

@@ -4,7 +4,8 @@
 // arenas, up to 8 per core) as requests ever ran *at once* hold memory. With a shared FIFO
 // wake-up every one of the ~70 threads took turns, and each arena kept a freed multi-MiB body
 // as free-but-resident memory: +23 MiB of RSS over the first ~25 large requests on one
-// keep-alive connection, 1.5 MiB with LIFO (bench: tests/tools/serve_token_budget_test.cpp).
+// keep-alive connection, +3 MiB with LIFO (tests/tools/serve_token_budget_test.cpp; the
+// listener also trims free memory after large bodies, see http_listener.cpp).
 #include <condition_variable>
 #include <deque>
 #include <functional>

@@ -1,0 +1,71 @@
+// A multi-turn conversation that keeps its KV cache between turns: each turn evaluates only
+// what the chat template adds for the new message (and its new images or videos), never the
+// earlier turns again. The turn texts are llama-mtmd-cli's chat mode's (common_chat_format_single:
+// the template of all turns minus the template of the earlier ones; the generated tokens stay
+// in the cache as generated, the end-of-generation token is not evaluated), so the same
+// conversation gives llama-mtmd-cli's answers.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vlkv/engine.h"
+
+namespace vlkv {
+
+struct ConversationOptions {
+  std::string kv_method;      // "": the engine's
+  bool use_template = true;   // wrap turns in the model's chat template (false: texts as given)
+  std::string system_prompt;  // "" : none
+};
+
+// What one turn cost and reused.
+struct TurnStats {
+  GenerateStats generation;     // n_prompt_tokens: this turn's new tokens only
+  int64_t n_cached_tokens = 0;  // tokens of earlier turns already in the cache, not evaluated again
+};
+
+class Conversation {
+ public:
+  // InvalidArgument for a KV method spec the engine refuses; OutOfMemory as new_session.
+  static Result<std::unique_ptr<Conversation>> start(Engine& engine, ConversationOptions options);
+
+  // Adds the user's message (with media: one kMediaMarker per item, prepended when the
+  // message has none) and generates the answer, streaming its bytes to on_piece. On an error
+  // (bad media, context full) the conversation is left as it was before the call when
+  // nothing was evaluated yet; after a failure mid-evaluation it is cleared and says so.
+  Status ask(const std::string& message, std::vector<MediaItem> media, const GenerateParams& params,
+             const std::function<bool(const std::string&)>& on_piece, TurnStats* stats,
+             const ProgressCallback& progress = {});
+
+  // Forgets every turn and frees the cache (the system prompt stays).
+  Status clear();
+
+  // Evaluates the conversation so far again under another KV method (the same tokens and
+  // media, the media encoded again), so later turns run under it. The old cache is kept until
+  // the new one is complete: on an error nothing changes.
+  Status switch_kv_method(const std::string& kv_method, const ProgressCallback& progress = {});
+
+  const std::vector<ChatTurn>& turns() const { return turns_; }
+  const std::string& kv_method() const { return options_.kv_method; }
+  const Session& session() const { return *session_; }
+
+ private:
+  // One evaluated step, kept to evaluate the conversation again under another method.
+  struct FedTurn {
+    Prompt prompt;                    // the turn's text with its media
+    std::vector<int32_t> generated;   // then these tokens, as generated (end token excluded)
+  };
+  Conversation(Engine& engine, ConversationOptions options, std::unique_ptr<Session> session);
+  std::string turn_text(const ChatTurn& user) const;
+
+  Engine& engine_;
+  ConversationOptions options_;
+  std::unique_ptr<Session> session_;
+  std::vector<ChatTurn> turns_;  // system (if any), then user / assistant pairs
+  std::vector<FedTurn> fed_;
+};
+
+}  // namespace vlkv
