@@ -132,6 +132,7 @@ struct ChatTurn {
 class Session;
 class Sampler;
 struct LayerQk;
+struct PromptLayout;
 
 class Engine {
  public:
@@ -200,13 +201,14 @@ class Engine {
   Status check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, const std::string& kv_method = "",
                            const std::string& what = "") const;
 
+  // The engine's internals, for the library's own orchestration (Scheduler): Impl is defined
+  // in src/engine/engine_impl.h and opaque to users of this header.
   struct Impl;
+  Impl& impl() { return *impl_; }
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  friend class Session;
-  friend class Scheduler;
 };
 
 class Session {
@@ -260,9 +262,8 @@ class Session {
  private:
   friend class Engine;
   Session(Engine::Impl* engine, int32_t seq);
-  Status eval_chunk(const PromptChunk& chunk, const float* visual_similarity, bool want_logits,
-                    std::vector<float>* logits, const ProgressCallback& progress, int64_t progress_base,
-                    int64_t progress_total);
+  Status feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
+              const ProgressCallback& progress);
   Status check_room(int64_t n_tokens, const char* what) const;
   // Once per engine: a warning when the KV method degrades on a first prompt without visual tokens.
   void warn_if_text_only(int64_t n_visual_tokens);
