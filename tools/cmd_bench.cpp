@@ -25,6 +25,8 @@
 #include "base/process_cpu_time.h"
 #include "commands.h"
 #include "kv_flags.h"
+#include "param_flags.h"
+#include "param_json.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {
@@ -391,6 +393,9 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"kv_stored_bytes_per_token", row.kv_stored_bytes_per_token},
                         {"threads", row.threads},
                         {"n_decode", o.n_decode}};
+    EngineParams used = o.engine;  // the row's engine, one key per row of EngineParams' table
+    used.kv_method = row.method;
+    j["engine"] = params_to_json(used);
     std::printf("%s\n", j.dump().c_str());
   } else {
     char roof[32] = "-";
@@ -465,7 +470,8 @@ int bench(const BenchOptions& o_in) {
 void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* app = root.add_subcommand("bench", "Measure prefill/decode speed and KV memory per method and context");
-  app->add_option("-m,--model", o->engine.model_path, "Model GGUF file")->required();
+  add_param_flags(*app, o->engine, {"model"});
+  app->get_option("--model")->required();
   app->add_option("--kv", o->methods, kv_method_help(true))->capture_default_str();
   app->add_option("--ctx", o->contexts, "Comma-separated depths (tokens in the cache before the decode steps), e.g. 128,1K,4K,32K")
       ->capture_default_str();
@@ -485,10 +491,7 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app->add_option("-r,--repetitions", o->repetitions, "Repetitions (best is reported)")
       ->check(CLI::Range(1, 100))->capture_default_str();
-  app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
-  app->add_flag("--exact-matmul", o->engine.exact_matmul,
-                "Exact f32 matmuls (as vlkv run --exact-matmul; default: 8-bit activations)");
-  app->add_option("-b,--batch-size", o->engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();
+  add_param_flags(*app, o->engine, {"n_threads", "exact_matmul", "n_batch"});
   app->add_option("--parallel", o->parallel,
                   "Comma-separated counts of sequences decoding together (batched steps), or max: as many as "
                   "--kv-budget admits, e.g. 1,4,16,max; decode t/s is then the aggregate")

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "param_flags.h"
 #include "kv/calibration.h"
 #include "kv/calibration_collector.h"
 #include "vlkv/engine.h"
@@ -190,8 +191,8 @@ void add_calibrate_command(CLI::App& root, std::vector<Command>& commands) {
   CLI::App* app = root.add_subcommand(
       "calibrate", "Q Cache calibration: JS divergence of adjacent layers' attention maps on a full-precision "
                    "prefill, grouped into lazy blocks; writes the map for --kv qcache_vla:map=FILE");
-  app->add_option("-m,--model", o->engine.model_path, "Model GGUF file")->required();
-  app->add_option("--mmproj", o->engine.mmproj_path, "Vision encoder + projector GGUF (for --image / --vqa)");
+  add_param_flags(*app, o->engine, {"model", "mmproj"});
+  app->get_option("--model")->required();
   app->add_option("--image", o->images, "Calibration image (repeatable), asked --prompt");
   app->add_option("--prompt", o->prompt, "Question asked about each --image")->capture_default_str();
   app->add_option("--vqa", o->vqa_path, "VQA JSONL: {\"image\", \"question\"} per line, image relative to the file");
@@ -207,7 +208,7 @@ void add_calibrate_command(CLI::App& root, std::vector<Command>& commands) {
       ->capture_default_str();
   app->add_option("--queries", o->queries, "Sampled queries per prefill chunk")->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
+  add_param_flags(*app, o->engine, {"n_threads"});
   commands.push_back({app, [o] { return calibrate(*o); }});
 }
 

@@ -12,6 +12,8 @@
 #include "answer_printer.h"
 #include "commands.h"
 #include "kv_flags.h"
+#include "media_flags.h"
+#include "param_flags.h"
 #include "progress_bar.h"
 #include "vlkv/conversation.h"
 #include "vlkv/engine.h"
@@ -171,22 +173,14 @@ void add_chat_command(CLI::App& root, std::vector<Command>& commands) {
   auto o = std::make_shared<ChatOptions>();
   CLI::App* app = root.add_subcommand(
       "chat", "Talk with a model in the terminal; the KV cache is kept between turns (/help lists the commands)");
-  app->add_option("-m,--model", o->engine.model_path, "Model GGUF file (required)");
-  app->add_option("--mmproj", o->engine.mmproj_path, "Vision encoder + projector GGUF (llama.cpp's mmproj)");
+  add_param_flags(*app, o->engine, {"model", "mmproj"});
   app->add_option("-s,--system", o->system_prompt, "System prompt, evaluated once at the start");
-  auto* frames = app->add_option("--frames", o->frames, "Frames sampled uniformly from each video (default 8)")
-                     ->check(CLI::Range(1, 1 << 20));
-  auto* fps = app->add_option("--fps", o->fps, "Sample videos at this many frames per second")
-                  ->check(CLI::PositiveNumber);
-  frames->excludes(fps);
+  add_video_sampling_flags(*app, o->frames, o->fps);
+  add_param_flags(*app, o->engine, {"max_frames", "max_image_pixels"});
   app->add_option("-n,--n-predict", o->gen.max_tokens, "Most tokens generated per answer")
       ->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  SamplerParams::visit(o->gen.sampling, [&](auto& field, const char* flag, const char* help) {
-    app->add_option(std::string("--") + flag, field, help)->capture_default_str();
-  });
-  app->add_flag("--exact-matmul", o->engine.exact_matmul, "Exact f32 matmuls (see vlkv run --help)");
-  app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
-  app->add_option("-c,--ctx-size", o->engine.n_ctx, "Context size (0: the model's)")->capture_default_str();
+  add_param_flags(*app, o->gen.sampling);
+  add_param_flags(*app, o->engine, {"exact_matmul", "n_threads", "n_ctx", "n_batch"});
   app->add_flag("--no-template", o->no_template, "Feed each message unchanged (no chat template)");
   app->add_flag("-q,--quiet", o->quiet, "No figures or notices on stderr (errors still)");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);

@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "kv/method_registry.h"
 #include "kv_flags.h"
+#include "param_flags.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {
@@ -554,8 +555,8 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* app = root.add_subcommand("eval", std::string("Fidelity of KV methods vs the f16 cache: KL, top-1, "
                                                           "perplexity, VQA accuracy, bits/elem.\n") + kMethodology);
-  app->add_option("-m,--model", o->engine.model_path, "Model GGUF file")->required();
-  app->add_option("--mmproj", o->engine.mmproj_path, "Vision encoder + projector GGUF (for --vqa)");
+  add_param_flags(*app, o->engine, {"model", "mmproj"});
+  app->get_option("--model")->required();
   app->add_option("--kv", o->methods, kv_method_help(true))->capture_default_str();
   app->add_option("--text", o->text_path, "Text file evaluated with teacher forcing (default: the bundled "
                                           "tests/data/eval/story.txt)");
@@ -575,9 +576,7 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--max-answer", o->max_answer, "Greedy answer tokens per VQA item")->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per method")->capture_default_str();
-  app->add_option("-t,--threads", o->engine.n_threads, "Threads (0: all cores)")->capture_default_str();
-  app->add_flag("--exact-matmul", o->engine.exact_matmul,
-                "Exact f32 matmuls (as vlkv run --exact-matmul; default: 8-bit activations)");
+  add_param_flags(*app, o->engine, {"n_threads", "exact_matmul"});
   commands.push_back({app, [o] { return eval(*o); }});
 }
 

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "kv_flags.h"
+#include "param_flags.h"
 #include "server/http_server.h"
 #include "server/scheduler_backend.h"
 #include "server/session_backend.h"
@@ -137,8 +138,7 @@ int serve(const ServeOptions& o_in) {
 void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* app = root.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)");
-  app->add_option("-m,--model", o->backend.engine.model_path, "Model GGUF file (required)");
-  app->add_option("--mmproj", o->backend.engine.mmproj_path, "Vision encoder + projector GGUF (llama.cpp's mmproj)");
+  add_param_flags(*app, o->backend.engine, {"model", "mmproj"});
   app->add_option("--host", o->http.host, "Address to listen on (loopback by default)")->capture_default_str();
   app->add_option("--port", o->http.port, "Port (0: any free port, printed on stderr)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
@@ -171,8 +171,7 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "default). The API key is still required; preflight OPTIONS requests are answered without it");
   app->add_option("--max-images", o->http.limits.max_images, "Images in one request")
       ->check(CLI::Range(0, 1024))->capture_default_str();
-  app->add_option("--max-image-pixels", o->backend.engine.media_limits.max_pixels, "Most pixels in one image")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
+  add_param_flags(*app, o->backend.engine, {"max_image_pixels"});
   app->add_option("--media-path", o->http.limits.media_path,
                   "Directory file:// image URLs may be read from (default: file:// refused)")
       ->check(CLI::ExistingDirectory);
@@ -180,12 +179,7 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "batch: continuous batching (one KV pool for every method; text and image prompts); sessions: one "
                   "Session per request, one model instance per KV method; auto: batch")
       ->check(CLI::IsMember({"auto", "batch", "sessions"}))->capture_default_str();
-  app->add_option("-t,--threads", o->backend.engine.n_threads, "Threads per model instance (0: all cores)")
-      ->capture_default_str();
-  app->add_option("-c,--ctx-size", o->backend.engine.n_ctx, "Context size per request (0: the model's)")
-      ->capture_default_str();
-  app->add_option("-b,--batch-size", o->backend.engine.n_batch, "Prompt tokens per forward pass")->capture_default_str();
-  app->add_flag("--exact-matmul", o->backend.engine.exact_matmul, "Exact f32 matmuls (as vlkv run --exact-matmul)");
+  add_param_flags(*app, o->backend.engine, {"n_threads", "n_ctx", "n_batch", "exact_matmul"});
   app->add_option("--token-delay-ms", o->backend.token_delay_ms,
                   "Testing aid: sleep this long after each generated token (makes requests last long enough to "
                   "disconnect or fill the queue)")

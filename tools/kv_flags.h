@@ -85,7 +85,7 @@ inline Result<uint64_t> parse_kv_budget_flag(const std::string& budget) {
   Result<uint64_t> b = parse_byte_size(budget);
   if (!b.is_ok()) return invalid_argument("--kv-budget '" + budget + "': " + b.status().message());
   if (*b < kKvPageBytes)
-    return invalid_argument("--kv-budget '" + budget + "' is smaller than one KV page (64 KiB); use e.g. 512M");
+    return invalid_argument("--kv-budget '" + budget + "' is smaller than one KV page (" + kv_page_size_text() + "); use e.g. 512M");
   return *b;
 }
 

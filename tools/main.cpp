@@ -4,24 +4,6 @@
 
 #include "commands.h"
 
-namespace vlkv::cli {
-
-int report_error(const Status& status) {
-  std::fprintf(stderr, "vlkv: error: %s\n", status.message().c_str());
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kInvalidFile:
-    case StatusCode::kUnsupported:
-    case StatusCode::kNotFound:
-    case StatusCode::kOutOfMemory:
-      return kExitBadInput;
-    default:
-      return kExitFailure;
-  }
-}
-
-}  // namespace vlkv::cli
-
 int main(int argc, char** argv) {
   using namespace vlkv::cli;
   CLI::App app{"vlkv — VLM inference with a compressed KV cache"};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vlkv/media.h"
+#include "vlkv/param_field.h"
 #include "vlkv/sampler_params.h"
 #include "vlkv/status.h"
 
@@ -28,6 +29,29 @@ struct EngineParams {
   // false: decode (and prefill of Q8_0 / Q4_0 weights) rounds activations to 8-bit blocks
   // and uses integer dot products, as llama.cpp does (faster); true: exact f32 math everywhere.
   bool exact_matmul = false;
+
+  // The parameter table (DESIGN.md): calls v(field, ParamField) for every field, in order;
+  // the default is the field's value in EngineParams{}. Drives the commands' flags
+  // (tools/param_flags.h), GET /props and vlkv bench's columns; Engine::load checks the
+  // ranges. --kv and --kv-budget take a method spec and a size ("2G"): tools/kv_flags.h
+  // adds and parses those two.
+  template <typename Self, typename Visitor>
+  static void visit(Self& p, Visitor&& v) {
+    v(p.model_path, ParamField{"-m,--model", "model", "Model GGUF file (required)"});
+    v(p.mmproj_path, ParamField{"--mmproj", "mmproj", "Vision encoder + projector GGUF (llama.cpp's mmproj)"});
+    v(p.media_limits.max_frames, ParamField{"--max-frames", "max_frames", "Most frames taken from one video", 1, 1 << 20});
+    v(p.media_limits.max_pixels, ParamField{"--max-image-pixels", "max_image_pixels", "Most pixels in one image or frame",
+                                           1, static_cast<double>(int64_t{1} << 40)});
+    v(p.kv_method, ParamField{"--kv", "kv", "KV cache method and parameters, NAME[:key=value,...]"});
+    v(p.kv_budget_bytes, ParamField{"--kv-budget", "kv_budget_bytes", "KV cache memory budget (e.g. 512M, 4G)"});
+    v(p.kv_page_bytes, ParamField{"", "kv_page_bytes", "KV page size (a multiple of 64); 0: the cache's default"});
+    v(p.n_threads, ParamField{"-t,--threads", "n_threads", "Threads per model instance (0: all cores)", 0, 1024});
+    v(p.n_ctx, ParamField{"-c,--ctx-size", "n_ctx", "Context size of a sequence (0: the model's)", 0});
+    v(p.n_batch, ParamField{"-b,--batch-size", "n_batch", "Prompt tokens per forward pass", 1, 1 << 20});
+    v(p.exact_matmul, ParamField{"--exact-matmul", "exact_matmul",
+                                "Exact f32 matmuls (default: decode, and prefill of Q8_0 and Q4_0 weights, round "
+                                "activations to 8 bits, as llama.cpp)"});
+  }
 };
 
 
@@ -137,6 +161,7 @@ struct ChatTurn {
 class Session;
 class Sampler;
 struct LayerQk;
+struct PromptLayout;
 
 class Engine {
  public:
@@ -207,13 +232,14 @@ class Engine {
   Status check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, const std::string& kv_method = "",
                            const std::string& what = "") const;
 
+  // The engine's internals, for the library's own orchestration (Scheduler): Impl is defined
+  // in src/engine/engine_impl.h and opaque to users of this header.
   struct Impl;
+  Impl& impl() { return *impl_; }
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  friend class Session;
-  friend class Scheduler;
 };
 
 class Session {
@@ -267,9 +293,8 @@ class Session {
  private:
   friend class Engine;
   Session(Engine::Impl* engine, int32_t seq);
-  Status eval_chunk(const PromptChunk& chunk, const float* visual_similarity, bool want_logits,
-                    std::vector<float>* logits, const ProgressCallback& progress, int64_t progress_base,
-                    int64_t progress_total);
+  Status feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
+              const ProgressCallback& progress);
   Status check_room(int64_t n_tokens, const char* what) const;
   // Once per engine: a warning when the KV method degrades on a first prompt without visual tokens.
   void warn_if_text_only(int64_t n_visual_tokens);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "vlkv/param_field.h"
+
 namespace vlkv {
 
 struct SamplerParams {
@@ -17,17 +19,21 @@ struct SamplerParams {
   int32_t repeat_last_n = 64;   // tokens of history penalized; 0: off, -1: all accepted tokens
   uint32_t seed = kRandomSeed;
 
-  // The parameter table (DESIGN.md): calls v(field, flag, help) for every field, in order.
-  // The default is the field's value in SamplerParams{}. Drives the CLI, JSON and bench output.
+  // The parameter table (DESIGN.md): calls v(field, ParamField) for every field, in order.
+  // The default is the field's value in SamplerParams{}. Drives the CLI flags (checked
+  // against the ranges), the server's JSON and validate_sampler_params.
   template <typename Self, typename Visitor>
   static void visit(Self& p, Visitor&& v) {
-    v(p.temperature, "temp", "sampling temperature; <= 0 picks the most likely token");
-    v(p.top_k, "top-k", "keep the k most likely tokens; <= 0 keeps all");
-    v(p.top_p, "top-p", "keep the smallest set of tokens whose probability reaches p; 1 = off");
-    v(p.min_p, "min-p", "drop tokens less likely than min_p times the most likely; 0 = off");
-    v(p.repeat_penalty, "repeat-penalty", "divide logits of recent tokens by this; 1 = off");
-    v(p.repeat_last_n, "repeat-last-n", "how many recent tokens to penalize; 0 = off, -1 = all");
-    v(p.seed, "seed", "random seed; 4294967295 = random");
+    v(p.temperature, ParamField{"--temp", "temperature", "sampling temperature; <= 0 picks the most likely token"});
+    v(p.top_k, ParamField{"--top-k", "top_k", "keep the k most likely tokens; <= 0 keeps all"});
+    v(p.top_p, ParamField{"--top-p", "top_p", "keep the smallest set of tokens whose probability reaches p; 1 = off",
+                         0, 1, /*min_open=*/true});
+    v(p.min_p, ParamField{"--min-p", "min_p", "drop tokens less likely than min_p times the most likely; 0 = off", 0, 1});
+    v(p.repeat_penalty, ParamField{"--repeat-penalty", "repeat_penalty", "divide logits of recent tokens by this; 1 = off",
+                                  0, HUGE_VAL, /*min_open=*/true});
+    v(p.repeat_last_n, ParamField{"--repeat-last-n", "repeat_last_n", "how many recent tokens to penalize; 0 = off, -1 = all",
+                                 -1});
+    v(p.seed, ParamField{"--seed", "seed", "random seed; 4294967295 = random"});
   }
 };
 

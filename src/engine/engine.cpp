@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #include "base/log.h"
 #include "engine/engine_impl.h"
@@ -14,13 +15,25 @@ namespace vlkv {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
+namespace {
+
+// The number fields' ranges of EngineParams' table (the CLI checks the same rows).
+Status validate_engine_params(const EngineParams& params) {
+  Status st = Status::ok();
+  EngineParams::visit(params, [&](const auto& field, const ParamField& info) {
+    if constexpr (std::is_arithmetic_v<std::decay_t<decltype(field)>>)
+      if (st.is_ok()) st = check_param(info, static_cast<double>(field));
+  });
+  return st;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   auto impl = std::make_unique<Impl>();
   impl->params = params;
   const std::string& path = params.model_path;
-  if (params.n_threads < 0 || params.n_threads > 1024) return invalid_argument("threads must be in [0, 1024]");
-  if (params.n_batch <= 0 || params.n_batch > (1 << 20)) return invalid_argument("batch size must be in [1, 1048576]");
-  if (params.n_ctx < 0) return invalid_argument("context size must be >= 0");
+  VLKV_RETURN_IF_ERROR(validate_engine_params(params));
 
   VLKV_ASSIGN_OR_RETURN(impl->gguf, GgufFile::open(path));
   const GgufFile& g = *impl->gguf;

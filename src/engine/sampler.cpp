@@ -11,19 +11,13 @@
 
 namespace vlkv {
 
+// The ranges of SamplerParams' table (the CLI and the server check the same rows).
 Status validate_sampler_params(const SamplerParams& p) {
-  if (std::isnan(p.temperature) || std::isinf(p.temperature))
-    return invalid_argument("temperature must be a finite number, got " + std::to_string(p.temperature));
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    return invalid_argument("top_p must be in (0, 1], got " + std::to_string(p.top_p));
-  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
-    return invalid_argument("min_p must be in [0, 1], got " + std::to_string(p.min_p));
-  if (!(p.repeat_penalty > 0.0f) || std::isinf(p.repeat_penalty))
-    return invalid_argument("repeat_penalty must be a finite number > 0, got " +
-                            std::to_string(p.repeat_penalty));
-  if (p.repeat_last_n < -1)
-    return invalid_argument("repeat_last_n must be >= -1, got " + std::to_string(p.repeat_last_n));
-  return Status::ok();
+  Status st = Status::ok();
+  SamplerParams::visit(p, [&](const auto& field, const ParamField& info) {
+    if (st.is_ok()) st = check_param(info, static_cast<double>(field));
+  });
+  return st;
 }
 
 Sampler::Sampler(const SamplerParams& params) : params_(params) {

@@ -11,35 +11,21 @@
 #include <mutex>
 #include <thread>
 
+#include "base/check.h"
+#include "engine/decoder_feed.h"
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
-#include "engine/visual_similarity.h"
 #include "kv/page_pool.h"
-#include "vision/qwen2vl_positions.h"
 
 namespace vlkv {
 
 namespace {
 
-// A run of prompt tokens fed as one kind of DecoderInput: a prepared prompt's chunk (text
-// ids or media embeddings), or a whole token prompt. A forward pass never crosses one.
-struct PromptSegment {
-  int64_t begin = 0, end = 0;              // prompt token range
-  const float* embeddings = nullptr;       // media: [end - begin, n_embd_inp]; null for text
-  std::vector<int64_t> mrope;              // qwen2vl media: [end - begin, 3] (t, h, w) positions
-  std::vector<float> similarity;           // VidKV media: [end - begin], else empty
-  bool non_causal = false;                 // gemma3 media: fed whole in one step (DecoderInput::non_causal)
-};
-
 // One request and its sequence.
 struct Active {
   RequestId id = 0;
-  std::vector<int32_t> prompt;             // [n_prompt] ids (0 where a media token stands)
   std::shared_ptr<const PreparedPrompt> prepared;  // keeps the media embeddings alive
-  std::vector<PromptSegment> segments;     // in order, covering [0, n_prompt)
-  std::vector<int64_t> positions;          // [n_prompt] RoPE positions
-  std::vector<TokenKind> kinds;            // [n_prompt]
-  int64_t next_pos = 0;                    // position of the first generated token
+  PromptLayout prompt;                     // its rows at positions 0..; next_pos: the first generated token's
   GenerateParams params;
   std::string kv_method;
   TokenCallback on_token;
@@ -61,91 +47,13 @@ struct Active {
   explicit Active(const SamplerParams& sp) : sampler(sp) {}
   // The tokens the cache must hold before the next sample: the prompt and every generated
   // token (after a preemption all of them are recomputed).
-  int64_t n_to_feed() const { return static_cast<int64_t>(prompt.size() + status.tokens.size()); }
-  int32_t token_at(int64_t i) const {
-    const int64_t np = static_cast<int64_t>(prompt.size());
-    return i < np ? prompt[static_cast<size_t>(i)] : status.tokens[static_cast<size_t>(i - np)];
-  }
-  // The segment holding prompt token i, or null for a generated token.
-  const PromptSegment* segment_at(int64_t i) const {
-    for (const PromptSegment& sg : segments)
-      if (i >= sg.begin && i < sg.end) return &sg;
-    return nullptr;
+  int64_t n_to_feed() const { return prompt.n_rows() + static_cast<int64_t>(status.tokens.size()); }
+  // Row i after the prompt: generated token i - n_prompt, fed one a step.
+  DecodeRow generated_row(int64_t i) const {
+    const int64_t k = i - prompt.n_rows();
+    return DecodeRow{status.tokens[static_cast<size_t>(k)], prompt.next_pos + k};
   }
 };
-
-// A token prompt as one text segment at positions 0.. (what Session::eval feeds).
-void lay_out_tokens(Active& a) {
-  const int64_t n = static_cast<int64_t>(a.prompt.size());
-  a.segments.assign(1, PromptSegment{0, n, nullptr, {}, {}});
-  a.positions.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) a.positions[static_cast<size_t>(i)] = i;
-  a.kinds.assign(static_cast<size_t>(n), TokenKind::kText);
-  a.next_pos = n;
-}
-
-// A prepared prompt laid out as Session::eval_prompt feeds it: control tokens kSpecial,
-// media kVisual with their embeddings, qwen2vl media at M-RoPE positions (advancing the
-// text position by the grid's extent, not its token count), VidKV similarities.
-Status lay_out_prepared(const Engine::Impl& e, Active& a) {
-  const PreparedPrompt& p = *a.prepared;
-  if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
-  const int64_t n_embd = e.hparams.n_embd_inp();  // media row width
-  const bool mrope = e.hparams.uses_mrope();
-  // Computed whenever there are visual tokens (a dot product each): the request's own KV
-  // method may read it (VidKV) even when the engine's does not; others ignore it.
-  std::vector<std::vector<float>> similarity;
-  if (p.n_visual_tokens() > 0) {
-    const Tokenizer& tok = *e.tokenizer;
-    similarity = visual_text_similarity(p, e.weights.token_embd,
-                                        [&](int32_t t) { return tok.token_type(t) != TokenType::kControl; });
-  }
-  int64_t pos = 0;
-  for (size_t c = 0; c < p.chunks.size(); ++c) {
-    const PromptChunk& chunk = p.chunks[c];
-    const int64_t begin = static_cast<int64_t>(a.prompt.size());
-    const bool media = chunk.kind == PromptChunk::Kind::kMedia;
-    if (chunk.n_tokens <= 0) continue;
-    PromptSegment sg{begin, begin + chunk.n_tokens, nullptr, {}, {}};
-    if (media) {
-      if (static_cast<int64_t>(chunk.embeddings.size()) != chunk.n_tokens * n_embd)
-        return invalid_argument("a media chunk's embeddings do not match its token count");
-      sg.embeddings = chunk.embeddings.data();
-      if (c < similarity.size()) sg.similarity = similarity[c];
-      sg.non_causal = e.hparams.media_non_causal;
-      if (sg.non_causal && chunk.n_tokens > e.params.n_batch)
-        return invalid_argument("this model decodes an image's " + std::to_string(chunk.n_tokens) +
-                                " tokens with non-causal attention in one batch: raise --batch-size to at least " +
-                                std::to_string(chunk.n_tokens));
-      if (mrope) {
-        if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != chunk.n_tokens)
-          return invalid_argument("media chunk grid does not match its token count");
-        sg.mrope = qwen2vl_visual_positions(pos, chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step);
-      }
-      for (int64_t i = 0; i < chunk.n_tokens; ++i) {
-        a.prompt.push_back(0);
-        a.positions.push_back(pos + i);
-        a.kinds.push_back(TokenKind::kVisual);
-      }
-      pos += mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step) : chunk.n_tokens;
-    } else {
-      if (static_cast<int64_t>(chunk.tokens.size()) != chunk.n_tokens)
-        return invalid_argument("a text chunk's tokens do not match its token count");
-      for (int32_t t : chunk.tokens) {
-        if (t < 0 || t >= e.hparams.n_vocab)
-          return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                                  std::to_string(e.hparams.n_vocab) + ")");
-        a.prompt.push_back(t);
-        a.positions.push_back(pos++);
-        a.kinds.push_back(e.tokenizer->token_type(t) == TokenType::kControl ? TokenKind::kSpecial : TokenKind::kText);
-        a.sampler.accept(t);
-      }
-    }
-    a.segments.push_back(std::move(sg));
-  }
-  a.next_pos = pos;
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -235,7 +143,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Engine& engine, const Sched
   if (params.max_step_prompt_tokens <= 0) return invalid_argument("max_step_prompt_tokens must be positive");
   auto impl = std::make_unique<Impl>();
   impl->engine = &engine;
-  impl->e = engine.impl_.get();
+  impl->e = &engine.impl();
   impl->params = params;
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
 }
@@ -252,29 +160,32 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   VLKV_RETURN_IF_ERROR(validate_sampler_params(gp.sampling));
   auto a = std::make_unique<Active>(gp.sampling);
   if (request.prepared) {
+    const PreparedPrompt& p = *request.prepared;
+    if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
     a->prepared = request.prepared;
-    VLKV_RETURN_IF_ERROR(lay_out_prepared(*s.e, *a));
-    for (const PromptSegment& sg : a->segments)
+    // Similarities whenever there are visual tokens (a dot product each): the request's own
+    // KV method may read them (VidKV) even when the engine's does not; others ignore them.
+    VLKV_ASSIGN_OR_RETURN(a->prompt, lay_out_prompt(*s.e, p, 0, /*with_similarity=*/true));
+    for (const FeedSegment& sg : a->prompt.segments)
       if (sg.non_causal && sg.end - sg.begin > s.params.max_step_prompt_tokens)
         return invalid_argument("an image of " + std::to_string(sg.end - sg.begin) +
                                 " tokens is decoded non-causally in one step, more than max_step_prompt_tokens (" +
                                 std::to_string(s.params.max_step_prompt_tokens) + ")");
+    for (const PromptChunk& c : p.chunks)
+      for (int32_t t : c.tokens) a->sampler.accept(t);
   } else {
     if (request.prompt_tokens.empty() && request.prompt_text.empty()) return invalid_argument("the prompt is empty");
-    a->prompt = request.prompt_tokens;
-    if (a->prompt.empty())
-      a->prompt = s.e->tokenizer->encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-    if (a->prompt.empty()) return invalid_argument("the prompt is empty");
-    for (int32_t t : a->prompt)
-      if (t < 0 || t >= s.e->hparams.n_vocab)
-        return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                                std::to_string(s.e->hparams.n_vocab) + ")");
-    lay_out_tokens(*a);
-    for (int32_t t : a->prompt) a->sampler.accept(t);
+    std::vector<int32_t> tokens = request.prompt_tokens;
+    if (tokens.empty())
+      tokens = s.e->tokenizer->encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+    if (tokens.empty()) return invalid_argument("the prompt is empty");
+    VLKV_RETURN_IF_ERROR(check_token_ids(tokens, s.e->hparams.n_vocab));
+    a->prompt = lay_out_tokens(tokens, 0);
+    for (int32_t t : tokens) a->sampler.accept(t);
   }
-  const int64_t n_total = static_cast<int64_t>(a->prompt.size()) + gp.max_tokens;
+  const int64_t n_total = a->prompt.n_rows() + gp.max_tokens;
   if (n_total > s.e->params.n_ctx)
-    return invalid_argument("prompt (" + std::to_string(a->prompt.size()) + " tokens) + max_tokens (" +
+    return invalid_argument("prompt (" + std::to_string(a->prompt.n_rows()) + " tokens) + max_tokens (" +
                             std::to_string(gp.max_tokens) + ") exceed the context size of " +
                             std::to_string(s.e->params.n_ctx));
   VLKV_ASSIGN_OR_RETURN(uint64_t bytes, s.need(n_total, request.kv_method));
@@ -286,7 +197,7 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   a->params = gp;
   a->kv_method = request.kv_method;
   a->on_token = std::move(on_token);
-  a->status.n_prompt_tokens = static_cast<int64_t>(a->prompt.size());
+  a->status.n_prompt_tokens = a->prompt.n_rows();
   std::lock_guard<std::mutex> lock(s.mutex);
   a->id = s.next_id++;
   const RequestId id = a->id;
@@ -432,11 +343,7 @@ Result<StepResult> Scheduler::step() {
   std::vector<TokenEvent> events;
   std::vector<BatchSequence> batch;
   std::vector<Active*> who;
-  // Inputs of the step's decode tokens, [batch] each: token id, position, kind (prompt
-  // chunks point into their request's layout instead).
-  std::vector<int32_t> tokens;
-  std::vector<int64_t> positions;
-  std::vector<TokenKind> kinds;
+  std::vector<DecodeRow> decode_rows;  // [batch] the step's generated tokens (prompt rows point into their layout)
   std::vector<int64_t> n_feed;  // [batch] tokens fed
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -450,7 +357,7 @@ Result<StepResult> Scheduler::step() {
       if (remaining <= 0) continue;  // cannot happen: a sampled token is always fed next
       // A prompt chunk stops at its segment's end (text ids and media embeddings are
       // separate inputs), as Session::eval_prompt splits it.
-      const PromptSegment* seg = a->segment_at(a->n_fed);
+      const FeedSegment* seg = a->prompt.segment_at(a->n_fed);
       if (seg) remaining = seg->end - a->n_fed;
       const bool replay = a->n_replayed < a->feeds.size();
       const bool whole = seg && seg->non_causal;  // a non-causal image waits for a step with room for all of it
@@ -461,30 +368,17 @@ Result<StepResult> Scheduler::step() {
       n_feed.push_back(n);
       who.push_back(a);
     }
-    tokens.resize(who.size());
-    positions.resize(who.size());
-    kinds.assign(who.size(), TokenKind::kText);
+    decode_rows.resize(who.size());
     for (size_t i = 0; i < who.size(); ++i) {
       const Active& a = *who[i];
       BatchSequence b;
       b.seq = a.seq;
-      b.in.n_tokens = n_feed[i];
-      if (const PromptSegment* sg = a.segment_at(a.n_fed)) {
-        const int64_t off = a.n_fed - sg->begin;  // within the segment
-        const size_t at = static_cast<size_t>(a.n_fed);
-        if (sg->embeddings) b.in.embeddings = sg->embeddings + off * s.e->hparams.n_embd_inp();
-        else b.in.tokens = a.prompt.data() + at;
-        if (!sg->mrope.empty()) b.in.mrope_positions = sg->mrope.data() + off * 3;
-        if (!sg->similarity.empty()) b.in.visual_similarity = sg->similarity.data() + off;
-        b.in.non_causal = sg->non_causal;
-        b.in.positions = a.positions.data() + at;
-        b.in.kinds = a.kinds.data() + at;
-      } else {  // a generated token (fed one a step)
-        tokens[i] = a.token_at(a.n_fed);
-        positions[i] = a.next_pos + (a.n_fed - static_cast<int64_t>(a.prompt.size()));
-        b.in.tokens = &tokens[i];
-        b.in.positions = &positions[i];
-        b.in.kinds = &kinds[i];
+      if (a.n_fed < a.prompt.n_rows()) {
+        b.in = a.prompt.rows(a.n_fed, n_feed[i]);
+      } else {  // a generated token: fed one a step (a replay repeats those single feeds)
+        VLKV_CHECK(n_feed[i] == 1);
+        decode_rows[i] = a.generated_row(a.n_fed);
+        b.in = decode_rows[i].input();
       }
       const bool last = a.n_fed + b.in.n_tokens == a.n_to_feed();
       b.mode = last ? LogitsMode::kLast : LogitsMode::kNone;

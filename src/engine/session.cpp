@@ -2,10 +2,9 @@
 #include <string>
 
 #include "base/log.h"
+#include "engine/decoder_feed.h"
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
-#include "engine/visual_similarity.h"
-#include "vision/qwen2vl_positions.h"
 
 namespace vlkv {
 
@@ -80,76 +79,32 @@ Status Session::check_room(int64_t n_tokens, const char* what) const {
                           " exceed the context size of " + std::to_string(n_ctx) + " (raise --ctx-size)");
 }
 
-// One chunk (text ids or media embeddings) through the decoder in n_batch pieces.
-// Token kinds: media -> visual, control tokens -> special, the rest -> text.
-// Positions are consecutive from next_pos_; Qwen2-VL media get M-RoPE (t, h, w)
-// positions from their token grid and advance next_pos_ by max(grid) only.
-// visual_similarity: null or [n_tokens] for a media chunk (KvCache::attend's).
-Status Session::eval_chunk(const PromptChunk& chunk, const float* visual_similarity, bool want_logits,
-                           std::vector<float>* logits, const ProgressCallback& progress, int64_t progress_base,
-                           int64_t progress_total) {
-  const bool media = chunk.kind == PromptChunk::Kind::kMedia;
-  const int64_t n_tokens = chunk.n_tokens;
-  const int64_t n_embd = engine_->hparams.n_embd_inp();  // media row width
-  if (n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
-  if (media ? static_cast<int64_t>(chunk.embeddings.size()) != n_tokens * n_embd
-            : static_cast<int64_t>(chunk.tokens.size()) != n_tokens) {
-    return invalid_argument("prompt chunk size does not match its token count");
-  }
-  VLKV_RETURN_IF_ERROR(check_room(n_tokens, "tokens"));
-  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+// A laid-out prompt through the decoder, n_batch rows at most per forward pass and never
+// across a segment (text ids / one media item). logits: null (none); every row's appended
+// (all_logits); else the last row's.
+Status Session::feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
+                     const ProgressCallback& progress) {
   const int64_t n_batch = engine_->params.n_batch;
+  const int64_t n_rows = layout.n_rows();
+  if (logits) logits->clear();
   std::vector<float> chunk_logits;
-  std::vector<int64_t> positions;
-  std::vector<TokenKind> kinds;
-  const bool mrope = media && engine_->hparams.uses_mrope();
-  std::vector<int64_t> mrope_positions;  // [n_tokens, 3]
-  if (mrope) {
-    if (static_cast<int64_t>(chunk.grid_t) * chunk.grid_h * chunk.grid_w != n_tokens) {
-      return invalid_argument("media chunk grid does not match its token count");
+  for (const FeedSegment& sg : layout.segments) {
+    std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+    for (int64_t begin = sg.begin; begin < sg.end; begin += n_batch) {
+      const int64_t n = std::min(sg.end - begin, n_batch);
+      DecoderInput in = layout.rows(begin, n);
+      if (observer_) in.observer = &observer_;
+      const LogitsMode mode = !logits ? LogitsMode::kNone
+                              : all_logits ? LogitsMode::kAll
+                              : begin + n == n_rows ? LogitsMode::kLast
+                                                    : LogitsMode::kNone;
+      VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
+      n_past_ += n;
+      if (mode != LogitsMode::kNone) logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
+      if (progress) progress("prefill", begin + n, n_rows);
     }
-    mrope_positions = qwen2vl_visual_positions(next_pos_, chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step);
   }
-  // gemma3: an image's tokens see each other (non-causal), so the chunk is one step, as
-  // llama.cpp requires of its ubatch.
-  const bool non_causal = media && engine_->hparams.media_non_causal;
-  if (non_causal && n_tokens > n_batch) {
-    return invalid_argument("this model decodes an image's " + std::to_string(n_tokens) +
-                            " tokens with non-causal attention in one batch: raise --batch-size to at least " +
-                            std::to_string(n_tokens));
-  }
-  const int64_t pos_start = next_pos_;
-  for (int64_t begin = 0; begin < n_tokens; begin += n_batch) {
-    const int64_t end = std::min(n_tokens, begin + n_batch);
-    const int64_t n = end - begin;
-    positions.resize(static_cast<size_t>(n));
-    kinds.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      positions[static_cast<size_t>(i)] = pos_start + begin + i;
-      if (media) {
-        kinds[static_cast<size_t>(i)] = TokenKind::kVisual;
-      } else {
-        const TokenType type = engine_->tokenizer->token_type(chunk.tokens[static_cast<size_t>(begin + i)]);
-        kinds[static_cast<size_t>(i)] = type == TokenType::kControl ? TokenKind::kSpecial : TokenKind::kText;
-      }
-    }
-    DecoderInput in;
-    in.n_tokens = n;
-    if (media) in.embeddings = chunk.embeddings.data() + begin * n_embd;
-    else in.tokens = chunk.tokens.data() + begin;
-    in.positions = positions.data();
-    in.kinds = kinds.data();
-    if (observer_) in.observer = &observer_;
-    if (mrope) in.mrope_positions = mrope_positions.data() + begin * 3;
-    in.non_causal = non_causal;
-    if (media && visual_similarity) in.visual_similarity = visual_similarity + begin;
-    const LogitsMode mode = want_logits && end == n_tokens ? LogitsMode::kLast : LogitsMode::kNone;
-    VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
-    n_past_ += n;
-    if (mode != LogitsMode::kNone && logits) *logits = chunk_logits;
-    if (progress) progress("prefill", progress_base + end, progress_total);
-  }
-  next_pos_ = pos_start + (mrope ? qwen2vl_visual_n_pos(chunk.grid_t, chunk.grid_h, chunk.grid_w, chunk.t_step) : n_tokens);
+  next_pos_ = layout.next_pos;
   return Status::ok();
 }
 
@@ -157,38 +112,8 @@ Status Session::eval(const std::vector<int32_t>& tokens, bool all_logits, std::v
   if (tokens.empty()) return invalid_argument("nothing to evaluate: empty token list");
   VLKV_RETURN_IF_ERROR(check_room(static_cast<int64_t>(tokens.size()), "tokens"));
   warn_if_text_only(0);
-  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
-  const int64_t n_vocab = engine_->hparams.n_vocab;
-  const int64_t n_batch = engine_->params.n_batch;
-  if (logits) logits->clear();
-  std::vector<float> chunk_logits;
-  std::vector<int64_t> positions;
-  std::vector<TokenKind> kinds;
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(n_batch)) {
-    const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(n_batch));
-    const int64_t n = static_cast<int64_t>(end - begin);
-    positions.resize(n);
-    kinds.assign(n, TokenKind::kText);
-    for (int64_t i = 0; i < n; ++i) positions[i] = next_pos_ + i;
-    DecoderInput in;
-    in.n_tokens = n;
-    in.tokens = tokens.data() + begin;
-    in.positions = positions.data();
-    in.kinds = kinds.data();
-    if (observer_) in.observer = &observer_;
-    const bool last_chunk = end == tokens.size();
-    LogitsMode mode = !logits ? LogitsMode::kNone
-                      : all_logits ? LogitsMode::kAll
-                      : last_chunk ? LogitsMode::kLast
-                                   : LogitsMode::kNone;
-    VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
-    n_past_ += n;
-    next_pos_ += n;
-    if (logits && mode != LogitsMode::kNone) {
-      logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
-    }
-  }
-  if (logits && !all_logits && static_cast<int64_t>(logits->size()) != n_vocab) {
+  VLKV_RETURN_IF_ERROR(feed(lay_out_tokens(tokens, next_pos_), all_logits, logits, {}));
+  if (logits && !all_logits && static_cast<int64_t>(logits->size()) != engine_->hparams.n_vocab) {
     return Status(StatusCode::kInternal, "logits size mismatch");
   }
   return Status::ok();
@@ -200,21 +125,12 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
   const int64_t total = prompt.n_tokens();
   VLKV_RETURN_IF_ERROR(check_room(total, "prompt tokens"));
   warn_if_text_only(prompt.n_visual_tokens());
+  for (const PromptChunk& c : prompt.chunks)
+    if (c.n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
   // VidKV's salient visual tokens need each visual token's similarity to the prompt's text.
-  std::vector<std::vector<float>> similarity;
-  if (engine_->kv->uses_visual_similarity() && prompt.n_visual_tokens() > 0) {
-    const Tokenizer& tok = *engine_->tokenizer;
-    similarity = visual_text_similarity(prompt, engine_->weights.token_embd,
-                                        [&](int32_t t) { return tok.token_type(t) != TokenType::kControl; });
-  }
-  int64_t done = 0;
-  for (size_t i = 0; i < prompt.chunks.size(); ++i) {
-    const bool last = i + 1 == prompt.chunks.size();
-    const float* sim = i < similarity.size() && !similarity[i].empty() ? similarity[i].data() : nullptr;
-    VLKV_RETURN_IF_ERROR(eval_chunk(prompt.chunks[i], sim, last && last_logits, last_logits, progress, done, total));
-    done += prompt.chunks[i].n_tokens;
-  }
-  return Status::ok();
+  VLKV_ASSIGN_OR_RETURN(PromptLayout layout,
+                        lay_out_prompt(*engine_, prompt, next_pos_, engine_->kv->uses_visual_similarity()));
+  return feed(layout, false, last_logits, progress);
 }
 
 Status Session::sample_loop(Sampler& sampler, std::vector<float>& logits, const GenerateParams& params,
@@ -312,19 +228,15 @@ Status Engine::decode_batch(const std::vector<Session*>& sessions, const std::ve
   logits->resize(n);
   if (statuses) statuses->assign(n, Status::ok());
   std::vector<BatchSequence> batch(n);
-  std::vector<int64_t> positions(n);
-  std::vector<TokenKind> kinds(n, TokenKind::kText);
+  std::vector<DecodeRow> rows(n);
   for (size_t i = 0; i < n; ++i) {
     Session* s = sessions[i];
     if (!s || s->engine_ != impl_.get()) return invalid_argument("decode_batch: a session of another engine");
     VLKV_RETURN_IF_ERROR(s->check_room(1, "tokens"));
-    positions[i] = s->next_pos_;
+    rows[i] = DecodeRow{tokens[i], s->next_pos_};
     BatchSequence& b = batch[i];
     b.seq = s->seq_;
-    b.in.n_tokens = 1;
-    b.in.tokens = &tokens[i];
-    b.in.positions = &positions[i];
-    b.in.kinds = &kinds[i];
+    b.in = rows[i].input();
     b.mode = LogitsMode::kLast;
     b.logits = &(*logits)[i];
   }

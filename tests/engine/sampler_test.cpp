@@ -34,16 +34,21 @@ TEST(SamplerParams, DefaultsAsLlamaCpp) {
 TEST(SamplerParams, TableListsEveryFieldOnce) {
   SamplerParams p;
   std::vector<std::string> flags;
-  SamplerParams::visit(p, [&](auto& field, const char* flag, const char* help) {
-    flags.push_back(flag);
-    EXPECT_GT(std::string(help).size(), 5u);
-    (void)field;
+  std::vector<std::string> json_names;
+  SamplerParams::visit(p, [&](auto& field, const ParamField& info) {
+    flags.push_back(info.flags);
+    json_names.push_back(info.json);
+    EXPECT_GT(std::string(info.help).size(), 5u);
+    // The default is inside the row's range.
+    EXPECT_TRUE(check_param(info, static_cast<double>(field)).is_ok()) << info.json;
   });
-  EXPECT_EQ(flags, (std::vector<std::string>{"temp", "top-k", "top-p", "min-p", "repeat-penalty",
-                                             "repeat-last-n", "seed"}));
+  EXPECT_EQ(flags, (std::vector<std::string>{"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                             "--repeat-last-n", "--seed"}));
+  EXPECT_EQ(json_names, (std::vector<std::string>{"temperature", "top_k", "top_p", "min_p", "repeat_penalty",
+                                                  "repeat_last_n", "seed"}));
   // Writable through the table (the CLI sets fields this way).
-  SamplerParams::visit(p, [](auto& field, const char* flag, const char*) {
-    if (std::string(flag) == "top-k") field = 5;
+  SamplerParams::visit(p, [](auto& field, const ParamField& info) {
+    if (std::string(info.json) == "top_k") field = 5;
   });
   EXPECT_EQ(p.top_k, 5);
 }

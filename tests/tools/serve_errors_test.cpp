@@ -85,7 +85,10 @@ TEST_F(ServeErrors, MalformedJsonAndFields) {
   bad_types["max_tokens"] = "many";
   expect_error(chat(bad_types), 400, "invalid_request_error");
   bad_types = ask("hi");
-  bad_types["temperature"] = -1;
+  bad_types["temperature"] = "hot";
+  expect_error(chat(bad_types), 400, "invalid_request_error");
+  bad_types = ask("hi");
+  bad_types["top_p"] = 0;  // outside (0, 1]: SamplerParams' table, as vlkv run --top-p 0
   expect_error(chat(bad_types), 400, "invalid_request_error");
   bad_types = ask("hi");
   bad_types["stream"] = "yes";

@@ -1,7 +1,9 @@
 #include "server/openai_request.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdlib>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "server/data_uri.h"
@@ -45,17 +47,34 @@ Status read_bool(const json& body, const char* key, bool* out) {
   return Status::ok();
 }
 
+// A sampling field of SamplerParams' table: its JSON type, then the row's range (check_param:
+// the message vlkv run's flag gives for the same value).
+Status read_param(const json& body, const ParamField& info, float* out) {
+  float v = *out;
+  VLKV_RETURN_IF_ERROR(read_number(body, info.json, -HUGE_VAL, HUGE_VAL, &v));
+  VLKV_RETURN_IF_ERROR(check_param(info, v));
+  *out = v;
+  return Status::ok();
+}
+
+Status read_param(const json& body, const ParamField& info, int32_t* out) {
+  int64_t v = *out;
+  VLKV_RETURN_IF_ERROR(read_integer(body, info.json, INT32_MIN, INT32_MAX, &v));
+  VLKV_RETURN_IF_ERROR(check_param(info, static_cast<double>(v)));
+  *out = static_cast<int32_t>(v);
+  return Status::ok();
+}
+
 Status read_sampling(const json& body, ApiRequest& r) {
   SamplerParams& s = r.sampling;
-  VLKV_RETURN_IF_ERROR(read_number(body, "temperature", 0.0, 100.0, &s.temperature));
-  VLKV_RETURN_IF_ERROR(read_number(body, "top_p", 0.0, 1.0, &s.top_p));
-  VLKV_RETURN_IF_ERROR(read_number(body, "min_p", 0.0, 1.0, &s.min_p));
-  VLKV_RETURN_IF_ERROR(read_number(body, "repeat_penalty", 0.0, 100.0, &s.repeat_penalty));
-  if (body.contains("top_p") && s.top_p <= 0) return invalid_argument("'top_p' must be in (0, 1]");
-  if (body.contains("repeat_penalty") && s.repeat_penalty <= 0) return invalid_argument("'repeat_penalty' must be > 0");
-  int64_t top_k = s.top_k;
-  VLKV_RETURN_IF_ERROR(read_integer(body, "top_k", INT32_MIN, INT32_MAX, &top_k));
-  s.top_k = static_cast<int32_t>(top_k);
+  // Every row but the seed (below); a field the server does not take (repeat_last_n) was
+  // already refused by check_fields.
+  Status st = Status::ok();
+  SamplerParams::visit(s, [&](auto& field, const ParamField& info) {
+    if constexpr (!std::is_same_v<std::decay_t<decltype(field)>, uint32_t>)
+      if (st.is_ok()) st = read_param(body, info, &field);
+  });
+  VLKV_RETURN_IF_ERROR(st);
   int64_t seed = -1;  // OpenAI clients send -1 or nothing for "random"
   VLKV_RETURN_IF_ERROR(read_integer(body, "seed", -1, UINT32_MAX, &seed));
   s.seed = seed < 0 ? SamplerParams::kRandomSeed : static_cast<uint32_t>(seed);

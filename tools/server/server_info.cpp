@@ -1,5 +1,7 @@
 #include "server/server_info.h"
 
+#include "param_json.h"
+
 namespace vlkv::server {
 
 using nlohmann::json;
@@ -58,7 +60,8 @@ json props_json(const ServedModel& m, const GenerationBackend& backend) {
           {"n_ctx", e.params().n_ctx},
           {"total_slots", m.n_slots},
           {"modalities", {{"vision", e.has_vision()}, {"audio", false}}},
-          {"default_generation_settings", {{"n_ctx", e.params().n_ctx}}},
+          {"default_generation_settings", {{"n_ctx", e.params().n_ctx}, {"params", params_to_json(SamplerParams{})}}},
+          {"engine_params", params_to_json(e.params())},
           {"kv", {{"default", backend.kv_methods().front()},
                   {"allowed", backend.kv_methods()},
                   {"bits_per_element", bits},
