@@ -23,6 +23,7 @@ struct Cli {
   std::vector<cli::Command> commands;
   Cli() {
     cli::add_run_command(root, commands);
+    cli::add_chat_command(root, commands);
     cli::add_bench_command(root, commands);
     cli::add_eval_command(root, commands);
     cli::add_calibrate_command(root, commands);
