@@ -1,7 +1,9 @@
 // libFuzzer target: vlkv serve's request path on arbitrary bytes - the JSON body through
-// both endpoints' parsers (messages, content parts, sampling fields, data: URIs decoded
-// into images under small limits), the input as a data: URI and as base64, and the
-// stop-string / UTF-8 text stream over the input's bytes. Any crash, leak or UB is a bug;
+// both endpoints' parsers (messages, content parts, sampling fields, logprobs,
+// response_format schemas, data: URIs decoded into images under small limits), the input
+// as a data: URI and as base64, the stop-string / UTF-8 text stream over the input's bytes,
+// and the response_format recognizer (json_object over the input, a request's own schema
+// over its last message). Any crash, leak or UB is a bug;
 // every bad input must come back as a Status.
 #include <cstddef>
 #include <cstdint>
@@ -9,13 +11,27 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "server/data_uri.h"
+#include "server/json_recognizer.h"
 #include "server/openai_request.h"
 #include "server/text_stream.h"
 
 namespace {
 
-volatile size_t g_sink;  // keeps results from being optimized away
+volatile size_t g_sink;
+
+// response_format's recognizer: whatever bytes it takes whole and calls complete are a JSON
+// document nlohmann parses (an object under json_object).
+void check_recognizer(const vlkv::server::JsonGrammar& g, std::string_view text, bool object) {
+  vlkv::server::JsonRecognizer r(g);
+  size_t n = 0;
+  while (n < text.size() && r.feed(static_cast<uint8_t>(text[n]))) ++n;
+  if (n < text.size() || !r.complete()) return;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || (object && !j.is_object())) std::abort();
+}  // keeps results from being optimized away
 
 vlkv::server::RequestLimits small_limits() {
   vlkv::server::RequestLimits l;
@@ -56,11 +72,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (img.is_ok() && (!img->valid() || img->width != m.info.width || img->height != m.info.height)) std::abort();
       if (img.is_ok()) n += img->pixels.size();
     }
+    // A schema the request compiled, on the text of its last message (or its prompt).
+    if (r->response_format) {
+      const std::string& doc = r->conversation.empty() ? r->prompt : r->conversation.back().content;
+      check_recognizer(*r->response_format, doc, false);
+    }
     // Each image part left one marker (a text part may hold more of its own).
     if (e == Endpoint::kChat && markers < r->images.size()) std::abort();
     if (r->images.size() > static_cast<size_t>(limits.max_images)) std::abort();
     g_sink = g_sink + n;
   }
+  static const JsonGrammar any_object = json_object_grammar();
+  check_recognizer(any_object, text, true);
   vlkv::Result<DataUri> uri = parse_data_uri(text, 1 << 16);
   if (uri.is_ok()) g_sink = g_sink + uri->data.size();
   vlkv::Result<std::vector<uint8_t>> b64 = decode_base64(text, 1 << 16);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vlkv/logits_processor.h"
 #include "vlkv/media.h"
 #include "vlkv/param_field.h"
 #include "vlkv/sampler_params.h"
@@ -59,6 +60,7 @@ struct GenerateParams {
   int64_t max_tokens = 128;
   bool ignore_eos = false;
   SamplerParams sampling;
+  std::shared_ptr<LogitsProcessor> logits_processor;  // null: none (logits_processor.h)
 };
 
 struct GenerateStats {

@@ -126,4 +126,12 @@ TokenId Sampler::sample(const float* logits, int n_vocab) {
   return cur.back().id;  // rounding left u at the very end
 }
 
+TokenId sample_step(Sampler& sampler, LogitsProcessor* processor, float* logits, int n_vocab) {
+  if (processor) processor->before_sampling(logits, n_vocab);
+  const TokenId next = sampler.sample(logits, n_vocab);
+  sampler.accept(next);
+  if (processor) processor->after_sampling(next);
+  return next;
+}
+
 }  // namespace vlkv

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "text/tokenizer.h"
+#include "vlkv/logits_processor.h"
 #include "vlkv/sampler_params.h"
 #include "vlkv/status.h"
 
@@ -47,5 +48,9 @@ class Sampler {
   std::vector<TokenId> history_;    // most recent last; at most repeat_last_n entries
   std::vector<Candidate> scratch_;  // [n_vocab] candidates, reused between calls
 };
+
+// One generation step's pick: the processor (null: none) sees the raw logits (and may mask
+// them), the sampler draws and accepts the token, the processor hears which one.
+TokenId sample_step(Sampler& sampler, LogitsProcessor* processor, float* logits, int n_vocab);
 
 }  // namespace vlkv

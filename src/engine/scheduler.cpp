@@ -417,8 +417,8 @@ Result<StepResult> Scheduler::step() {
         ++a.n_replayed;
         if (b.mode == LogitsMode::kNone) continue;
         // Sample the next token.
-        const int32_t next = a.sampler.sample(a.logits.data(), static_cast<int>(s.e->hparams.n_vocab));
-        a.sampler.accept(next);
+        const int32_t next = sample_step(a.sampler, a.params.logits_processor.get(), a.logits.data(),
+                                         static_cast<int>(s.e->hparams.n_vocab));
         if (!a.params.ignore_eos && s.e->tokenizer->is_end_of_generation(next)) {
           s.finish(a, FinishReason::kEos, Status::ok(), events);
           ++result.n_finished;

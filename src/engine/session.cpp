@@ -140,8 +140,7 @@ Status Session::sample_loop(Sampler& sampler, std::vector<float>& logits, const 
   auto t1 = Clock::now();
   Status result = Status::ok();
   for (int64_t i = 0; i < params.max_tokens; ++i) {
-    const TokenId next = sampler.sample(logits.data(), n_vocab);
-    sampler.accept(next);
+    const TokenId next = sample_step(sampler, params.logits_processor.get(), logits.data(), n_vocab);
     if (!params.ignore_eos && engine_->tokenizer->is_end_of_generation(next)) {
       st.stopped_at_eos = true;
       break;

@@ -113,7 +113,9 @@ class DeadlineStream {
 // The reply side of one request, on its worker.
 class Writer final : public ResponseWriter {
  public:
-  Writer(int fd, std::chrono::milliseconds timeout, bool keep_alive) : fd_(fd), stream_(fd, timeout), keep_alive_(keep_alive) {}
+  // head_only: the request was HEAD, so replies carry the GET's head (its Content-Length) and no body.
+  Writer(int fd, std::chrono::milliseconds timeout, bool keep_alive, bool head_only)
+      : fd_(fd), stream_(fd, timeout), keep_alive_(keep_alive), head_only_(head_only) {}
 
   bool send(const HttpReply& reply) override {
     if (started_) return false;
@@ -126,7 +128,12 @@ class Writer final : public ResponseWriter {
     res.keep_alive(keep_alive_);
     res.body() = reply.body;
     res.prepare_payload();
-    http::write(stream_, res, ec_);
+    if (head_only_) {
+      http::response_serializer<http::string_body> sr(res);
+      http::write_header(stream_, sr, ec_);
+    } else {
+      http::write(stream_, res, ec_);
+    }
     return !ec_;
   }
   bool begin_stream(int status, const std::string& content_type, const HeaderList& headers) override {
@@ -166,6 +173,7 @@ class Writer final : public ResponseWriter {
   int fd_;
   DeadlineStream stream_;
   bool keep_alive_;
+  bool head_only_;
   bool started_ = false;
   bool streaming_ = false;
   bool stream_done_ = false;
@@ -335,6 +343,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       HeaderList extra = listener_.handlers.refused(head_read ? &request_ : nullptr, reply.status);
       reply.headers.insert(reply.headers.end(), extra.begin(), extra.end());
     }
+    const bool head_only = head_read && request_.method == "HEAD";  // the head of the reply, no body
     parser_.reset();  // a refused body is not kept while the refusal goes out
     request_ = HttpRequest{};
     buffer_.clear();
@@ -347,13 +356,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res->body() = std::move(reply.body);
     res->prepare_payload();
     stream_.expires_after(kRefusalWriteTimeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    auto sr = std::make_shared<http::response_serializer<http::string_body>>(*res);
+    auto written = [self = shared_from_this(), res, sr](beast::error_code ec, size_t) {
       if (ec) return;
       beast::error_code ignored;
       self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
       self->stream_.expires_after(kDrainTimeout);
       self->drain();
-    });
+    };
+    if (head_only) http::async_write_header(stream_, *sr, std::move(written));
+    else http::async_write(stream_, *sr, std::move(written));
   }
 
   void drain() {
@@ -367,7 +379,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // On a worker: the handler, then the next request or the end of the connection.
   void serve() {
     const int fd = stream_.socket().native_handle();
-    Writer writer(fd, limits().write_timeout, keep_alive_);
+    Writer writer(fd, limits().write_timeout, keep_alive_, request_.method == "HEAD");
     listener_.handlers.handle(request_, writer);
     if (!writer.started()) writer.send(error_reply(server_error("the request produced no response")));
     const size_t body_bytes = request_.body.size();

@@ -5,8 +5,10 @@
 #include <random>
 #include <thread>
 
+#include "server/logprobs_json.h"
 #include "server/openai_response.h"
 #include "server/request_channel.h"
+#include "server/sampling_hook.h"
 #include "server/web_page.h"
 
 namespace vlkv::server {
@@ -48,7 +50,7 @@ ApiError error_for(const GenerationResult& r, int timeout_seconds, bool others_r
   }
 }
 
-enum class Route { kNone, kPage, kHealth, kModels, kModel, kMetrics, kProps, kTokenize, kDetokenize, kChat, kCompletion };
+enum class Route { kNone, kPage, kHealth, kModels, kModel, kMetrics, kProps, kSlots, kTokenize, kDetokenize, kChat, kCompletion };
 
 constexpr const char* kModelsPrefix[] = {"/v1/models/", "/models/"};
 
@@ -60,6 +62,7 @@ Route route_of(const std::string& path) {
   if (path == "/metrics") return Route::kMetrics;
   if (find_web_asset(path)) return Route::kPage;
   if (path == "/props") return Route::kProps;
+  if (path == "/slots") return Route::kSlots;
   if (path == "/tokenize") return Route::kTokenize;
   if (path == "/detokenize") return Route::kDetokenize;
   if (path == "/v1/chat/completions" || path == "/chat/completions") return Route::kChat;
@@ -185,9 +188,9 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
 
   if (req.method == "OPTIONS") {  // CORS preflight (answered without CORS headers when --cors-origin is off)
     HeaderList h = x.headers;
-    h.emplace_back("Allow", "GET, POST, OPTIONS");
+    h.emplace_back("Allow", "GET, HEAD, POST, OPTIONS");
     if (!cors_headers(req).empty()) {
-      h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      h.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
       const std::string asked = req.header("Access-Control-Request-Headers");
       h.emplace_back("Access-Control-Allow-Headers",
                      asked.empty() || asked.size() > 1024 ? "Authorization, Content-Type, X-Request-Id" : asked);
@@ -195,9 +198,10 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
     }
     x.log.status = 204;
     w.send({204, "text/plain", "", std::move(h), false});
-  } else if (req.method != method_of(route)) {
+  } else if (req.method != method_of(route) && !(req.method == "HEAD" && method_of(route) == std::string("GET"))) {
+    // HEAD is a GET whose body the listener leaves out (RFC 9110 9.3.2).
     HeaderList h = x.headers;
-    h.emplace_back("Allow", std::string(method_of(route)) + ", OPTIONS");
+    h.emplace_back("Allow", method_of(route) == std::string("GET") ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
     x.log.status = 405;
     const ApiError e{405, "invalid_request_error", req.method + " is not allowed on " + req.path};
     w.send({405, "application/json", dump_json(error_json(e)), std::move(h), false});
@@ -235,6 +239,8 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
     reply_error(w, x, unavailable("loading model"));
   } else if (route == Route::kProps) {
     reply_json(w, x, 200, props_json(served_, *b));
+  } else if (route == Route::kSlots) {
+    reply_json(w, x, 200, slots_.to_json(served_.n_slots, b->load().running, b->model().params().n_ctx));
   } else if (route == Route::kTokenize || route == Route::kDetokenize) {
     Result<json> r = route == Route::kTokenize ? tokenize_json(req.body, b->model()) : detokenize_json(req.body, b->model());
     if (!r.is_ok()) reply_error(w, x, bad_request(r.status().message()));
@@ -303,14 +309,39 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   g.kv_method = method;
   if (options_.timeout_seconds > 0) g.deadline = Clock::now() + std::chrono::seconds(options_.timeout_seconds);
 
+  // logprobs and response_format: the request's hook on the step's logits.
+  std::shared_ptr<SamplingHook> hook;
+  if (a.logprobs >= 0 || a.response_format)
+    hook = std::make_shared<SamplingHook>(a.logprobs, a.response_format,
+                                          a.response_format ? token_table_for(model) : nullptr);
+  g.params.logits_processor = hook;
+  const json slot_params = {{"n_predict", g.params.max_tokens}, {"temperature", a.sampling.temperature},
+                            {"top_k", a.sampling.top_k}, {"top_p", a.sampling.top_p}, {"min_p", a.sampling.min_p},
+                            {"repeat_penalty", a.sampling.repeat_penalty}, {"seed", a.sampling.seed},
+                            {"stop", a.stop}, {"stream", a.stream}, {"kv", method}, {"n_probs", std::max(0, a.logprobs)},
+                            {"response_format", a.response_format ? "json" : "text"}};
+  std::shared_ptr<SlotTable::Entry> slot = slots_.add(x.log.id, slot_params, g.params.max_tokens);
   auto channel = std::make_shared<RequestChannel>(a.stop);
   GenerationCallbacks callbacks;
-  callbacks.on_piece = [channel](const std::string& piece) { return channel->push(piece); };
-  callbacks.on_done = [channel, this](const GenerationResult& r) {
+  callbacks.on_piece = [channel, hook, slot](const std::string& piece) {
+    ++slot->n_decoded;
+    if (hook && hook->wants_logprobs()) channel->add_logprobs(hook->take_logprobs());
+    // A whole JSON document (response_format) ends the answer: nothing may follow it.
+    return channel->push(piece) && !(hook && hook->document_finished());
+  };
+  callbacks.on_done = [channel, hook, slot, this](const GenerationResult& result) {
+    slots_.forget(slot);
+    GenerationResult r = result;
+    if (hook && hook->dead_end() && answered(r.end)) {
+      r.end = GenerationEnd::kError;
+      r.status = Status(StatusCode::kInternal,
+                        "response_format: no token of the model's vocabulary continues the JSON document");
+    }
     if (!r.kv.method.empty()) metrics_.record_generation(r);
     channel->finish(r);
   };
   const uint64_t id = backend->submit(std::move(g), std::move(callbacks));
+  if (id == 0) slots_.forget(slot);
   if (id == 0) return fail(stopping_ ? unavailable("the server is shutting down")
                                      : unavailable("the server is busy: the request queue is full (--max-queue)"));
   // The figures of the log line, once the generation is done.
@@ -342,15 +373,24 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   }
   const ResponseIds ids = make_response_ids(endpoint, options_.model_name);
 
+  std::vector<StepLogprobs> steps;
+  size_t text_offset = 0;  // completions' logprobs.text_offset
+  auto take_logprobs = [&]() -> json {
+    if (a.logprobs < 0) return nullptr;
+    json j = steps.empty() && a.stream ? json(nullptr) : logprobs_json(endpoint, steps, model, &text_offset);
+    steps.clear();
+    return j;
+  };
+
   if (!a.stream) {
     std::string text;
-    while (!channel->wait_take(&text, kHangUpPoll))
+    while (!channel->wait_take(&text, kHangUpPoll, &steps))
       if (client_left()) return;
     const GenerationResult& r = channel->result();
     note_result(r);
     if (!answered(r.end)) return fail(error_for(r, timeout, backend->load().running > 0));
     metrics_.record_response(200);
-    reply_json(w, x, 200, completion_json(ids, text, r));
+    reply_json(w, x, 200, completion_json(ids, text, r, take_logprobs()));
     return;
   }
 
@@ -364,15 +404,17 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   if (!gone && endpoint == Endpoint::kChat) gone = !w.write_chunk(sse_event(text_chunk_json(ids, "", true, a.include_usage)));
   while (!gone) {
     std::string text;
-    const bool done = channel->wait_take(&text, std::chrono::milliseconds(200));
+    const bool done = channel->wait_take(&text, std::chrono::milliseconds(200), &steps);
     std::string out;
-    if (!text.empty()) out = sse_event(text_chunk_json(ids, text, false, a.include_usage));
+    // Logprobs ride with the text of their tokens (a token whose text is held back, e.g.
+    // half a UTF-8 character, sends its logprobs with the next text or the final chunk).
+    if (!text.empty()) out = sse_event(text_chunk_json(ids, text, false, a.include_usage, take_logprobs()));
     if (done) {
       const GenerationResult& r = channel->result();
       note_result(r);
       const bool ok = answered(r.end);
       if (ok) {
-        out += sse_event(final_chunk_json(ids, r, a.include_usage));
+        out += sse_event(final_chunk_json(ids, r, a.include_usage, take_logprobs()));
         if (a.include_usage) out += sse_event(usage_chunk_json(ids, r));
       } else {
         out += sse_event(error_json(error_for(r, timeout, backend->load().running > 0)));

@@ -18,6 +18,7 @@
 #include "server/request_log.h"
 #include "server/server_info.h"
 #include "server/server_metrics.h"
+#include "server/slot_table.h"
 
 namespace vlkv::server {
 
@@ -67,6 +68,7 @@ class HttpServer {
   HttpOptions options_;
   ServedModel served_;
   ServerMetrics metrics_;
+  SlotTable slots_;  // GET /slots
   std::unique_ptr<HttpListener> listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> active_streams_{0};

@@ -180,6 +180,26 @@ Status read_prompt(const json& body, ApiRequest& r) {
   return Status::ok();
 }
 
+// Chat: "logprobs" true/false and "top_logprobs" 0-20 (OpenAI's limits); completions:
+// "logprobs" 0-5 (the legacy API's limit).
+Status read_logprobs(const json& body, Endpoint endpoint, ApiRequest& r) {
+  if (endpoint == Endpoint::kCompletion) {
+    auto it = body.find("logprobs");
+    if (it != body.end() && it->is_boolean() && !it->get<bool>()) return Status::ok();  // false: none
+    int64_t n = -1;
+    VLKV_RETURN_IF_ERROR(read_integer(body, "logprobs", 0, 5, &n));
+    r.logprobs = static_cast<int32_t>(n);
+    return Status::ok();
+  }
+  bool on = false;
+  VLKV_RETURN_IF_ERROR(read_bool(body, "logprobs", &on));
+  int64_t top = 0;
+  VLKV_RETURN_IF_ERROR(read_integer(body, "top_logprobs", 0, 20, &top));
+  if (top > 0 && !on) return invalid_argument("'top_logprobs' needs 'logprobs': true");
+  if (on) r.logprobs = static_cast<int32_t>(top);
+  return Status::ok();
+}
+
 // A path under dir: both resolved (symlinks, ..) and compared by prefix + '/'.
 Result<std::string> resolve_under(const std::string& path, const std::string& dir) {
   char* real_dir = realpath(dir.c_str(), nullptr);
@@ -201,9 +221,10 @@ bool known_field(const std::string& key, Endpoint endpoint) {
   static const char* const kCommon[] = {"model", "max_tokens", "max_completion_tokens", "n_predict", "temperature",
                                         "top_p", "min_p", "top_k", "repeat_penalty", "seed", "frequency_penalty",
                                         "presence_penalty", "n", "stop", "stream", "stream_options", "kv", "user",
-                                        "cache_prompt"};
+                                        "cache_prompt", "logprobs", "response_format"};
   for (const char* k : kCommon)
     if (key == k) return true;
+  if (endpoint == Endpoint::kChat && key == "top_logprobs") return true;
   return key == (endpoint == Endpoint::kChat ? "messages" : "prompt");
 }
 
@@ -211,9 +232,8 @@ bool known_field(const std::string& key, Endpoint endpoint) {
 // "logprobs": false or "tools": [] by default).
 bool neutral_value(const std::string& key, const json& v) {
   if (v.is_null()) return true;
-  if (key == "logprobs" || key == "echo") return (v.is_boolean() && !v.get<bool>()) || v == 0;
+  if (key == "echo") return (v.is_boolean() && !v.get<bool>()) || v == 0;
   if (key == "top_logprobs" || key == "n_probs" || key == "best_of") return v == 0 || (key == "best_of" && v == 1);
-  if (key == "response_format") return v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text";
   if (key == "tools" || key == "functions") return v.is_array() && v.empty();
   if (key == "tool_choice") return v == "none";
   if (key == "logit_bias") return v.is_object() && v.empty();
@@ -226,8 +246,7 @@ Status check_fields(const json& body, Endpoint endpoint) {
     std::string shown = key.substr(0, 64);
     for (char& c : shown)
       if (static_cast<unsigned char>(c) < ' ' || c == 0x7f) c = '?';
-    return invalid_argument("'" + shown + "' is not supported by this server" +
-                            (key == "response_format" ? std::string(" (only {\"type\": \"text\"})") : std::string()));
+    return invalid_argument("'" + shown + "' is not supported by this server");
   }
   return Status::ok();
 }
@@ -278,6 +297,10 @@ Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, 
     VLKV_RETURN_IF_ERROR(read_integer(body, key, key[0] == 'n' ? -1 : 0, INT32_MAX, &r.max_tokens));
   VLKV_RETURN_IF_ERROR(read_sampling(body, r));
   VLKV_RETURN_IF_ERROR(read_stop(body, limits, r));
+  VLKV_RETURN_IF_ERROR(read_logprobs(body, endpoint, r));
+  if (auto it = body.find("response_format"); it != body.end()) {
+    VLKV_ASSIGN_OR_RETURN(r.response_format, parse_response_format(*it));
+  }
   VLKV_RETURN_IF_ERROR(read_bool(body, "stream", &r.stream));
   if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) return invalid_argument("'stream_options' must be an object");

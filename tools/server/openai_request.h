@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "vlkv/engine.h"
 #include "vlkv/media.h"
+#include "server/json_schema.h"
 #include "vlkv/status.h"
 
 namespace vlkv::server {
@@ -46,11 +48,15 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   std::string kv_method;               // the "kv" extension ("" = the server's default)
+  // -1: no logprobs; else the most likely tokens to list per generated token (chat:
+  // logprobs true + top_logprobs 0-20; completions: logprobs 0-5).
+  int32_t logprobs = -1;
+  std::shared_ptr<const JsonGrammar> response_format;  // null: free text
 };
 
 // body: the raw request body. InvalidArgument names the offending field; a field the server
-// does not implement (logprobs, response_format, tools, ...) is refused by name unless it
-// holds the value that asks for nothing (false, 0, [], {"type": "text"}).
+// does not implement (tools, n_probs, logit_bias, ...) is refused by name unless it holds
+// the value that asks for nothing (false, 0, []).
 Result<ApiRequest> parse_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits);
 
 // One image_url: a data: URI (base64 PNG, JPEG, ...) or file:// under limits.media_path;

@@ -65,9 +65,9 @@ bool chat(const ResponseIds& ids) { return ids.endpoint == Endpoint::kChat; }
 
 }  // namespace
 
-json completion_json(const ResponseIds& ids, const std::string& text, const GenerationResult& r) {
+json completion_json(const ResponseIds& ids, const std::string& text, const GenerationResult& r, const json& logprobs) {
   json o = base_object(ids, chat(ids) ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", finish_reason(r.end)}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason(r.end)}, {"logprobs", logprobs}};
   if (chat(ids)) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
   o["choices"] = json::array({choice});
@@ -77,9 +77,10 @@ json completion_json(const ResponseIds& ids, const std::string& text, const Gene
   return o;
 }
 
-json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first, bool include_usage) {
+json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first, bool include_usage,
+                     const json& logprobs) {
   json o = base_object(ids, chat(ids) ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", logprobs}};
   if (chat(ids)) {
     choice["delta"] = first ? json{{"role", "assistant"}, {"content", text}} : json{{"content", text}};
   } else {
@@ -90,9 +91,9 @@ json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first
   return o;
 }
 
-json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool include_usage) {
+json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool include_usage, const json& logprobs) {
   json o = base_object(ids, chat(ids) ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", finish_reason(r.end)}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason(r.end)}, {"logprobs", logprobs}};
   if (chat(ids)) choice["delta"] = json::object();
   else choice["text"] = "";
   o["choices"] = json::array({choice});

@@ -32,12 +32,17 @@ nlohmann::json kv_json(const KvUsage& kv);
 nlohmann::json timings_json(const GenerationResult& r);
 
 // The whole answer (stream: false).
-nlohmann::json completion_json(const ResponseIds& ids, const std::string& text, const GenerationResult& r);
+// logprobs: the choice's "logprobs" object (logprobs_json.h), null when not asked for.
+nlohmann::json completion_json(const ResponseIds& ids, const std::string& text, const GenerationResult& r,
+                               const nlohmann::json& logprobs = nullptr);
 
 // Streaming: a chunk with new text (first: with the assistant role), the final chunk
 // with finish_reason (and the kv and timings objects), and the usage chunk (empty choices).
-nlohmann::json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first, bool include_usage);
-nlohmann::json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool include_usage);
+// logprobs: those of the tokens the chunk carries (null: none or not asked for).
+nlohmann::json text_chunk_json(const ResponseIds& ids, const std::string& text, bool first, bool include_usage,
+                               const nlohmann::json& logprobs = nullptr);
+nlohmann::json final_chunk_json(const ResponseIds& ids, const GenerationResult& r, bool include_usage,
+                                const nlohmann::json& logprobs = nullptr);
 nlohmann::json usage_chunk_json(const ResponseIds& ids, const GenerationResult& r);
 
 // "data: <json>\n\n"; the stream ends with sse_done().

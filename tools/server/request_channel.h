@@ -10,6 +10,7 @@
 
 #include "server/generation_backend.h"
 #include "server/text_stream.h"
+#include "server/token_logprobs.h"
 
 namespace vlkv::server {
 
@@ -25,6 +26,11 @@ class RequestChannel {
     cv_.notify_all();
     return !stream_.stopped();
   }
+  // The logprobs of the token whose piece is pushed next (requests that asked for them).
+  void add_logprobs(StepLogprobs step) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    logprobs_.push_back(std::move(step));
+  }
   void finish(const GenerationResult& result) {
     std::lock_guard<std::mutex> lock(mutex_);
     pending_ += stream_.finish();
@@ -35,12 +41,16 @@ class RequestChannel {
   }
 
   // HTTP side: waits until there is text or the result (or timeout), then takes the text.
-  // Returns true once done (result() is final).
-  bool wait_take(std::string* text, std::chrono::milliseconds timeout) {
+  // Returns true once done (result() is final). logprobs (when given) receives those added since.
+  bool wait_take(std::string* text, std::chrono::milliseconds timeout, std::vector<StepLogprobs>* logprobs = nullptr) {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait_for(lock, timeout, [&] { return done_ || !pending_.empty(); });
     text->append(pending_);
     pending_.clear();
+    if (logprobs) {
+      logprobs->insert(logprobs->end(), logprobs_.begin(), logprobs_.end());
+      logprobs_.clear();
+    }
     return done_;
   }
   // Waits up to timeout for text or the result, leaving the text for wait_take; true once
@@ -69,6 +79,7 @@ class RequestChannel {
   std::condition_variable cv_;
   TextStream stream_;
   std::string pending_;
+  std::vector<StepLogprobs> logprobs_;
   GenerationResult result_;
   bool done_ = false;
   bool abandoned_ = false;
