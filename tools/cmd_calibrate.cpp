@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "kv/calibration.h"
-#include "kv/calibration_collector.h"
+#include "kv/methods/qcache/calibration.h"
+#include "kv/methods/qcache/calibration_collector.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {

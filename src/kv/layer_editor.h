@@ -57,7 +57,7 @@ class LayerEditor {
   }
 
   // A new empty segment at the end of kv_head's list; returns its index.
-  // k_codec may be null (no K stored: lazy layer). Codecs must outlive the cache contents.
+  // k_codec may be null (no K stored: LayerPlan::stores_k). Codecs must outlive the cache contents.
   // reread: the method will read the segment's rows back (a staging window it folds), so
   // its pages are never freed when tokens leave a sliding window (Segment::reread).
   int add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag, bool reread = false);

@@ -22,8 +22,8 @@
 //    chunks): a single decode query is too noisy to re-decide a layer, and the layer plan
 //    says so (LayerPlan::stats_in_decode = false: decode steps skip the extra scores
 //    pass). The pattern can change between prefill
-//    chunks; it applies to the tokens folded from then on. Q Cache refuses to wrap a
-//    method that needs statistics, so akvq_vl does not compose with qcache_*.
+//    chunks; it applies to the tokens folded from then on. Wrapping methods refuse an inner
+//    method that needs statistics, so akvq_vl is never wrapped.
 //  - Pivots (per kv head, at most n_pivots, kept f16 for the rest of the sequence): the
 //    tokens with the largest probe attention mass in a prefill step among those still in
 //    full precision (the window and the step's tokens), if they rank in the top n_pivots
