@@ -113,7 +113,7 @@ class Method {
   // Bytes of codec blocks (page tails excluded) a sequence holds once n_tokens are
   // stored, a full-precision window included (bytes_per_token() excludes it).
   virtual double bytes_for_tokens(int64_t n_tokens) const { return bytes_per_token() * static_cast<double>(n_tokens); }
-  // Lower bound of the same, for methods whose layout depends on the data (ZipVL's
+  // Lower bound of the same, for methods whose layout depends on the data (an
   // important-token mix): then bytes_for_tokens() is the upper bound ("at most", what
   // reports show).
   virtual double min_bytes_for_tokens(int64_t n_tokens) const { return bytes_for_tokens(n_tokens); }
@@ -128,7 +128,7 @@ class Method {
   // (aligned in sequence order: tokens [kB, (k+1)B)), e.g. per-channel groups of G.
   virtual int error_block_tokens() const { return 1; }
   // Sequence positions of one (layer, kv head)'s stored tokens in storage order (segment
-  // after segment), for methods that store tokens out of sequence order (ZipVL keeps
+  // after segment), for methods that store tokens out of sequence order (keeping
   // important and other tokens apart); false: storage order is sequence order.
   // KvCache::read_back returns rows in sequence order with it.
   virtual bool stored_positions(const LayerState* /*state*/, int /*kv_head*/, const std::vector<Segment>& /*segments*/,

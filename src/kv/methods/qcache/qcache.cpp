@@ -13,7 +13,7 @@
 //    the base layer's visual segments), its text segments keep their own K. share=scores
 //    (default, the paper's VLA): visual keys are scored with the base layer's queries, so
 //    the visual scores are the base layer's, text keys with the layer's own; one softmax over
-//    both, applied to the layer's own V (attend()'s base_q / base_k). share=keys: visual
+//    both, applied to the layer's own V (the cache keeps the base layer's q and k of the step). share=keys: visual
 //    keys scored with the layer's own queries (shared keys, own query; a variant).
 //
 // Grouping (first match): lazy=L1.L2... explicit; map=FILE (vlkv calibrate; with n_lazy=K
@@ -219,9 +219,9 @@ class QcacheMethod final : public Method, public SequencePolicy {
     }
     if (!st.frozen || st.base[in.layer] < 0) return Status::ok();
     // A layer that became lazy drops the K its prompt stored (GLA: all; VLA: visual tokens').
-    LayerEditor view = ed.view(mode_ == Mode::kGla ? 0 : kSpaceVisual, false, nullptr);
+    LayerEditor view = ed.view(mode_ == Mode::kGla ? 0 : kSpaceVisual, true, nullptr);
     for (int h = 0; h < view.n_kv_heads(); ++h)
-      for (size_t i = 0; i < view.segments(h).size(); ++i) view.drop_k(h, static_cast<int>(i));
+      for (size_t i = 0; i < view.segments(h).size(); ++i) view.remove_k(h, static_cast<int>(i));
     return Status::ok();
   }
 
@@ -259,7 +259,7 @@ class QcacheMethod final : public Method, public SequencePolicy {
       lazy = st.frozen && st.base[in.layer] >= 0;
     }
     if (mode_ == Mode::kGla) {
-      LayerEditor view = ed.view(0, lazy, nullptr);
+      LayerEditor view = ed.view(0, !lazy, nullptr);
       return inner_->store(in, view);
     }
     auto* st = static_cast<PartitionState*>(ed.state());
@@ -290,7 +290,7 @@ class QcacheMethod final : public Method, public SequencePolicy {
         sub.kinds = kinds.data();
         sub.visual_similarity = in.visual_similarity ? sim.data() : nullptr;
       }
-      LayerEditor view = ed.view(visual ? kSpaceVisual : kSpaceText, lazy && visual, st->inner[p].get());
+      LayerEditor view = ed.view(visual ? kSpaceVisual : kSpaceText, !(lazy && visual), st->inner[p].get());
       VLKV_RETURN_IF_ERROR(inner_->store(sub, view));
       st->n_cached[p] += sub.n_new;
     }
