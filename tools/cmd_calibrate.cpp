@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "kv/methods/qcache/calibration.h"
+#include "kv/methods/qcache/calibration_collector.h"
 #include "param_flags.h"
-#include "kv/calibration.h"
-#include "kv/calibration_collector.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {

@@ -22,11 +22,11 @@ void build_chunks(const LayerCache& layer, const LayerCache* key_source, int g, 
     const Segment& s = segs[i];
     if (s.n_tokens == 0) continue;
     const Stream* ks = &s.k;
-    if (!ks->present()) {  // lazy layer: keys of the base layer's matching segment
+    if (!ks->present()) {  // no K of its own: keys of key_source's matching segment
       VLKV_CHECK_MSG(key_source && i < key_source->heads[g].segments.size() &&
                          key_source->heads[g].segments[i].n_tokens >= s.n_tokens &&
                          key_source->heads[g].segments[i].k.present(),
-                     "a segment without K has no matching base-layer segment");
+                     "a segment without K has no matching key_source segment");
       ks = &key_source->heads[g].segments[i].k;
     }
     const int64_t unit = std::lcm<int64_t>(ks->codec->tokens_per_block(), s.v.codec->tokens_per_block());
@@ -230,7 +230,7 @@ void merge_state(RowState dst, RowState src, int rows, int d) {
 struct Scratch {
   std::vector<float> qt;          // [kTileRows, head_dim]
   std::vector<float> qt2;         // [kTileRows, head_dim] qt through a codec's query transform
-  std::vector<float> qb;          // [kTileRows, head_dim] the base layer's queries (Q Cache VLA)
+  std::vector<float> qa;          // [kTileRows, head_dim] the second query set (AttendOptions::alt_q)
   std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
   std::vector<float> logits;      // [kTileRows, longest chunk (kChunkTokens or a codec block)]
   std::vector<int64_t> limit;     // [kTileRows]
@@ -250,336 +250,388 @@ Scratch& thread_scratch() {
   return s;
 }
 
-}  // namespace
+// Per-step buffers of the calling thread, reused across steps (no allocation once warm).
+struct StepBuffers {
+  std::vector<Chunk> chunks;        // every kv head's chunks, head after head
+  std::vector<size_t> head_begin;   // [n_kv + 1] offsets into chunks
+  std::vector<double> cost;         // [chunks + n_kv] per head: prefix sums of chunk bytes
+  std::vector<float> part_m, part_acc, part_acc2, kn, vn;
+  std::vector<double> part_l;
+  std::vector<int> kept_new;    // [n_kv, n_new] sparse: step indices of each head's kept new tokens
+  std::vector<int> n_kept_new;  // [n_kv]
+  std::vector<float> ka, va;    // [n_kv, n_new, head_dim] new tokens keyed by alt_k
+  std::vector<int> alt_idx;     // [n_kv, 2, n_new] step indices of own / alt-keyed new tokens
+  std::vector<int> alt_n;       // [n_kv, 2]
+};
 
-void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
-                  const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
-                  ThreadPool& pool, const AttendOptions& options) {
-  const int n_kv = shape.n_kv_heads, d = shape.head_dim, n_heads = shape.n_heads;
-  const int group = n_heads / n_kv;
-  const int tile_tokens = std::max(1, kTileRows / group);
-  const int n_tiles = (n_new + tile_tokens - 1) / tile_tokens;
-  const int tile_rows = tile_tokens * group;
-  const bool sparse = options.keep != nullptr;
-  const bool vla = options.base_q != nullptr;  // Q Cache VLA: base-layer scores for base keys
-  VLKV_CHECK_MSG(!vla || (!sparse && options.base_k && options.from_base), "VLA needs base_k, from_base, no sparsity");
-  const int64_t n_keys = layer.n_tokens + n_new;  // step key order: cached (storage order), then new
-  const bool windowed = options.window > 0;
-
-  // Per-step buffers of the calling thread, reused across steps (no allocation once warm).
-  struct StepBuffers {
-    std::vector<Chunk> chunks;        // every kv head's chunks, head after head
-    std::vector<size_t> head_begin;   // [n_kv + 1] offsets into chunks
-    std::vector<double> cost;         // [chunks + n_kv] per head: prefix sums of chunk bytes
-    std::vector<float> part_m, part_acc, part_acc2, kn, vn;
-    std::vector<double> part_l;
-    std::vector<int> kept_new;  // [n_kv, n_new] sparse: step indices of each head's kept new tokens
-    std::vector<int> n_kept_new;  // [n_kv]
-    std::vector<float> kb, vb;      // [n_kv, n_new, head_dim] VLA: new tokens with base keys
-    std::vector<int> vla_idx;       // [n_kv, 2, n_new] VLA: step indices of own / base new tokens
-    std::vector<int> vla_n;         // [n_kv, 2]
-  };
-  thread_local StepBuffers tls_buf;
-  StepBuffers& buf = tls_buf;  // the caller's: the tasks below run on worker threads too
-  buf.chunks.clear();
-  buf.head_begin.assign(1, 0);
-  buf.cost.clear();
-  size_t max_chunks = 1;
+// One attend_layer call: its inputs, its shape and how its work is split into tasks.
+// Rows of tile `tile` of kv head g: row r = (token tile * tile_tokens + r / group, query
+// head g * group + r % group).
+struct LayerStep {
+  const LayerCache& layer;
+  const LayerCache* key_source;
+  const Codec& f32;
+  const float *q, *k, *v;
+  int n_new;
+  float scale;
+  float* out;
+  const AttendOptions& o;
+  StepBuffers& buf;
+  int n_kv, d, n_heads, group, tile_tokens, n_tiles, tile_rows;
+  int64_t n_keys;  // step key order: cached (storage order), then new
+  bool sparse, alt, windowed;
+  int64_t n_splits = 1;                     // tasks per (kv head, tile) over the cached chunks
   int64_t max_chunk_tokens = kChunkTokens;  // codecs with blocks over 256 tokens make longer chunks
-  const Codec* out_rot = nullptr;  // the value codec whose output transform acc2 undoes
-  for (int g = 0; g < n_kv; ++g) {
-    const size_t first = buf.chunks.size();
-    build_chunks(layer, key_source, g, d, buf.chunks);
-    buf.head_begin.push_back(buf.chunks.size());
-    max_chunks = std::max(max_chunks, buf.chunks.size() - first);
-    buf.cost.push_back(0.0);  // cost[head_begin[g] + g + i]: bytes of the head's chunks before chunk i
-    for (size_t c = first; c < buf.chunks.size(); ++c) {
-      const Chunk& ch = buf.chunks[c];
-      max_chunk_tokens = std::max(max_chunk_tokens, ch.k.n_tokens);
-      buf.cost.push_back(buf.cost.back() +
-                         static_cast<double>(ch.k.n_blocks()) * ch.k.block_bytes +
-                         static_cast<double>(ch.v.n_blocks()) * ch.v.block_bytes + 64.0);
-      if (!ch.vc->output_transform()) continue;
-      VLKV_CHECK_MSG(!out_rot || out_rot->output_transform() == ch.vc->output_transform(),
-                     "one layer mixes two different value output transforms");
-      out_rot = ch.vc;
+  const Codec* out_rot = nullptr;           // the value codec whose output transform acc2 undoes
+
+  int tile_size(int tile) const { return std::min(tile_tokens, n_new - tile * tile_tokens) * group; }
+  RowState part(int64_t task) const {
+    const int64_t r = task * tile_rows;
+    return RowState{buf.part_m.data() + r, buf.part_l.data() + r, buf.part_acc.data() + r * d,
+                    out_rot ? buf.part_acc2.data() + r * d : nullptr};
+  }
+  // qt: [rows, head_dim] the tile's rows of the queries qs ([n_new, n_heads, head_dim]).
+  void gather_q(int g, int tile, float* qt, const float* qs) const {
+    for (int r = 0; r < tile_size(tile); ++r) {
+      const int64_t i = static_cast<int64_t>(tile) * tile_tokens + r / group;
+      std::memcpy(qt + static_cast<int64_t>(r) * d, qs + (i * n_heads + g * group + r % group) * d, sizeof(float) * d);
     }
   }
-  // Split the cached chunks when heads x tiles alone cannot keep the threads busy (decode).
-  const int64_t want = 2 * static_cast<int64_t>(pool.n_threads());
-  int64_t n_splits = std::clamp<int64_t>((want + n_kv * n_tiles - 1) / (n_kv * n_tiles), 1,
-                                         static_cast<int64_t>(max_chunks));
-  if (pool.n_threads() == 1) n_splits = 1;
-  const int64_t n_tasks = static_cast<int64_t>(n_kv) * n_tiles * n_splits;
   // Chunks [split_begin(g, sp), split_begin(g, sp + 1)) of head g: equal shares of its bytes.
-  auto split_begin = [&](int g, int64_t sp) -> size_t {
+  size_t split_begin(int g, int64_t sp) const {
     const size_t b = buf.head_begin[g], e = buf.head_begin[g + 1];
     if (sp <= 0) return b;
     if (sp >= n_splits) return e;
     const double* c = buf.cost.data() + b + g;  // [e - b + 1] prefix sums
     const double target = c[e - b] * static_cast<double>(sp) / static_cast<double>(n_splits);
     return b + static_cast<size_t>(std::lower_bound(c, c + (e - b), target) - c);
-  };
-
-  // Partial states of phase A: [n_tasks, tile_rows] (+ head_dim for acc).
-  buf.part_m.resize(n_tasks * tile_rows);
-  buf.part_l.resize(n_tasks * tile_rows);
-  buf.part_acc.resize(n_tasks * tile_rows * d);
-  if (out_rot) buf.part_acc2.resize(n_tasks * tile_rows * d);
-  float* const part_m = buf.part_m.data();
-  double* const part_l = buf.part_l.data();
-  float* const part_acc = buf.part_acc.data();
-  float* const part_acc2 = buf.part_acc2.data();
-  auto part = [&](int64_t task) {
-    return RowState{part_m + task * tile_rows, part_l + task * tile_rows, part_acc + task * tile_rows * d,
-                    out_rot ? part_acc2 + task * tile_rows * d : nullptr};
-  };
-  // Rows of tile `tile` of kv head g: row r = (token tile*tile_tokens + r / group, head g*group + r % group).
-  auto tile_size = [&](int tile) { return std::min(tile_tokens, n_new - tile * tile_tokens) * group; };
-  auto gather_q = [&](int g, int tile, float* qt, const float* q_src = nullptr) {
-    const float* qs = q_src ? q_src : q;
-    const int rows = tile_size(tile);
-    for (int r = 0; r < rows; ++r) {
-      const int64_t i = static_cast<int64_t>(tile) * tile_tokens + r / group;
-      std::memcpy(qt + static_cast<int64_t>(r) * d, qs + (i * n_heads + g * group + r % group) * d, sizeof(float) * d);
-    }
-  };
-  auto prepare = [&](Scratch& s) {
+  }
+  void prepare(Scratch& s) const {
     s.qt.resize(static_cast<size_t>(tile_rows) * d);
-    if (vla) s.qb.resize(static_cast<size_t>(tile_rows) * d);
+    if (alt) s.qa.resize(static_cast<size_t>(tile_rows) * d);
     s.logits.resize(static_cast<size_t>(tile_rows) * max_chunk_tokens);
-    s.limit.resize(tile_rows);
-    s.row_last.resize(tile_rows);
-    s.first.resize(tile_rows);
-    s.row_first.resize(tile_rows);
-    s.qpos.resize(tile_rows);
+    for (auto* x : {&s.limit, &s.row_last, &s.first, &s.row_first, &s.qpos}) x->resize(tile_rows);
     s.m.resize(tile_rows);
     s.l.resize(tile_rows);
     s.acc.resize(static_cast<size_t>(tile_rows) * d);
     if (out_rot) s.acc2.resize(static_cast<size_t>(tile_rows) * d);
-  };
+  }
+};
 
-  // Phase A: cached chunks, task = (kv head, tile, split).
-  pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end, int) {
-    Scratch& s = thread_scratch();
-    prepare(s);
-    for (int64_t task = begin; task < end; ++task) {
-      const int split = static_cast<int>(task % n_splits);
-      const int tile = static_cast<int>(task / n_splits % n_tiles);
-      const int g = static_cast<int>(task / n_splits / n_tiles);
-      const int rows = tile_size(tile);
-      RowState st = part(task);
-      init_state(st, rows, d);
-      const Chunk* cs = buf.chunks.data();
-      const size_t c0 = split_begin(g, split), c1 = split_begin(g, split + 1);
-      if (c0 == c1) continue;
-      gather_q(g, tile, s.qt.data());
-      if (vla) gather_q(g, tile, s.qb.data(), options.base_q);
-      FoldMask mk;
-      const int64_t* head_pos = options.cached_pos ? options.cached_pos + g * layer.n_tokens : nullptr;
-      if (windowed) {
-        for (int r = 0; r < rows; ++r) s.qpos[r] = layer.n_tokens + static_cast<int64_t>(tile) * tile_tokens + r / group;
-        mk.window = options.window;
-        mk.qpos = s.qpos.data();
-        mk.head_pos = head_pos;
-      }
-      int qt2_id = 0;  // query transform held in s.qt2: applied once per task, not per chunk
-      bool qt2_base = false;  // s.qt2 holds the base layer's queries
-      for (size_t c = c0; c < c1; ++c) {
-        const uint8_t* keep_c = sparse ? options.keep + g * n_keys + cs[c].first : nullptr;
-        if (sparse && std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
-        if (windowed) {  // a chunk every row's window has left is not read (decode reads ~window keys)
-          int64_t newest = cs[c].first + cs[c].k.n_tokens - 1;
-          if (head_pos) newest = *std::max_element(head_pos + cs[c].first, head_pos + cs[c].first + cs[c].k.n_tokens);
-          if (s.qpos[0] - newest >= options.window) continue;
-        }
-        const bool base = vla && cs[c].base_keys;
-        const std::vector<float>& q_tile = base ? s.qb : s.qt;
-        const float* qc = q_tile.data();
-        if (const int id = cs[c].kc->query_transform()) {
-          if (id != qt2_id || base != qt2_base) {
-            s.qt2.assign(q_tile.begin(), q_tile.begin() + static_cast<int64_t>(rows) * d);
-            cs[c].kc->transform_query(s.qt2.data(), rows, d);
-            qt2_id = id;
-            qt2_base = base;
-          }
-          qc = s.qt2.data();
-        }
-        if (!sparse) {
-          fold_chunk(cs[c], qc, rows, d, scale, mk, st, s.logits.data());
-          continue;
-        }
-        attn::for_each_kept_run(cs[c], keep_c, [&](int64_t t0, int64_t n) {
-          FoldMask mk_run = mk;
-          mk_run.keep = keep_c + t0;
-          fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, d, scale, mk_run, st, s.logits.data());
-        });
-      }
+// Every kv head's cached chunks and their byte costs; the longest chunk and the value
+// output transform they share.
+void collect_chunks(LayerStep& st) {
+  StepBuffers& buf = st.buf;
+  buf.chunks.clear();
+  buf.head_begin.assign(1, 0);
+  buf.cost.clear();
+  for (int g = 0; g < st.n_kv; ++g) {
+    const size_t first = buf.chunks.size();
+    build_chunks(st.layer, st.key_source, g, st.d, buf.chunks);
+    buf.head_begin.push_back(buf.chunks.size());
+    buf.cost.push_back(0.0);  // cost[head_begin[g] + g + i]: bytes of the head's chunks before chunk i
+    for (size_t c = first; c < buf.chunks.size(); ++c) {
+      const Chunk& ch = buf.chunks[c];
+      st.max_chunk_tokens = std::max(st.max_chunk_tokens, ch.k.n_tokens);
+      buf.cost.push_back(buf.cost.back() + static_cast<double>(ch.k.n_blocks()) * ch.k.block_bytes +
+                         static_cast<double>(ch.v.n_blocks()) * ch.v.block_bytes + 64.0);
+      if (!ch.vc->output_transform()) continue;
+      VLKV_CHECK_MSG(!st.out_rot || st.out_rot->output_transform() == ch.vc->output_transform(),
+                     "one layer mixes two different value output transforms");
+      st.out_rot = ch.vc;
     }
-  });
+  }
+}
 
-  // New tokens' K/V per kv head, contiguous: [n_kv_heads, n_new, head_dim].
-  buf.kn.resize(static_cast<size_t>(n_kv) * n_new * d);
+// Splits the cached chunks when heads x tiles alone cannot keep the threads busy (decode),
+// and sizes the tasks' partial states: [n_tasks, tile_rows] (+ head_dim for acc).
+int64_t split_tasks(LayerStep& st, int n_threads) {
+  size_t max_chunks = 1;
+  for (int g = 0; g < st.n_kv; ++g) max_chunks = std::max(max_chunks, st.buf.head_begin[g + 1] - st.buf.head_begin[g]);
+  const int64_t want = 2 * static_cast<int64_t>(n_threads);
+  st.n_splits = std::clamp<int64_t>((want + st.n_kv * st.n_tiles - 1) / (st.n_kv * st.n_tiles), 1,
+                                    static_cast<int64_t>(max_chunks));
+  if (n_threads == 1) st.n_splits = 1;
+  const int64_t n_tasks = static_cast<int64_t>(st.n_kv) * st.n_tiles * st.n_splits;
+  st.buf.part_m.resize(n_tasks * st.tile_rows);
+  st.buf.part_l.resize(n_tasks * st.tile_rows);
+  st.buf.part_acc.resize(n_tasks * st.tile_rows * st.d);
+  if (st.out_rot) st.buf.part_acc2.resize(n_tasks * st.tile_rows * st.d);
+  return n_tasks;
+}
+
+// The queries a chunk is scored with: the tile's (or the alt set's for alt-keyed chunks),
+// through the key codec's query transform when it has one; s.qt2 caches the last transform.
+const float* chunk_queries(const LayerStep& st, const Chunk& c, int rows, Scratch& s, int& qt2_id, bool& qt2_alt) {
+  const bool alt = st.alt && c.alt_keys;
+  const std::vector<float>& q_tile = alt ? s.qa : s.qt;
+  const int id = c.kc->query_transform();
+  if (!id) return q_tile.data();
+  if (id != qt2_id || alt != qt2_alt) {
+    s.qt2.assign(q_tile.begin(), q_tile.begin() + static_cast<int64_t>(rows) * st.d);
+    c.kc->transform_query(s.qt2.data(), rows, st.d);
+    qt2_id = id;
+    qt2_alt = alt;
+  }
+  return s.qt2.data();
+}
+
+// Phase A, task = (kv head, tile, split): folds the split's cached chunks into part(task).
+void fold_cached(const LayerStep& st, int64_t task, Scratch& s) {
+  const int split = static_cast<int>(task % st.n_splits);
+  const int tile = static_cast<int>(task / st.n_splits % st.n_tiles);
+  const int g = static_cast<int>(task / st.n_splits / st.n_tiles);
+  const int rows = st.tile_size(tile);
+  RowState rs = st.part(task);
+  init_state(rs, rows, st.d);
+  const Chunk* cs = st.buf.chunks.data();
+  const size_t c0 = st.split_begin(g, split), c1 = st.split_begin(g, split + 1);
+  if (c0 == c1) return;
+  st.gather_q(g, tile, s.qt.data(), st.q);
+  if (st.alt) st.gather_q(g, tile, s.qa.data(), st.o.alt_q);
+  FoldMask mk;
+  const int64_t* head_pos = st.o.cached_pos ? st.o.cached_pos + g * st.layer.n_tokens : nullptr;
+  if (st.windowed) {
+    for (int r = 0; r < rows; ++r)
+      s.qpos[r] = st.layer.n_tokens + static_cast<int64_t>(tile) * st.tile_tokens + r / st.group;
+    mk.window = st.o.window;
+    mk.qpos = s.qpos.data();
+    mk.head_pos = head_pos;
+  }
+  int qt2_id = 0;       // query transform held in s.qt2: applied once per task, not per chunk
+  bool qt2_alt = false;  // s.qt2 holds the alt queries
+  for (size_t c = c0; c < c1; ++c) {
+    const uint8_t* keep_c = st.sparse ? st.o.keep + g * st.n_keys + cs[c].first : nullptr;
+    if (st.sparse && std::find(keep_c, keep_c + cs[c].k.n_tokens, uint8_t{1}) == keep_c + cs[c].k.n_tokens) continue;
+    if (st.windowed) {  // a chunk every row's window has left is not read (decode reads ~window keys)
+      int64_t newest = cs[c].first + cs[c].k.n_tokens - 1;
+      if (head_pos) newest = *std::max_element(head_pos + cs[c].first, head_pos + cs[c].first + cs[c].k.n_tokens);
+      if (s.qpos[0] - newest >= st.o.window) continue;
+    }
+    const float* qc = chunk_queries(st, cs[c], rows, s, qt2_id, qt2_alt);
+    if (!st.sparse) {
+      fold_chunk(cs[c], qc, rows, st.d, st.scale, mk, rs, s.logits.data());
+      continue;
+    }
+    attn::for_each_kept_run(cs[c], keep_c, [&](int64_t t0, int64_t n) {
+      FoldMask mk_run = mk;
+      mk_run.keep = keep_c + t0;
+      fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, st.d, st.scale, mk_run, rs, s.logits.data());
+    });
+  }
+}
+
+// Moves row i of head g's new rows (kn, vn: [n_kv, n_new, head_dim]) to row j <= i.
+void move_new_row(const LayerStep& st, int g, int64_t j, int64_t i) {
+  const int64_t base = g * static_cast<int64_t>(st.n_new);
+  std::memcpy(&st.buf.kn[(base + j) * st.d], &st.buf.kn[(base + i) * st.d], sizeof(float) * st.d);
+  std::memcpy(&st.buf.vn[(base + j) * st.d], &st.buf.vn[(base + i) * st.d], sizeof(float) * st.d);
+}
+
+// New tokens' K/V per kv head, contiguous: kn, vn = [n_kv_heads, n_new, head_dim].
+void gather_new_rows(LayerStep& st) {
+  StepBuffers& buf = st.buf;
+  const int d = st.d, n_kv = st.n_kv;
+  buf.kn.resize(static_cast<size_t>(n_kv) * st.n_new * d);
   buf.vn.resize(buf.kn.size());
-  float* const kn = buf.kn.data();
-  float* const vn = buf.vn.data();
-  for (int64_t i = 0; i < n_new; ++i)
+  for (int64_t i = 0; i < st.n_new; ++i)
     for (int g = 0; g < n_kv; ++g) {
-      std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + i) * d], k + (i * n_kv + g) * d, sizeof(float) * d);
-      std::memcpy(&vn[(g * static_cast<int64_t>(n_new) + i) * d], v + (i * n_kv + g) * d, sizeof(float) * d);
+      std::memcpy(&buf.kn[(g * static_cast<int64_t>(st.n_new) + i) * d], st.k + (i * n_kv + g) * d, sizeof(float) * d);
+      std::memcpy(&buf.vn[(g * static_cast<int64_t>(st.n_new) + i) * d], st.v + (i * n_kv + g) * d, sizeof(float) * d);
     }
-  // VLA: each head's new tokens split into own (text) rows, gathered to the front of kn/vn,
-  // and base rows (keys base_k, scored with base_q) in kb/vb; idx lists their step indices.
-  if (vla) {
-    buf.kb.resize(buf.kn.size());
-    buf.vb.resize(buf.kn.size());
-    buf.vla_idx.resize(2 * static_cast<size_t>(n_kv) * n_new);
-    buf.vla_n.assign(2 * static_cast<size_t>(n_kv), 0);
-    for (int g = 0; g < n_kv; ++g) {
-      int* own = &buf.vla_idx[2 * static_cast<size_t>(g) * n_new];
-      int* base = own + n_new;
-      int n_own = 0, n_base = 0;
-      for (int i = 0; i < n_new; ++i) {
-        const int64_t row = g * static_cast<int64_t>(n_new);
-        if (options.from_base[i]) {
-          std::memcpy(&buf.kb[(row + n_base) * d], options.base_k + (static_cast<int64_t>(i) * n_kv + g) * d, sizeof(float) * d);
-          std::memcpy(&buf.vb[(row + n_base) * d], &vn[(row + i) * d], sizeof(float) * d);
-          base[n_base++] = i;
-        } else {
-          if (n_own != i) {  // forward in-place move: rows n_own < i are already read
-            std::memcpy(&kn[(row + n_own) * d], &kn[(row + i) * d], sizeof(float) * d);
-            std::memcpy(&vn[(row + n_own) * d], &vn[(row + i) * d], sizeof(float) * d);
-          }
-          own[n_own++] = i;
-        }
-      }
-      buf.vla_n[2 * g] = n_own;
-      buf.vla_n[2 * g + 1] = n_base;
-    }
-  }
-  // Sparse: each head's kept new tokens gathered to the front of its rows (in order), so
-  // the new-token attention reads only those.
-  if (sparse) {
-    buf.kept_new.resize(static_cast<size_t>(n_kv) * n_new);
-    buf.n_kept_new.assign(n_kv, 0);
-    for (int g = 0; g < n_kv; ++g) {
-      const uint8_t* keep_new = options.keep + g * n_keys + layer.n_tokens;
-      int* idx = &buf.kept_new[static_cast<size_t>(g) * n_new];
-      int n_kept = 0;
-      for (int i = 0; i < n_new; ++i) {
-        if (!keep_new[i]) continue;
-        if (n_kept != i) {  // rows n_kept < i: a forward in-place move never overwrites unread rows
-          std::memcpy(&kn[(g * static_cast<int64_t>(n_new) + n_kept) * d], &kn[(g * static_cast<int64_t>(n_new) + i) * d],
-                      sizeof(float) * d);
-          std::memcpy(&vn[(g * static_cast<int64_t>(n_new) + n_kept) * d], &vn[(g * static_cast<int64_t>(n_new) + i) * d],
-                      sizeof(float) * d);
-        }
-        idx[n_kept++] = i;
-      }
-      buf.n_kept_new[g] = n_kept;
-    }
-  }
+}
 
-  // Phase B: task = (kv head, tile): merge splits, add the causal new tokens, normalize.
-  // A decode step's phase B is a few microseconds: run it on the calling thread.
-  const int64_t n_tasks_b = static_cast<int64_t>(n_kv) * n_tiles;
+// alt: each head's new tokens split into own rows, gathered to the front of kn/vn, and
+// alt-keyed rows (keys alt_k, scored with alt_q) in ka/va; alt_idx lists their step indices.
+void split_alt_rows(LayerStep& st) {
+  StepBuffers& buf = st.buf;
+  const int d = st.d, n_new = st.n_new;
+  buf.ka.resize(buf.kn.size());
+  buf.va.resize(buf.kn.size());
+  buf.alt_idx.resize(2 * static_cast<size_t>(st.n_kv) * n_new);
+  buf.alt_n.assign(2 * static_cast<size_t>(st.n_kv), 0);
+  for (int g = 0; g < st.n_kv; ++g) {
+    int* own = &buf.alt_idx[2 * static_cast<size_t>(g) * n_new];
+    int* alt = own + n_new;
+    int n_own = 0, n_alt = 0;
+    const int64_t row = g * static_cast<int64_t>(n_new);
+    for (int i = 0; i < n_new; ++i) {
+      if (st.o.from_alt[i]) {
+        std::memcpy(&buf.ka[(row + n_alt) * d], st.o.alt_k + (static_cast<int64_t>(i) * st.n_kv + g) * d, sizeof(float) * d);
+        std::memcpy(&buf.va[(row + n_alt) * d], &buf.vn[(row + i) * d], sizeof(float) * d);
+        alt[n_alt++] = i;
+      } else {
+        if (n_own != i) move_new_row(st, g, n_own, i);  // forward in-place move: rows n_own < i are already read
+        own[n_own++] = i;
+      }
+    }
+    buf.alt_n[2 * g] = n_own;
+    buf.alt_n[2 * g + 1] = n_alt;
+  }
+}
+
+// Sparse: each head's kept new tokens gathered to the front of its rows (in order), so the
+// new-token attention reads only those.
+void gather_kept_rows(LayerStep& st) {
+  StepBuffers& buf = st.buf;
+  buf.kept_new.resize(static_cast<size_t>(st.n_kv) * st.n_new);
+  buf.n_kept_new.assign(st.n_kv, 0);
+  for (int g = 0; g < st.n_kv; ++g) {
+    const uint8_t* keep_new = st.o.keep + g * st.n_keys + st.layer.n_tokens;
+    int* idx = &buf.kept_new[static_cast<size_t>(g) * st.n_new];
+    int n_kept = 0;
+    for (int i = 0; i < st.n_new; ++i) {
+      if (!keep_new[i]) continue;
+      if (n_kept != i) move_new_row(st, g, n_kept, i);  // rows n_kept < i: never overwrites unread rows
+      idx[n_kept++] = i;
+    }
+    buf.n_kept_new[g] = n_kept;
+  }
+}
+
+// New rows of one kv head as a one-page f32 segment.
+struct NewRows {
+  const uint8_t* kp[1];
+  const uint8_t* vp[1];
+  const int* idx;  // [n_idx] their step indices, ascending; null: all n_new in order
+  int n_idx;
+};
+NewRows new_rows(const LayerStep& st, const std::vector<float>& kr, const std::vector<float>& vr, int g, const int* idx,
+                 int n_idx) {
+  const size_t off = static_cast<size_t>(g) * st.n_new * st.d;
+  return NewRows{{reinterpret_cast<const uint8_t*>(&kr[off])}, {reinterpret_cast<const uint8_t*>(&vr[off])}, idx, n_idx};
+}
+
+// Folds the new rows nr into rs for the rows of tile `tile`: row of token i sees new keys
+// j <= i (all, non-causal) and, windowed, j > i - window.
+void fold_new(const LayerStep& st, Scratch& s, RowState rs, int tile, const NewRows& nr, const float* q_tile) {
+  const int rows = st.tile_size(tile);
+  const int64_t first_tok = static_cast<int64_t>(tile) * st.tile_tokens;
+  const int64_t last_tok = first_tok + rows / st.group - 1;
+  // Gathered index of the last new key at or before step token tok (-1: none).
+  auto seen = [&](int64_t tok) -> int64_t {
+    return nr.idx ? (std::upper_bound(nr.idx, nr.idx + nr.n_idx, tok) - nr.idx) - 1
+                  : std::clamp<int64_t>(tok, -1, st.n_new - 1);
+  };
+  for (int r = 0; r < rows; ++r) {
+    const int64_t i = first_tok + r / st.group;
+    s.row_last[r] = seen(st.o.non_causal ? st.n_new - 1 : i);
+    s.row_first[r] = st.windowed ? seen(i - st.o.window) + 1 : 0;
+  }
+  const int64_t n_keys_new = seen(st.o.non_causal ? st.n_new - 1 : last_tok) + 1;
+  const int64_t j_begin = st.windowed ? seen(first_tok - st.o.window) + 1 : 0;
+  for (int64_t j0 = j_begin; j0 < n_keys_new; j0 += kChunkTokens) {
+    const int64_t n = std::min<int64_t>(kChunkTokens, n_keys_new - j0);
+    const Chunk c = attn::f32_rows_chunk(st.f32, nr.kp, nr.vp, j0, n, st.n_new, st.d);
+    for (int r = 0; r < rows; ++r) {
+      s.limit[r] = s.row_last[r] - j0;
+      s.first[r] = s.row_first[r] - j0;
+    }
+    FoldMask mk;
+    mk.limit = s.limit.data();
+    mk.first = s.first.data();
+    fold_chunk(c, q_tile, rows, st.d, st.scale, mk, rs, s.logits.data());
+  }
+}
+
+// Sparse: a query whose own key was not kept still attends itself.
+void fold_unkept_self(const LayerStep& st, const Scratch& s, RowState rs, int g, int tile) {
+  const uint8_t* keep_new = st.o.keep + g * st.n_keys + st.layer.n_tokens;
+  const int d = st.d;
+  for (int r = 0; r < st.tile_size(tile); ++r) {
+    const int64_t i = static_cast<int64_t>(tile) * st.tile_tokens + r / st.group;
+    if (keep_new[i]) continue;
+    const float* qr = s.qt.data() + static_cast<int64_t>(r) * d;
+    const float* ki = st.k + (i * st.n_kv + g) * d;
+    const float* vi = st.v + (i * st.n_kv + g) * d;
+    float dot = 0.0f;
+    for (int x = 0; x < d; ++x) dot += qr[x] * ki[x];
+    const float logit = st.scale * dot, m_new = std::max(rs.m[r], logit);
+    const float alpha = rs.m[r] == kNegInf ? 0.0f : std::exp(rs.m[r] - m_new), p = std::exp(logit - m_new);
+    float* a = rs.acc + static_cast<int64_t>(r) * d;
+    for (int x = 0; x < d; ++x) a[x] = a[x] * alpha + p * vi[x];
+    rs.l[r] = rs.l[r] * alpha + p;
+    rs.m[r] = m_new;
+  }
+}
+
+// Writes the final softmax state of the tile's probe rows (AttendOptions::probe_state).
+void save_probe_state(const LayerStep& st, const RowState& rs, int g, int tile) {
+  const ProbeRows& pr = *st.o.probe_state;
+  for (int r = 0; r < st.tile_size(tile); ++r) {
+    const int i = static_cast<int>(static_cast<int64_t>(tile) * st.tile_tokens + r / st.group);
+    const int* at = std::lower_bound(pr.tokens, pr.tokens + pr.n, i);
+    if (at == pr.tokens + pr.n || *at != i) continue;
+    const int64_t slot = (at - pr.tokens) * static_cast<int64_t>(st.n_heads) + g * st.group + r % st.group;
+    pr.m[slot] = rs.m[r];
+    pr.l[slot] = rs.l[r];
+  }
+}
+
+// Phase B, task = (kv head, tile): merges the splits, adds the new tokens, normalizes.
+void finish_tile(const LayerStep& st, int64_t task, Scratch& s) {
+  const int tile = static_cast<int>(task % st.n_tiles), g = static_cast<int>(task / st.n_tiles);
+  const int rows = st.tile_size(tile), d = st.d;
+  const StepBuffers& buf = st.buf;
+  RowState rs{s.m.data(), s.l.data(), s.acc.data(), st.out_rot ? s.acc2.data() : nullptr};
+  init_state(rs, rows, d);
+  for (int64_t sp = 0; sp < st.n_splits; ++sp) merge_state(rs, st.part(task * st.n_splits + sp), rows, d);
+  if (st.out_rot) {  // rotated-basis values: back to the original basis, once, then one accumulator
+    st.out_rot->untransform_output(rs.acc2, rows, d);
+    for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) rs.acc[i] += rs.acc2[i];
+    rs.acc2 = nullptr;
+  }
+  st.gather_q(g, tile, s.qt.data(), st.q);
+  if (st.alt) {
+    const int* own = &buf.alt_idx[2 * static_cast<size_t>(g) * st.n_new];
+    st.gather_q(g, tile, s.qa.data(), st.o.alt_q);
+    fold_new(st, s, rs, tile, new_rows(st, buf.kn, buf.vn, g, own, buf.alt_n[2 * g]), s.qt.data());
+    fold_new(st, s, rs, tile, new_rows(st, buf.ka, buf.va, g, own + st.n_new, buf.alt_n[2 * g + 1]), s.qa.data());
+  } else if (st.sparse) {
+    const int* kept = &buf.kept_new[static_cast<size_t>(g) * st.n_new];
+    fold_new(st, s, rs, tile, new_rows(st, buf.kn, buf.vn, g, kept, buf.n_kept_new[g]), s.qt.data());
+    fold_unkept_self(st, s, rs, g, tile);
+  } else {
+    fold_new(st, s, rs, tile, new_rows(st, buf.kn, buf.vn, g, nullptr, 0), s.qt.data());
+  }
+  if (st.o.probe_state && !st.sparse) save_probe_state(st, rs, g, tile);
+  for (int r = 0; r < rows; ++r) {
+    const int64_t i = static_cast<int64_t>(tile) * st.tile_tokens + r / st.group;
+    float* o = st.out + (i * st.n_heads + g * st.group + r % st.group) * d;
+    const float inv = static_cast<float>(1.0 / rs.l[r]);
+    for (int x = 0; x < d; ++x) o[x] = rs.acc[static_cast<int64_t>(r) * d + x] * inv;
+  }
+}
+
+}  // namespace
+
+void attend_layer(const LayerCache& layer, const LayerCache* key_source, const Codec& f32, const float* q,
+                  const float* k, const float* v, int n_new, float scale, float* out, const AttendShape& shape,
+                  ThreadPool& pool, const AttendOptions& options) {
+  thread_local StepBuffers tls_buf;  // the caller's: the tasks below run on worker threads too
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int tile_tokens = std::max(1, kTileRows / group);
+  LayerStep st{layer, key_source, f32, q, k, v, n_new, scale, out, options, tls_buf,
+               shape.n_kv_heads, shape.head_dim, shape.n_heads, group, tile_tokens,
+               (n_new + tile_tokens - 1) / tile_tokens, tile_tokens * group, layer.n_tokens + n_new,
+               options.keep != nullptr, options.alt_q != nullptr, options.window > 0};
+  VLKV_CHECK_MSG(!st.alt || (!st.sparse && options.alt_k && options.from_alt), "alt_q needs alt_k, from_alt, no keep");
+  collect_chunks(st);
+  const int64_t n_tasks = split_tasks(st, pool.n_threads());
+  pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end, int) {  // phase A: the cached chunks
+    Scratch& s = thread_scratch();
+    st.prepare(s);
+    for (int64_t task = begin; task < end; ++task) fold_cached(st, task, s);
+  });
+  gather_new_rows(st);
+  if (st.alt) split_alt_rows(st);
+  if (st.sparse) gather_kept_rows(st);
+  // Phase B: a decode step's is a few microseconds: run it on the calling thread.
+  const int64_t n_tasks_b = static_cast<int64_t>(st.n_kv) * st.n_tiles;
   pool.parallel_for(n_tasks_b, [&](int64_t begin, int64_t end, int) {
     Scratch& s = thread_scratch();
-    prepare(s);
-    for (int64_t task = begin; task < end; ++task) {
-      const int tile = static_cast<int>(task % n_tiles), g = static_cast<int>(task / n_tiles);
-      const int rows = tile_size(tile);
-      RowState st{s.m.data(), s.l.data(), s.acc.data(), out_rot ? s.acc2.data() : nullptr};
-      init_state(st, rows, d);
-      for (int64_t sp = 0; sp < n_splits; ++sp) merge_state(st, part(task * n_splits + sp), rows, d);
-      if (out_rot) {  // rotated-basis values: back to the original basis, once, then one accumulator
-        out_rot->untransform_output(st.acc2, rows, d);
-        for (int64_t i = 0; i < static_cast<int64_t>(rows) * d; ++i) st.acc[i] += st.acc2[i];
-        st.acc2 = nullptr;
-      }
-      gather_q(g, tile, s.qt.data());
-      // The new tokens of head g as a one-page f32 segment.
-      const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&kn[static_cast<size_t>(g) * n_new * d])};
-      const uint8_t* vpage[1] = {reinterpret_cast<const uint8_t*>(&vn[static_cast<size_t>(g) * n_new * d])};
-      const int64_t first_tok = static_cast<int64_t>(tile) * tile_tokens;
-      const int64_t last_tok = first_tok + rows / group - 1;
-      // Row r sees gathered new keys [0, row_last[r]]: all up to its token, or the kept ones.
-      const int* kept = sparse ? &buf.kept_new[static_cast<size_t>(g) * n_new] : nullptr;
-      const int n_kept = sparse ? buf.n_kept_new[g] : 0;
-      // Folds gathered new rows (kp, vp) with step indices idx (null: all, in order) into st.
-      auto fold_new = [&](const uint8_t* const* kp, const uint8_t* const* vp, const int* idx, int n_idx,
-                          const float* q_tile) {
-        // Gathered index of the last new key at or before step token tok (-1: none).
-        auto seen = [&](int64_t tok) -> int64_t {
-          return idx ? (std::upper_bound(idx, idx + n_idx, tok) - idx) - 1 : std::clamp<int64_t>(tok, -1, n_new - 1);
-        };
-        // Row of token i sees new keys j <= i (all, non-causal) and, windowed, j > i - window.
-        for (int r = 0; r < rows; ++r) {
-          const int64_t i = first_tok + r / group;
-          s.row_last[r] = seen(options.non_causal ? n_new - 1 : i);
-          s.row_first[r] = windowed ? seen(i - options.window) + 1 : 0;
-        }
-        const int64_t n_keys_new = seen(options.non_causal ? n_new - 1 : last_tok) + 1;
-        const int64_t j_begin = windowed ? seen(first_tok - options.window) + 1 : 0;
-        for (int64_t j0 = j_begin; j0 < n_keys_new; j0 += kChunkTokens) {
-          const int64_t n = std::min<int64_t>(kChunkTokens, n_keys_new - j0);
-          const Chunk c = attn::f32_rows_chunk(f32, kp, vp, j0, n, n_new, d);
-          for (int r = 0; r < rows; ++r) {
-            s.limit[r] = s.row_last[r] - j0;
-            s.first[r] = s.row_first[r] - j0;
-          }
-          FoldMask mk;
-          mk.limit = s.limit.data();
-          mk.first = s.first.data();
-          fold_chunk(c, q_tile, rows, d, scale, mk, st, s.logits.data());
-        }
-      };
-      if (vla) {
-        const int* own = &buf.vla_idx[2 * static_cast<size_t>(g) * n_new];
-        const uint8_t* bpage[1] = {reinterpret_cast<const uint8_t*>(&buf.kb[static_cast<size_t>(g) * n_new * d])};
-        const uint8_t* bvpage[1] = {reinterpret_cast<const uint8_t*>(&buf.vb[static_cast<size_t>(g) * n_new * d])};
-        gather_q(g, tile, s.qb.data(), options.base_q);
-        fold_new(page, vpage, own, buf.vla_n[2 * g], s.qt.data());
-        fold_new(bpage, bvpage, own + n_new, buf.vla_n[2 * g + 1], s.qb.data());
-      } else {
-        fold_new(page, vpage, kept, n_kept, s.qt.data());
-      }
-      if (sparse) {  // a query whose own key was not kept still attends itself
-        const uint8_t* keep_new = options.keep + g * n_keys + layer.n_tokens;
-        for (int r = 0; r < rows; ++r) {
-          const int64_t i = first_tok + r / group;
-          if (keep_new[i]) continue;
-          const float* qr = s.qt.data() + static_cast<int64_t>(r) * d;
-          const float* ki = k + (i * n_kv + g) * d;
-          const float* vi = v + (i * n_kv + g) * d;
-          float dot = 0.0f;
-          for (int x = 0; x < d; ++x) dot += qr[x] * ki[x];
-          const float logit = scale * dot, m_new = std::max(st.m[r], logit);
-          const float alpha = st.m[r] == kNegInf ? 0.0f : std::exp(st.m[r] - m_new), p = std::exp(logit - m_new);
-          float* a = st.acc + static_cast<int64_t>(r) * d;
-          for (int x = 0; x < d; ++x) a[x] = a[x] * alpha + p * vi[x];
-          st.l[r] = st.l[r] * alpha + p;
-          st.m[r] = m_new;
-        }
-      }
-      if (options.probe_state && !sparse) {
-        const ProbeRows& pr = *options.probe_state;
-        for (int r = 0; r < rows; ++r) {
-          const int i = static_cast<int>(first_tok + r / group);
-          const int* at = std::lower_bound(pr.tokens, pr.tokens + pr.n, i);
-          if (at == pr.tokens + pr.n || *at != i) continue;
-          const int64_t slot = (at - pr.tokens) * static_cast<int64_t>(n_heads) + g * group + r % group;
-          pr.m[slot] = st.m[r];
-          pr.l[slot] = st.l[r];
-        }
-      }
-      for (int r = 0; r < rows; ++r) {
-        const int64_t i = first_tok + r / group;
-        float* o = out + (i * n_heads + g * group + r % group) * d;
-        const float inv = static_cast<float>(1.0 / st.l[r]);
-        for (int x = 0; x < d; ++x) o[x] = st.acc[static_cast<int64_t>(r) * d + x] * inv;
-      }
-    }
+    st.prepare(s);
+    for (int64_t task = begin; task < end; ++task) finish_tile(st, task, s);
   }, n_new == 1 ? n_tasks_b : 1);
 }
 

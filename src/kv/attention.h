@@ -34,13 +34,13 @@ struct AttendOptions {
   const uint8_t* keep = nullptr;
   // Non-null: the final softmax state of these rows is written out (ignored with keep).
   ProbeRows* probe_state = nullptr;
-  // Q Cache VLA (exact): cached keys of segments without K (key_source's) are scored with
-  // base_q, the base layer's queries, and new token i with from_base[i] = 1 is the key
-  // base_k[i] scored with base_q: the base layer's scores; the other keys are scored with
-  // q. One softmax over all of them, applied to this layer's values. Not with keep.
-  const float* base_q = nullptr;       // [n_new, n_heads, head_dim]
-  const float* base_k = nullptr;       // [n_new, n_kv_heads, head_dim]
-  const uint8_t* from_base = nullptr;  // [n_new]
+  // A second query set (a layer reusing another layer's scores for some keys): cached keys
+  // of segments without K (key_source's) are scored with alt_q, and new token i with
+  // from_alt[i] = 1 is the key alt_k[i] scored with alt_q; the other keys are scored with q.
+  // One softmax over all of them, applied to this layer's values. Not with keep.
+  const float* alt_q = nullptr;       // [n_new, n_heads, head_dim]
+  const float* alt_k = nullptr;       // [n_new, n_kv_heads, head_dim]
+  const uint8_t* from_alt = nullptr;  // [n_new]
   // Sliding-window layer (Gemma 3): > 0 masks key position pk for the query at position pq
   // when pq - pk >= window (llama.cpp's LLAMA_SWA_TYPE_STANDARD; never a later key). A
   // token's position is its index in the sequence: cached keys at cached_pos (below), new
@@ -55,8 +55,8 @@ struct AttendOptions {
 };
 
 // layer:      the layer as at the last commit (cached tokens to attend over).
-// key_source: for segments without K (lazy layers), the layer whose segment of the
-//             same index supplies the keys; null when every segment has its own K.
+// key_source: for segments without K (a layer sharing another's keys), the layer whose
+//             segment of the same index supplies the keys; null when every segment has its own K.
 // f32:        the f32 codec (used to run the fused kernels over the new tokens).
 //   q:   [n_new, n_heads, head_dim]     post-RoPE
 //   k,v: [n_new, n_kv_heads, head_dim]

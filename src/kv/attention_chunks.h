@@ -23,7 +23,7 @@ struct Chunk {
   const Codec* vc;
   SegmentView k, v;
   int64_t first = 0;  // storage index (within the kv head, segment after segment) of the first token
-  bool base_keys = false;  // keys of key_source's segment (this segment has no K: a Q Cache lazy layer)
+  bool alt_keys = false;  // keys of key_source's segment (this segment has no K of its own)
 };
 
 // Appends kv head g's cached chunks in storage order. key_source: see attend_layer.

@@ -1,6 +1,6 @@
 // Attention statistics of a step (kStatKeyMass): which queries probe the keys, their
 // exact softmax state over all keys, and the per-key attention mass they put there,
-// normalized for the causal mask (ZipVL). Never an n x n matrix: the mass is summed
+// normalized for the causal mask. Never an n x n matrix: the mass is summed
 // per key as the probe rows' probabilities are produced, chunk by chunk.
 //
 // Cost: probe_key_mass recomputes the probe rows' logits (scores only, no values) once,

@@ -31,8 +31,8 @@ Status check_method(const Method& method, const KvCacheConfig& config) {
     const LayerPlan plan = method.layer_plan(l);
     if (plan.stats & ~uint32_t{kStatKeyMass | kStatProbeMaps})
       return unsupported("KV method " + method.spec() + " needs attention statistics not computed yet");
-    if (plan.sparse_attention && !(plan.stats & kStatKeyMass))
-      return Status(StatusCode::kInternal, "sparse attention needs kStatKeyMass");
+    if (plan.sparse_attention && (!(plan.stats & kStatKeyMass) || !method.key_selector()))
+      return Status(StatusCode::kInternal, "sparse attention needs kStatKeyMass and a KeySelector");
     if (!plan.stores_k && (plan.score_layer < 0 || plan.score_layer >= l))
       return Status(StatusCode::kInternal, "a layer without K needs an earlier score_layer");
   }
@@ -48,14 +48,14 @@ class KvCacheImpl final : public KvCache {
   Result<SeqId> add_sequence(const std::string& spec) override {
     const KvGeometry& g = config_.geometry;
     VLKV_ASSIGN_OR_RETURN(const Method* method, method_for(spec));
-    SeqCache seq;
+    SequenceCache seq;
     seq.method = method;
     seq.layers.resize(g.n_layers);
     for (int l = 0; l < g.n_layers; ++l) {
       seq.layers[l].heads.resize(g.n_kv_heads);
       seq.layers[l].state = method->new_layer_state(l);
     }
-    seq.state = method->new_sequence_state();
+    if (const SequencePolicy* policy = method->sequence_policy()) seq.state = policy->new_sequence_state();
     return table_.add(std::move(seq));
   }
   std::string sequence_method(SeqId seq) const override { return get(seq).method->spec(); }
@@ -101,12 +101,12 @@ class KvCacheImpl final : public KvCache {
 
   Status attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v, const TokenKind* kinds,
                 int n_new, float scale, float* out, ThreadPool& pool, const float* visual_similarity,
-                const float* base_q, const float* base_k, bool non_causal) override;
+                bool non_causal) override;
   Status store_without_attention(SeqId seq_id, int layer, const float* k, const float* v, const TokenKind* kinds,
                                  int n_new, const float* q, float scale, ThreadPool* pool) override;
 
   void commit(SeqId seq_id, int n_new) override {
-    SeqCache& seq = get(seq_id);
+    SequenceCache& seq = get(seq_id);
     if (!seq.pending.active()) {
       VLKV_CHECK_MSG(n_new == 0, "commit without attend()");
       return;
@@ -127,12 +127,16 @@ class KvCacheImpl final : public KvCache {
   std::string method_name() const override { return method_->spec(); }
   bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
   std::string without_visual_tokens() const override { return method_->without_visual_tokens(); }
-  std::string describe_sequence(SeqId seq) const override { return get(seq).method->describe_sequence(get(seq).state.get()); }
+  std::string describe_sequence(SeqId seq) const override {
+    const SequencePolicy* policy = get(seq).method->sequence_policy();
+    return policy ? policy->describe_sequence(get(seq).state.get()) : std::string();
+  }
   double bytes_per_token() const override { return method_->bytes_per_token(); }
-  LayerQkSource qk_source(SeqId seq, int layer, int n_new) const override {
+  LayerPlan next_step_plan(SeqId seq_id, int layer, int n_new) const override {
     VLKV_CHECK(layer >= 0 && layer < config_.geometry.n_layers);
-    const LayerPlan p = get(seq).method->step_plan(layer, get(seq).state.get(), n_new);
-    return {p.score_layer != layer ? p.score_layer : -1, p.visual_only, p.base_scores};
+    const SequenceCache& seq = get(seq_id);
+    if (seq.pending.active()) return seq.pending.plans[layer];
+    return plan_for_step(*seq.method, layer, seq.state.get(), n_new);
   }
   double stored_bytes(SeqId seq_id) const override {
     double bytes = 0;
@@ -154,7 +158,7 @@ class KvCacheImpl final : public KvCache {
     const KvGeometry& g = config_.geometry;
     if (layer < 0 || layer >= g.n_layers || kv_head < 0 || kv_head >= g.n_kv_heads)
       return invalid_argument("read_back: layer or kv head out of range");
-    const SeqCache* seq = table_.find(seq_id);
+    const SequenceCache* seq = table_.find(seq_id);
     if (!seq) return invalid_argument("read_back: unknown sequence");
     const LayerCache& lc = seq->layers[layer];
     const int d = g.head_dim;
@@ -186,18 +190,18 @@ class KvCacheImpl final : public KvCache {
   }
 
  private:
-  SeqCache& get(SeqId seq) {
-    SeqCache* s = table_.find(seq);
+  SequenceCache& get(SeqId seq) {
+    SequenceCache* s = table_.find(seq);
     VLKV_CHECK_MSG(s != nullptr, "unknown sequence id");
     return *s;
   }
-  const SeqCache& get(SeqId seq) const {
-    const SeqCache* s = table_.find(seq);
+  const SequenceCache& get(SeqId seq) const {
+    const SequenceCache* s = table_.find(seq);
     VLKV_CHECK_MSG(s != nullptr, "unknown sequence id");
     return *s;
   }
 
-  void rollback(SeqCache& seq) {
+  void rollback(SequenceCache& seq) {
     if (!seq.pending.active()) return;
     for (size_t l = 0; l < seq.layers.size(); ++l)
       if (seq.pending.before[l]) seq.layers[l] = std::move(*seq.pending.before[l]);
@@ -208,22 +212,24 @@ class KvCacheImpl final : public KvCache {
 
   // A layer's step, shared by attend() and store_without_attention(): checks, and the
   // layer's pre-step snapshot for rollback.
-  Result<SeqCache*> begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new);
+  Result<SequenceCache*> begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new);
   // The method stores the step's new tokens of layer in.layer; on error the step is rolled back.
-  Status store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in);
+  Status store_layer_step(SeqId seq_id, SequenceCache& seq, const StoreInput& in);
   // The window of a layer's K streams: its own, or wider when later layers read its keys.
   int64_t key_window(const Method& method, int layer) const;
   // What the method edits one layer of a sequence through (its sequence state attached).
-  LayerEditor editor_for(SeqCache& seq, int layer) {
+  LayerEditor editor_for(SequenceCache& seq, int layer) {
     LayerEditor e(pool_, seq.layers[layer], seq.pending, layer, config_.geometry.head_dim);
     e.set_sequence_state(seq.state.get());
     return e;
   }
   // Method::before_attention for the step's layer (before anything reads it); on error the
   // step is rolled back.
-  Status prepare_layer(SeqCache& seq, const StoreInput& in) {
+  Status prepare_layer(SequenceCache& seq, const StoreInput& in) {
+    const SequencePolicy* policy = seq.method->sequence_policy();
+    if (!policy) return Status::ok();
     LayerEditor editor = editor_for(seq, in.layer);
-    Status st = seq.method->before_attention(in, editor);
+    Status st = policy->before_attention(in, editor);
     if (st.is_ok()) return st;
     rollback(seq);
     return st.with_context("preparing layer " + std::to_string(in.layer));
@@ -232,6 +238,37 @@ class KvCacheImpl final : public KvCache {
   static bool wants_stats(const LayerPlan& plan, int n_new) {
     return (plan.stats & (kStatKeyMass | kStatProbeMaps)) && (n_new > 1 || plan.stats_in_decode);
   }
+  // One layer's attention call: the cache's layer and keys, the step's rows.
+  struct LayerAttention {
+    const LayerCache& layer;
+    const LayerCache* key_source;  // segments without K take their keys from here (attend_layer)
+    const float *q, *k, *v;        // [n_new, n_heads | n_kv_heads, head_dim]
+    int n_new;
+    float scale;
+    float* out;  // [n_new, n_heads, head_dim]
+    ThreadPool& pool;
+  };
+  // The queries and keys one layer attends with (LayerPlan::score_layer): the caller's, or
+  // the sharing layer's kept this step. alt_q, alt_k (base_scores): the sharing layer's, for
+  // its visual keys. q null: the sharing layer was not attended this step.
+  struct StepQk {
+    const float* q = nullptr;
+    const float* k = nullptr;
+    const float* alt_q = nullptr;
+    const float* alt_k = nullptr;
+  };
+  StepQk step_qk(SequenceCache& seq, int layer, const LayerPlan& plan, const float* q, const float* k,
+                 const TokenKind* kinds);
+  // Keeps a layer's q and k for the later layers of the step whose plans share them.
+  void keep_shared_qk(SequenceCache& seq, int layer, const StepQk& qk);
+  const LayerCache* key_source(const SequenceCache& seq, const LayerPlan& plan, int layer) const;
+  // The layer's sliding window and causality as attend_layer options; on error rolled back.
+  Status step_mask(SequenceCache& seq, int layer, bool non_causal, AttendOptions& mask);
+  void run(const LayerAttention& a, const AttendOptions& o) const;
+  // Attention that also collects the plan's statistics (and, sparse, attends the keys the
+  // method selects from them).
+  Status attend_with_stats(SequenceCache& seq, const LayerPlan& plan, const LayerAttention& a, const AttendOptions& mask,
+                           StoreInput& in, AttentionStats& stats);
   // Chooses the step's probes and sizes the statistics buffers for `plan`; stats points
   // into them. The caller fills the rows' softmax state (ProbeRows) and the key mass.
   ProbeRows begin_stats(const LayerPlan& plan, const LayerCache& lc, int layer, int n_new, AttentionStats& stats);
@@ -253,6 +290,7 @@ class KvCacheImpl final : public KvCache {
   std::vector<float> probe_maps_;  // [n_probes, n_heads, n_cached + n_new] (kStatProbeMaps)
   std::vector<uint8_t> keep_;    // [n_kv_heads, n_cached + n_new] sparse attention's kept keys
   std::vector<int64_t> cached_pos_;  // [n_kv_heads, n_cached] sliding layers: stored keys' positions
+  std::vector<float> mixed_k_;       // [n_new, n_kv_heads, head_dim] own keys with a sharing layer's visual rows
   PagePool pool_;
   PageTable table_;
 };
@@ -280,118 +318,151 @@ Result<const Method*> KvCacheImpl::method_for(const std::string& spec) {
 
 Status KvCacheImpl::attend(SeqId seq_id, int layer, const float* q, const float* k, const float* v,
                            const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
-                           const float* visual_similarity, const float* base_q, const float* base_k,
-                           bool non_causal) {
-  const KvGeometry& g = config_.geometry;
+                           const float* visual_similarity, bool non_causal) {
   if (!q || !out) return invalid_argument("attend: empty step or null buffer");
-  VLKV_ASSIGN_OR_RETURN(SeqCache* seq_ptr, begin_layer_step(seq_id, layer, k, v, n_new));
-  SeqCache& seq = *seq_ptr;
-  LayerCache& lc = seq.layers[layer];
-
-  // 1. Attention over the cache as at the last commit plus the new tokens (full f32),
-  // with the probe statistics the method asked for.
-  const Method& method = *seq.method;
-  const LayerPlan plan = method.step_plan(layer, seq.state.get(), n_new);
-  const LayerCache* key_source = nullptr;
-  if (plan.score_layer >= 0) {  // a base layer already attended this step: use its pre-step snapshot
-    const auto& snap = seq.pending.before[plan.score_layer];
-    key_source = plan.score_layer != layer && snap ? &*snap : &seq.layers[plan.score_layer];
-  }
+  VLKV_ASSIGN_OR_RETURN(SequenceCache* seq_ptr, begin_layer_step(seq_id, layer, k, v, n_new));
+  SequenceCache& seq = *seq_ptr;
+  const LayerPlan& plan = seq.pending.plans[layer];
   std::vector<TokenKind> text_kinds;
   if (!kinds) {
     text_kinds.assign(n_new, TokenKind::kText);
     kinds = text_kinds.data();
   }
-  StoreInput in;
-  in.layer = layer;
-  in.n_cached = lc.n_tokens;
-  in.n_new = n_new;
-  in.k = k;
-  in.v = v;
-  in.kinds = kinds;
-  in.visual_similarity = visual_similarity;
+  // The queries and keys attention uses: the layer's own, or those of the layer its plan
+  // shares with (kept from this step's earlier layer).
+  const StepQk qk = step_qk(seq, layer, plan, q, k, kinds);
+  if (!qk.q) {
+    rollback(seq);
+    return Status(StatusCode::kInternal, "attend: layer " + std::to_string(layer) + " shares layer " +
+                                             std::to_string(plan.score_layer) + "'s q and k, not attended this step");
+  }
+  StoreInput in{.layer = layer, .n_cached = seq.layers[layer].n_tokens, .n_new = n_new, .k = qk.k, .v = v,
+                .kinds = kinds, .visual_similarity = visual_similarity};
   VLKV_RETURN_IF_ERROR(prepare_layer(seq, in));
-  const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
-  // The mask every attention of this step applies: the layer's window (over the cached keys'
-  // sequence positions, whatever order the method stores them in) and non-causal new tokens.
-  AttendOptions mask;
+  AttendOptions mask;  // what every attention of this step applies: the layer's window, non-causal new tokens
+  VLKV_RETURN_IF_ERROR(step_mask(seq, layer, non_causal, mask));
+  AttentionStats stats;
+  const LayerAttention la{seq.layers[layer], key_source(seq, plan, layer), qk.q, qk.k, v, n_new, scale, out, pool};
+  if (wants_stats(plan, n_new)) {
+    VLKV_RETURN_IF_ERROR(attend_with_stats(seq, plan, la, mask, in, stats));
+  } else {
+    AttendOptions o = mask;
+    std::vector<uint8_t> from_alt;
+    if (qk.alt_q) {  // keys of the shared layer's visual tokens scored with its queries
+      from_alt.resize(n_new);
+      for (int i = 0; i < n_new; ++i) from_alt[i] = kinds[i] == TokenKind::kVisual;
+      o.alt_q = qk.alt_q;
+      o.alt_k = qk.alt_k;
+      o.from_alt = from_alt.data();
+    }
+    run(la, o);
+  }
+  keep_shared_qk(seq, layer, qk);
+  return store_layer_step(seq_id, seq, in);
+}
+
+KvCacheImpl::StepQk KvCacheImpl::step_qk(SequenceCache& seq, int layer, const LayerPlan& plan, const float* q,
+                                         const float* k, const TokenKind* kinds) {
+  const int b = plan.score_layer;
+  if (b < 0 || b == layer) return {q, k};
+  const std::vector<float>& sq = seq.pending.shared_q[b];
+  const std::vector<float>& sk = seq.pending.shared_k[b];
+  if (sq.empty()) return {};
+  if (!plan.visual_only) return {sq.data(), sk.data()};           // its q and k
+  if (plan.base_scores) return {q, k, sq.data(), sk.data()};      // its scores of visual keys
+  const KvGeometry& g = config_.geometry;                          // its visual keys, own queries
+  const int64_t row = static_cast<int64_t>(g.n_kv_heads) * g.head_dim;
+  const int n_new = seq.pending.n_new;
+  mixed_k_.assign(k, k + n_new * row);
+  for (int i = 0; i < n_new; ++i)
+    if (kinds[i] == TokenKind::kVisual) std::copy_n(sk.data() + i * row, row, mixed_k_.data() + i * row);
+  return {q, mixed_k_.data()};
+}
+
+void KvCacheImpl::keep_shared_qk(SequenceCache& seq, int layer, const StepQk& qk) {
+  PendingStep& p = seq.pending;
+  if (!p.shared_wanted[layer]) return;
+  const KvGeometry& g = config_.geometry;
+  p.shared_q[layer].assign(qk.q, qk.q + static_cast<int64_t>(p.n_new) * g.n_heads * g.head_dim);
+  p.shared_k[layer].assign(qk.k, qk.k + static_cast<int64_t>(p.n_new) * g.n_kv_heads * g.head_dim);
+}
+
+const LayerCache* KvCacheImpl::key_source(const SequenceCache& seq, const LayerPlan& plan, int layer) const {
+  if (plan.score_layer < 0) return nullptr;
+  // The sharing layer already attended this step: its keys as at the last commit (its snapshot).
+  const auto& snap = seq.pending.before[plan.score_layer];
+  return plan.score_layer != layer && snap ? &*snap : &seq.layers[plan.score_layer];
+}
+
+Status KvCacheImpl::step_mask(SequenceCache& seq, int layer, bool non_causal, AttendOptions& mask) {
+  const KvGeometry& g = config_.geometry;
+  const LayerCache& lc = seq.layers[layer];
   mask.window = g.window(layer);
   mask.non_causal = non_causal;
-  if (mask.window > 0 && lc.n_tokens > 0) {
-    cached_pos_.clear();
-    std::vector<int64_t> pos;
-    for (int h = 0; h < g.n_kv_heads; ++h) {
-      if (!method.stored_positions(lc.state.get(), h, lc.heads[h].segments, &pos)) break;
-      if (static_cast<int64_t>(pos.size()) != lc.n_tokens) {
-        rollback(seq);
-        return Status(StatusCode::kInternal, "attend: the method's stored positions do not cover the layer");
-      }
-      cached_pos_.insert(cached_pos_.end(), pos.begin(), pos.end());
-    }
-    if (!cached_pos_.empty()) mask.cached_pos = cached_pos_.data();
-  }
-  const bool masked = mask.window > 0 || non_causal;
-  auto with_mask = [&](AttendOptions o) {
-    o.window = mask.window;
-    o.cached_pos = mask.cached_pos;
-    o.non_causal = mask.non_causal;
-    return o;
-  };
-  AttentionStats stats;
-  if (wants_stats(plan, n_new)) {
-    ProbeRows rows = begin_stats(plan, lc, layer, n_new, stats);
-    float* maps = stats.probe_maps ? probe_maps_.data() : nullptr;
-    in.stats = &stats;
-    bool attended = false;
-    if (plan.sparse_attention) {  // statistics first, then attention over the keys they select
-      // The probes cost what they cost after a full attention (one scoring pass): only
-      // the selection is extra. The mask is used only when it skips enough of the work.
-      probe_stats(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
-      keep_.clear();
-      if (method.select_attended_keys(in, &keep_)) {
-        if (keep_.size() != key_mass_.size()) {
-          rollback(seq);
-          return Status(StatusCode::kInternal, "select_attended_keys: mask of " + std::to_string(keep_.size()) +
-                                                   " keys, expected " + std::to_string(key_mass_.size()));
-        }
-        if (sparse_attention_work(lc, key_source, keep_.data(), n_new, shape) <= kMaxSparseWork) {
-          attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
-                       with_mask(AttendOptions{keep_.data(), nullptr}));
-          attended = true;
-        }
-      }
-    }
-    if (!attended && masked && !plan.sparse_attention) {
-      // The statistics stay those of causal attention over every key (what the method's
-      // policy is defined on); the masked attention's softmax state is not theirs, so they
-      // come from their own scoring pass.
-      attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, with_mask(AttendOptions{}));
-      probe_stats(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
-    } else if (!attended) {
-      attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool,
-                   with_mask(AttendOptions{nullptr, plan.sparse_attention ? nullptr : &rows}));
-      if (!plan.sparse_attention)
-        probe_key_mass(lc, key_source, *f32_, q, k, n_new, scale, shape, rows, key_mass_.data(), pool, maps);
-    }
-  } else if (plan.base_scores) {  // Q Cache VLA: visual keys scored as in the base layer
-    if (!base_q || !base_k) {
+  if (mask.window <= 0 || lc.n_tokens == 0) return Status::ok();
+  // The window is over the cached keys' sequence positions, whatever order the method stores them in.
+  cached_pos_.clear();
+  std::vector<int64_t> pos;
+  for (int h = 0; h < g.n_kv_heads; ++h) {
+    if (!seq.method->stored_positions(lc.state.get(), h, lc.heads[h].segments, &pos)) break;
+    if (static_cast<int64_t>(pos.size()) != lc.n_tokens) {
       rollback(seq);
-      return invalid_argument("attend: layer " + std::to_string(layer) + " reuses layer " +
-                              std::to_string(plan.score_layer) + "'s scores: pass its q and k (base_q, base_k)");
+      return Status(StatusCode::kInternal, "attend: the method's stored positions do not cover the layer");
     }
-    std::vector<uint8_t> from_base(n_new);
-    for (int i = 0; i < n_new; ++i) from_base[i] = kinds[i] == TokenKind::kVisual;
-    AttendOptions o;
-    o.base_q = base_q;
-    o.base_k = base_k;
-    o.from_base = from_base.data();
-    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, with_mask(o));
-  } else {
-    attend_layer(lc, key_source, *f32_, q, k, v, n_new, scale, out, shape, pool, mask);
+    cached_pos_.insert(cached_pos_.end(), pos.begin(), pos.end());
   }
+  if (!cached_pos_.empty()) mask.cached_pos = cached_pos_.data();
+  return Status::ok();
+}
 
-  // 2. The method stores the new tokens.
-  return store_layer_step(seq_id, seq, in);
+void KvCacheImpl::run(const LayerAttention& a, const AttendOptions& o) const {
+  const KvGeometry& g = config_.geometry;
+  attend_layer(a.layer, a.key_source, *f32_, a.q, a.k, a.v, a.n_new, a.scale, a.out,
+               AttendShape{g.n_heads, g.n_kv_heads, g.head_dim}, a.pool, o);
+}
+
+Status KvCacheImpl::attend_with_stats(SequenceCache& seq, const LayerPlan& plan, const LayerAttention& a,
+                                      const AttendOptions& mask, StoreInput& in, AttentionStats& stats) {
+  const KvGeometry& g = config_.geometry;
+  const AttendShape shape{g.n_heads, g.n_kv_heads, g.head_dim};
+  ProbeRows rows = begin_stats(plan, a.layer, in.layer, a.n_new, stats);
+  float* maps = stats.probe_maps ? probe_maps_.data() : nullptr;
+  in.stats = &stats;
+  auto probes_only = [&] {
+    probe_stats(a.layer, a.key_source, *f32_, a.q, a.k, a.n_new, a.scale, shape, rows, key_mass_.data(), a.pool, maps);
+  };
+  if (plan.sparse_attention) {  // statistics first, then attention over the keys they select
+    // The probes cost what they cost after a full attention (one scoring pass): only the
+    // selection is extra. The mask is used only when it skips enough of the work.
+    probes_only();
+    keep_.clear();
+    if (seq.method->key_selector()->select_attended_keys(in, &keep_)) {
+      if (keep_.size() != key_mass_.size()) {
+        rollback(seq);
+        return Status(StatusCode::kInternal, "select_attended_keys: mask of " + std::to_string(keep_.size()) +
+                                                 " keys, expected " + std::to_string(key_mass_.size()));
+      }
+      if (sparse_attention_work(a.layer, a.key_source, keep_.data(), a.n_new, shape) <= kMaxSparseWork) {
+        AttendOptions o = mask;
+        o.keep = keep_.data();
+        run(a, o);
+        return Status::ok();
+      }
+    }
+    run(a, mask);
+  } else if (mask.window > 0 || mask.non_causal) {
+    // The statistics stay those of causal attention over every key (what the method's policy
+    // is defined on); the masked attention's softmax state is not theirs: their own pass.
+    run(a, mask);
+    probes_only();
+  } else {
+    AttendOptions o = mask;
+    o.probe_state = &rows;
+    run(a, o);
+    probe_key_mass(a.layer, a.key_source, *f32_, a.q, a.k, a.n_new, a.scale, shape, rows, key_mass_.data(), a.pool,
+                   maps);
+  }
+  return Status::ok();
 }
 
 ProbeRows KvCacheImpl::begin_stats(const LayerPlan& plan, const LayerCache& lc, int layer, int n_new,
@@ -418,13 +489,13 @@ Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float
                                             ThreadPool* pool) {
   const KvGeometry& g = config_.geometry;
   if (!kinds) return invalid_argument("store_without_attention: null token kinds");
-  const SeqCache* found = table_.find(seq_id);
-  const LayerPlan plan = found && layer >= 0 && layer < g.n_layers ? found->method->step_plan(layer, found->state.get(), n_new)
-                                                                   : LayerPlan{};
+  VLKV_ASSIGN_OR_RETURN(SequenceCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
+  const LayerPlan& plan = seq->pending.plans[layer];
   const bool stats_needed = wants_stats(plan, n_new);
-  if (stats_needed && (!q || !pool))
-    return unsupported("KV method " + found->method->spec() + " stores with attention statistics: pass queries");
-  VLKV_ASSIGN_OR_RETURN(SeqCache* seq, begin_layer_step(seq_id, layer, k, v, n_new));
+  if (stats_needed && (!q || !pool)) {
+    rollback(*seq);
+    return unsupported("KV method " + seq->method->spec() + " stores with attention statistics: pass queries");
+  }
   LayerCache& lc = seq->layers[layer];
   StoreInput in{.layer = layer, .n_cached = lc.n_tokens, .n_new = n_new, .k = k, .v = v, .kinds = kinds};
   VLKV_RETURN_IF_ERROR(prepare_layer(*seq, in));
@@ -440,11 +511,11 @@ Status KvCacheImpl::store_without_attention(SeqId seq_id, int layer, const float
   return store_layer_step(seq_id, *seq, in);
 }
 
-Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new) {
+Result<SequenceCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const float* k, const float* v, int n_new) {
   const KvGeometry& g = config_.geometry;
-  SeqCache* seq_ptr = table_.find(seq_id);
+  SequenceCache* seq_ptr = table_.find(seq_id);
   if (!seq_ptr) return invalid_argument("attend: unknown sequence " + std::to_string(seq_id));
-  SeqCache& seq = *seq_ptr;
+  SequenceCache& seq = *seq_ptr;
   if (layer < 0 || layer >= g.n_layers) return invalid_argument("attend: layer " + std::to_string(layer) + " out of range");
   if (n_new <= 0 || !k || !v) return invalid_argument("attend: empty step or null buffer");
   if (seq.pending.active() && seq.pending.n_new != n_new)
@@ -454,16 +525,27 @@ Result<SeqCache*> KvCacheImpl::begin_layer_step(SeqId seq_id, int layer, const f
   if (seq.n_tokens + n_new > config_.max_tokens_per_seq)
     return invalid_argument("attend: sequence would exceed max_tokens_per_seq (" +
                             std::to_string(config_.max_tokens_per_seq) + ")");
-  if (!seq.pending.active()) {
+  if (!seq.pending.active()) {  // the step's plans, asked once per layer; which layers' q and k to keep
+    std::vector<LayerPlan> plans(g.n_layers);
+    std::vector<uint8_t> wanted(g.n_layers, 0);
+    for (int l = 0; l < g.n_layers; ++l) {
+      plans[l] = plan_for_step(*seq.method, l, seq.state.get(), n_new);
+      if (plans[l].score_layer > l) return Status(StatusCode::kInternal, "a layer shares the q and k of a later layer");
+      if (plans[l].score_layer >= 0 && plans[l].score_layer != l) wanted[plans[l].score_layer] = 1;
+    }
     seq.pending.n_new = n_new;
     seq.pending.before.resize(g.n_layers);
+    seq.pending.plans = std::move(plans);
+    seq.pending.shared_wanted = std::move(wanted);
+    seq.pending.shared_q.resize(g.n_layers);
+    seq.pending.shared_k.resize(g.n_layers);
     if (seq.state) seq.pending.state_before = seq.state->clone();
   }
   seq.pending.before[layer] = seq.layers[layer].clone_meta();
   return seq_ptr;
 }
 
-Status KvCacheImpl::store_layer_step(SeqId seq_id, SeqCache& seq, const StoreInput& in) {
+Status KvCacheImpl::store_layer_step(SeqId seq_id, SequenceCache& seq, const StoreInput& in) {
   LayerCache& lc = seq.layers[in.layer];
   LayerEditor editor = editor_for(seq, in.layer);
   Status st = seq.method->store(in, editor);

@@ -11,32 +11,11 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kv/kv_types.h"
 #include "kv/token_kind.h"
 #include "vlkv/status.h"
 
 namespace vlkv {
-
-using SeqId = int32_t;
-
-struct KvGeometry {
-  int n_layers = 0;
-  int n_heads = 0;      // query heads
-  int n_kv_heads = 0;   // GQA: n_heads % n_kv_heads == 0
-  int head_dim = 0;
-  uint64_t model_fingerprint = 0;  // hash of the model's tensor table (0: unknown); Q Cache maps check it
-  // [n_layers] or empty (no window anywhere): 0 for a global layer, W > 0 for a sliding-window
-  // layer whose query at position p sees only keys at positions > p - W (Gemma 3's local
-  // layers). A token's position is its index in the sequence.
-  std::vector<int32_t> layer_window{};
-  int32_t window(int layer) const { return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)]; }
-};
-
-// Where a layer's queries and keys come from (Q Cache lazy layers), for the decoder.
-struct LayerQkSource {
-  int base_layer = -1;       // -1: the layer's own q and k; else an earlier layer whose q and k it reuses
-  bool visual_only = false;  // true (VLA): only visual tokens' keys come from base_layer; text tokens' are own
-  bool base_scores = false;  // VLA: visual keys scored with the base layer's q (attend()'s base_q, base_k)
-};
 
 struct KvCacheConfig {
   KvGeometry geometry;
@@ -45,7 +24,7 @@ struct KvCacheConfig {
   // A stream's pages hold as many whole blocks as fit this (one where a block is larger), so
   // a stream wastes less than this at its tail. 2 KiB: within 1.1x of the exact codec
   // bytes at 1K tokens for every method (tests/kv/page_tails_test.cpp); 64 KiB pages held
-  // up to 3.8x there (zipvl: many streams per head).
+  // up to 3.8x there (methods with many streams per head).
   uint32_t page_bytes = 2 * 1024;
   int max_tokens_per_seq = 1 << 20;    // hard cap against absurd requests
   // Sliding-window layers (KvGeometry::layer_window) free the pages of tokens that left
@@ -81,15 +60,14 @@ class KvCache {
   //     similarity to the text (StoreInput::visual_similarity)
   // Call for layers 0..n_layers-1 in order, then commit(seq, n_new).
   // OutOfMemory (pool exhausted) leaves the sequence as it was before this step.
-  //   base_q, base_k: a Q Cache VLA lazy layer with base_scores (qk_source): the base
-  //     layer's q and k of this step (its visual keys are scored base_q . base k)
+  // Every layer passes its own q and k: where the method's plan shares an earlier layer's
+  // queries and keys (LayerPlan::score_layer), the cache uses those it kept from that layer.
   //   non_causal: the new tokens see each other in full, not causally (a Gemma 3 image
   //     chunk). A sliding-window layer (KvGeometry::layer_window) masks keys that left the
   //     window of each query, cached (whatever the codec) and new alike.
   virtual Status attend(SeqId seq, int layer, const float* q, const float* k, const float* v,
                         const TokenKind* kinds, int n_new, float scale, float* out, ThreadPool& pool,
-                        const float* visual_similarity = nullptr, const float* base_q = nullptr,
-                        const float* base_k = nullptr, bool non_causal = false) = 0;
+                        const float* visual_similarity = nullptr, bool non_causal = false) = 0;
   // Benchmarking aid (vlkv bench --fill random): attend() without the attention - the
   // method stores one layer's new K/V (kinds non-null) through its normal store path, so
   // segments, windows and folds are what a prefill would leave, at no quadratic cost. Same
@@ -129,13 +107,9 @@ class KvCache {
   //   k, v: resized to [layer_tokens, head_dim]; k rows of a layer storing no K are left 0.
   virtual Status read_back(SeqId seq, int layer, int kv_head, std::vector<float>* k,
                            std::vector<float>* v) const = 0;
-  // Q Cache: base_layer >= 0 means the decoder passes attend() the base layer's post-RoPE q
-  // and k (GLA: computing no projections of its own), or, visual_only, its own q and k and
-  // the base layer's as base_q, base_k (base_scores: exact VLA), or its own q and k with the
-  // visual tokens' k rows replaced by the base layer's (shared keys, own queries).
-  // Per sequence and step: the grouping may be decided from a sequence's prompt, so ask
-  // before each step with its token count n_new.
-  virtual LayerQkSource qk_source(SeqId /*seq*/, int /*layer*/, int /*n_new*/) const { return {}; }
+  // The method's plan of one layer for this sequence's next step of n_new tokens (tests and
+  // reports; attend() asks the method once per layer and step itself).
+  virtual LayerPlan next_step_plan(SeqId seq, int layer, int n_new) const = 0;
   // Exact bytes of the codec blocks one sequence holds now (page tails excluded): what the
   // method really stores for this sequence's tokens and kinds (eval's measured ratio).
   virtual double stored_bytes(SeqId seq) const = 0;

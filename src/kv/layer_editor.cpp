@@ -25,7 +25,7 @@ int LayerEditor::real_index(int kv_head, int seg) const {
 
 int LayerEditor::add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag, bool reread) {
   VLKV_CHECK(v_codec != nullptr);
-  if (drop_k_) k_codec = nullptr;
+  if (!store_k_) k_codec = nullptr;
   // Each stream's pages hold as many whole blocks as fit the pool's page size (at least
   // one), with no unused end: a stream wastes less than one page, at its tail.
   const uint32_t page_bytes = pool_.page_bytes();
@@ -135,7 +135,7 @@ void LayerEditor::remove_segment(int kv_head, int visible_index) {
   segs.erase(segs.begin() + seg_index);
 }
 
-void LayerEditor::drop_k(int kv_head, int visible_index) {
+void LayerEditor::remove_k(int kv_head, int visible_index) {
   Segment& seg = layer_.heads[kv_head].segments[real_index(kv_head, visible_index)];
   if (!seg.k.present()) return;
   release_stream(seg.k);

@@ -46,18 +46,18 @@ class LayerEditor {
   SegmentList segments(int kv_head) const { return SegmentList(layer_.heads[kv_head].segments, visible(kv_head)); }
 
   // A view for a wrapped method. space > 0: it sees (and adds) only segments of that space;
-  // 0: all segments. drop_k: segments it adds store no K (their keys come from a base layer).
-  // state: what its state() returns (null: this editor's).
-  LayerEditor view(uint32_t space, bool drop_k, LayerState* state) const {
+  // 0: all segments. store_k = false: segments it adds store no K (LayerPlan::stores_k: their
+  // keys come from another layer). state: what its state() returns (null: this editor's).
+  LayerEditor view(uint32_t space, bool store_k, LayerState* state) const {
     LayerEditor e(*this);
     e.space_ = space;
-    e.drop_k_ = drop_k;
+    e.store_k_ = store_k;
     e.state_override_ = state;
     return e;
   }
 
   // A new empty segment at the end of kv_head's list; returns its index.
-  // k_codec may be null (no K stored: lazy layer). Codecs must outlive the cache contents.
+  // k_codec may be null (no K stored: LayerPlan::stores_k). Codecs must outlive the cache contents.
   // reread: the method will read the segment's rows back (a staging window it folds), so
   // its pages are never freed when tokens leave a sliding window (Segment::reread).
   int add_segment(int kv_head, const Codec* k_codec, const Codec* v_codec, uint32_t tag, bool reread = false);
@@ -76,9 +76,9 @@ class LayerEditor {
 
   // Drops a segment: pages taken in this step are freed now, older ones at commit().
   void remove_segment(int kv_head, int seg);
-  // Drops a segment's K stream (its keys will come from a base layer: Q Cache), pages freed
-  // as by remove_segment. No-op when it has none.
-  void drop_k(int kv_head, int seg);
+  // Removes a segment's K stream (its keys will come from another layer: LayerPlan::stores_k),
+  // pages freed as by remove_segment. No-op when it has none.
+  void remove_k(int kv_head, int seg);
   // Frees one page of a segment's K (k_stream) or V stream whose tokens every later query
   // masks (they left a sliding window): its entry becomes kNoPage; freed now when taken in
   // this step, else at commit(), as by remove_segment. The page must be full (no later
@@ -100,7 +100,7 @@ class LayerEditor {
   int layer_index_;
   int head_dim_;
   uint32_t space_ = 0;
-  bool drop_k_ = false;
+  bool store_k_ = true;
   LayerState* state_override_ = nullptr;
   LayerState* sequence_state_ = nullptr;
 };

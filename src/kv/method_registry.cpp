@@ -31,9 +31,13 @@ Result<std::unique_ptr<Method>> create_method(std::string_view text, const KvGeo
   }
   VLKV_RETURN_IF_ERROR(spec.check_keys(it->second.params));
   if (plus == std::string_view::npos) return it->second.create(spec, geometry);
-  if (!it->second.wrap)
+  if (!it->second.wrap) {
+    std::string wrappers;
+    for (const auto& [name, info] : table)
+      if (info.wrap) wrappers += (wrappers.empty() ? "" : ", ") + name;
     return invalid_argument("'" + spec.name() + "' does not wrap another method (in '" + std::string(text) +
-                            "'; methods that do: qcache_gla, qcache_vla)");
+                            "'; methods that do: " + wrappers + ")");
+  }
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> inner, create_method(text.substr(plus + 1), geometry));
   return it->second.wrap(spec, geometry, std::move(inner));
 }

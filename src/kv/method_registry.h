@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kv/kv_cache.h"
+#include "kv/kv_types.h"
 #include "kv/method.h"
 #include "kv/spec.h"
 
@@ -21,7 +21,7 @@ struct MethodInfo {
   std::vector<ParamInfo> params;  // accepted keys, defaults and help
   // Called with keys already checked against params; validates values and geometry.
   std::function<Result<std::unique_ptr<Method>>(const Spec&, const KvGeometry&)> create;
-  // Set for methods that wrap a storage method ("outer+inner", e.g. qcache_vla+vidkv):
+  // Set for methods that wrap a storage method ("outer+inner"):
   // called with the inner method already created.
   std::function<Result<std::unique_ptr<Method>>(const Spec&, const KvGeometry&, std::unique_ptr<Method>)> wrap = nullptr;
 };

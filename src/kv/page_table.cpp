@@ -10,13 +10,13 @@ PageTable::~PageTable() {
   for (auto& [id, seq] : seqs_) release(seq);
 }
 
-SeqId PageTable::add(SeqCache seq) {
+SeqId PageTable::add(SequenceCache seq) {
   const SeqId id = next_id_++;
   seqs_.emplace(id, std::move(seq));
   return id;
 }
 
-void PageTable::release(SeqCache& seq) {
+void PageTable::release(SequenceCache& seq) {
   // An uncommitted step: pages of the tree include new_pages; deferred ones left the tree.
   for (auto& layer : seq.layers) layer.for_each_page([&](PageId p) { pool_.free(p); });
   for (PageId p : seq.pending.deferred_free) pool_.free(p);
@@ -33,12 +33,12 @@ void PageTable::remove(SeqId seq) {
   seqs_.erase(it);
 }
 
-SeqCache* PageTable::find(SeqId seq) {
+SequenceCache* PageTable::find(SeqId seq) {
   auto it = seqs_.find(seq);
   return it == seqs_.end() ? nullptr : &it->second;
 }
 
-const SeqCache* PageTable::find(SeqId seq) const {
+const SequenceCache* PageTable::find(SeqId seq) const {
   auto it = seqs_.find(seq);
   return it == seqs_.end() ? nullptr : &it->second;
 }
@@ -50,7 +50,7 @@ std::vector<SeqId> PageTable::ids() const {
 }
 
 uint64_t PageTable::n_bytes(SeqId seq) const {
-  const SeqCache* s = find(seq);
+  const SequenceCache* s = find(seq);
   VLKV_CHECK_MSG(s != nullptr, "unknown sequence id");
   uint64_t n = 0;
   for (PageId p : s->pending.deferred_free) n += pool_.size_of(p);
@@ -59,7 +59,7 @@ uint64_t PageTable::n_bytes(SeqId seq) const {
 }
 
 int64_t PageTable::n_pages(SeqId seq) const {
-  const SeqCache* s = find(seq);
+  const SequenceCache* s = find(seq);
   VLKV_CHECK(s != nullptr);
   int64_t n = static_cast<int64_t>(s->pending.deferred_free.size());
   for (const auto& layer : s->layers) layer.for_each_page([&](PageId) { ++n; });
@@ -87,13 +87,13 @@ static Status copy_stream(PagePool& pool, Stream& s) {
 }
 
 Status PageTable::copy(SeqId src_id, SeqId dst_id) {
-  SeqCache* src = find(src_id);
-  SeqCache* dst = find(dst_id);
+  SequenceCache* src = find(src_id);
+  SequenceCache* dst = find(dst_id);
   if (!src || !dst) return invalid_argument("copy_sequence: unknown sequence");
   if (src_id == dst_id) return Status::ok();
   if (src->pending.active() || dst->pending.active())
     return invalid_argument("copy_sequence: a sequence has an uncommitted step (commit or roll back first)");
-  SeqCache copy;
+  SequenceCache copy;
   copy.method = src->method;
   copy.n_tokens = src->n_tokens;
   if (src->state) copy.state = src->state->clone();

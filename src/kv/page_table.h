@@ -9,13 +9,12 @@
 #include <optional>
 #include <vector>
 
+#include "kv/kv_types.h"
 #include "kv/page_pool.h"
 #include "kv/segment.h"
 #include "vlkv/status.h"
 
 namespace vlkv {
-
-using SeqId = int32_t;
 
 // An uncommitted step (attend() calls since the last commit) of one sequence.
 struct PendingStep {
@@ -24,12 +23,16 @@ struct PendingStep {
   std::vector<PageId> new_pages;                  // allocated since the last commit (freed by rollback)
   std::vector<PageId> deferred_free;              // released since the last commit (freed by commit)
   std::unique_ptr<LayerState> state_before;       // the method's sequence state at the last commit
+  std::vector<LayerPlan> plans;                   // [n_layers] the method's plans for this step
+  std::vector<uint8_t> shared_wanted;             // [n_layers] 1: a later layer's plan reads this layer's q and k
+  std::vector<std::vector<float>> shared_q;       // [n_layers][n_new, n_heads, head_dim] of wanted layers, once attended
+  std::vector<std::vector<float>> shared_k;       // [n_layers][n_new, n_kv_heads, head_dim]
   bool active() const { return n_new >= 0; }
 };
 
 class Method;
 
-struct SeqCache {
+struct SequenceCache {
   const Method* method = nullptr;  // the sequence's KV method (owned by the cache, outlives it)
   int64_t n_tokens = 0;            // committed tokens (all layers)
   std::vector<LayerCache> layers;  // [n_layers]
@@ -44,7 +47,7 @@ class PageTable {
   PageTable(const PageTable&) = delete;
   PageTable& operator=(const PageTable&) = delete;
 
-  SeqId add(SeqCache seq);
+  SeqId add(SequenceCache seq);
   // Frees every page the sequence holds (including an uncommitted step's). Unknown seq: check failure.
   void remove(SeqId seq);
   // Deep copy of src's pages into dst (which must exist; its old pages are freed).
@@ -52,8 +55,8 @@ class PageTable {
   // Future: copy-on-write (page reference counts in the pool, copy on append to a shared page).
   Status copy(SeqId src, SeqId dst);
 
-  SeqCache* find(SeqId seq);
-  const SeqCache* find(SeqId seq) const;
+  SequenceCache* find(SeqId seq);
+  const SequenceCache* find(SeqId seq) const;
   std::vector<SeqId> ids() const;
   // Pages held by seq (tree + pages awaiting a deferred free).
   int64_t n_pages(SeqId seq) const;
@@ -61,11 +64,11 @@ class PageTable {
   uint64_t n_bytes(SeqId seq) const;
 
   // Frees every page of the sequence's tree and pending step (helper for remove/copy).
-  void release(SeqCache& seq);
+  void release(SequenceCache& seq);
 
  private:
   PagePool& pool_;
-  std::map<SeqId, SeqCache> seqs_;
+  std::map<SeqId, SequenceCache> seqs_;
   SeqId next_id_ = 0;
 };
 

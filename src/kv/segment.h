@@ -12,8 +12,8 @@
 
 namespace vlkv {
 
-// The K or the V rows of one segment. codec == nullptr: the stream is absent
-// (a Q Cache lazy layer stores no K: its scores come from the base layer).
+// The K or the V rows of one segment. codec == nullptr: the stream is absent (a layer
+// that reads another layer's keys stores no K: LayerPlan::stores_k).
 struct Stream {
   const Codec* codec = nullptr;        // owned by the method, outlives the cache contents
   int32_t blocks_per_page = 0;         // blocks in each of the stream's pages

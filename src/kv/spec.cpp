@@ -5,7 +5,7 @@
 
 namespace vlkv {
 
-// Values may also be file paths ('/'), e.g. qcache_vla:map=out/map.json.
+// Values may also be file paths ('/'), e.g. map=out/map.json.
 static bool valid_ident(std::string_view s, bool value = false) {
   if (s.empty()) return false;
   for (char c : s) {

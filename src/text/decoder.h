@@ -18,8 +18,8 @@
 
 namespace vlkv {
 
-// One layer's post-RoPE queries and keys of a chunk, as attention saw them (a Q Cache lazy
-// layer's are its base layer's), for DecoderInput::observer.
+// One layer's post-RoPE queries and keys of a chunk as the layer computed them, for
+// DecoderInput::observer.
 struct LayerQk {
   int layer = 0;
   int64_t n_tokens = 0;
@@ -44,12 +44,12 @@ struct DecoderInput {
   // architectures reject it.
   const int64_t* mrope_positions = nullptr;
   // Optional: [n_tokens] per visual token, the mean dot product of its embedding with the
-  // prompt's text token embeddings, passed to KvCache::attend (VidKV's salient tokens).
+  // prompt's text token embeddings, passed to KvCache::attend (methods that keep salient visual tokens).
   const float* visual_similarity = nullptr;
   // The chunk's tokens see each other in full (gemma3 media chunks, libmtmd's non-causal
   // decode): KvCache::attend's non_causal. Only for architectures with media_non_causal.
   bool non_causal = false;
-  // Optional (vlkv calibrate): called once per layer with the q and k attention used.
+  // Optional (vlkv calibrate): called once per layer with the layer's q and k.
   const std::function<void(const LayerQk&)>* observer = nullptr;
 };
 
@@ -87,7 +87,20 @@ class TextDecoder {
   const TextHparams& hparams() const { return hp_; }
 
  private:
+  struct StepRows;  // where each sequence's rows sit in the step
+  struct StepActs;  // the step's activation buffers
+
   Status check_input(const DecoderInput& in) const;
+  // check_input plus what depends on the batch and the cache, for batch[i].
+  Status check_step_input(std::span<const BatchSequence> batch, size_t i, const KvCache& cache) const;
+  // Checks each sequence (its status) and lays out the rows of the valid ones.
+  void lay_out(std::span<BatchSequence> batch, const KvCache& cache, StepRows& rows) const;
+  void embed(std::span<const BatchSequence> batch, const StepRows& rows, std::vector<float>& x) const;
+  void attention_block(int il, std::span<BatchSequence> batch, const StepRows& rows, KvCache& cache, StepActs& a,
+                       ThreadPool& pool) const;
+  void ffn_block(int il, int64_t n_dec, int64_t n_pro, StepActs& a, ThreadPool& pool) const;
+  void add_deepstack(int il, std::span<const BatchSequence> batch, const StepRows& rows, std::vector<float>& x) const;
+  void output_head(std::span<BatchSequence> batch, const StepRows& rows, StepActs& a, ThreadPool& pool) const;
 
   const TextHparams& hp_;
   const TextWeights& w_;

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kv/methods/akvq_vl_saliency.h"
+#include "kv/methods/akvq_vl/saliency.h"
 #include "kv/token_kind.h"
 
 namespace vlkv::akvqtest {

@@ -1,4 +1,4 @@
-// AKVQ-VL's saliency logic (akvq_vl_saliency.h) on hand-made attention masses: kind runs,
+// AKVQ-VL's saliency logic (akvq_vl/saliency.h) on hand-made attention masses: kind runs,
 // top-k, pattern detection (TSA / PSA) and pivot selection within a budget.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "akvq_test_util.h"
-#include "kv/methods/akvq_vl_saliency.h"
+#include "kv/methods/akvq_vl/saliency.h"
 
 namespace vlkv {
 namespace {

@@ -17,7 +17,7 @@
 #include "kv/kv_cache.h"
 #include "kv/layer_editor.h"
 #include "kv/method_registry.h"
-#include "kv/methods/akvq_vl_saliency.h"
+#include "kv/methods/akvq_vl/saliency.h"
 #include "kv/page_table.h"
 #include "kv_test_util.h"
 

@@ -15,11 +15,11 @@ constexpr int kDim = 16;
 
 // A sequence with 2 layers x 1 kv head, one f32 segment of n tokens per layer.
 SeqId make_seq(PageTable& table, PagePool& pool, const Codec* codec, int n, uint32_t seed) {
-  SeqCache s;
+  SequenceCache s;
   s.layers.resize(2);
   for (auto& l : s.layers) l.heads.resize(1);
   const SeqId id = table.add(std::move(s));
-  SeqCache* seq = table.find(id);
+  SequenceCache* seq = table.find(id);
   const std::vector<float> x = kvtest::random_vec(static_cast<size_t>(n) * kDim, seed);  // [n, kDim]
   for (int l = 0; l < 2; ++l) {
     LayerEditor ed(pool, seq->layers[l], seq->pending, l, kDim);

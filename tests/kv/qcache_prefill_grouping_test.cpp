@@ -33,23 +33,17 @@ StepData random_step(const KvGeometry& g, int n, uint32_t seed, const std::vecto
   return s;
 }
 
-// Runs a step as the decoder does: asks qk_source first; a GLA lazy layer gets its base's
-// q and k, a VLA one (share=scores) its own plus the base's as base_q / base_k.
+// Runs a step as the decoder does: every layer passes its own q and k (the cache uses a
+// lazy layer's base's where the grouping says so).
 // out: [n_layers][n, n_heads, d].
 Status run_step(KvCache& c, SeqId seq, const KvGeometry& g, const StepData& d, const std::vector<TokenKind>& kinds,
                 ThreadPool& pool, std::vector<std::vector<float>>* out = nullptr) {
   const int n = static_cast<int>(kinds.size());
   std::vector<std::vector<float>> outs(g.n_layers);
   for (int l = 0; l < g.n_layers; ++l) {
-    const LayerQkSource src = c.qk_source(seq, l, n);
-    const bool gla = src.base_layer >= 0 && !src.visual_only;
-    const std::vector<float>& q = gla ? d.q[src.base_layer] : d.q[l];
-    const std::vector<float>& k = gla ? d.k[src.base_layer] : d.k[l];
-    const bool exact_vla = src.base_layer >= 0 && src.base_scores;
-    outs[l].resize(q.size());
-    Status st = c.attend(seq, l, q.data(), k.data(), d.v[l].data(), kinds.data(), n, 0.125f, outs[l].data(), pool,
-                         nullptr, exact_vla ? d.q[src.base_layer].data() : nullptr,
-                         exact_vla ? d.k[src.base_layer].data() : nullptr);
+    outs[l].resize(d.q[l].size());
+    Status st = c.attend(seq, l, d.q[l].data(), d.k[l].data(), d.v[l].data(), kinds.data(), n, 0.125f, outs[l].data(),
+                         pool);
     if (!st.is_ok()) return st;
   }
   c.commit(seq, n);
@@ -59,7 +53,10 @@ Status run_step(KvCache& c, SeqId seq, const KvGeometry& g, const StepData& d, c
 
 std::vector<int> lazy_bases(const KvCache& c, SeqId seq, const KvGeometry& g, int n_new) {
   std::vector<int> out;
-  for (int l = 0; l < g.n_layers; ++l) out.push_back(c.qk_source(seq, l, n_new).base_layer);
+  for (int l = 0; l < g.n_layers; ++l) {
+    const int b = c.next_step_plan(seq, l, n_new).score_layer;
+    out.push_back(b != l ? b : -1);
+  }
   return out;
 }
 
@@ -152,7 +149,7 @@ TEST(QcachePrefillGrouping, FreezeDropsKAndDecodesLikeTheFixedGrouping) {
     ASSERT_TRUE(dyn->attend(a, 0, d0.q[0].data(), d0.k[0].data(), d0.v[0].data(), prompt.data() + 40, 1, 0.125f,
                             out.data(), pool).is_ok());
     ASSERT_TRUE(dyn->attend(a, 1, d0.q[1].data(), d0.k[1].data(), d0.v[1].data(), prompt.data() + 40, 1, 0.125f,
-                            out.data(), pool, nullptr, d0.q[0].data(), d0.k[0].data()).is_ok());
+                            out.data(), pool).is_ok());
     dyn->rollback(a);
     ASSERT_TRUE(dyn->read_back(a, 1, 0, &k_after, &v_after).is_ok());
     EXPECT_EQ(k_after, k_before);

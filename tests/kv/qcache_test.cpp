@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "kv/calibration.h"
-#include "kv/calibration_collector.h"
+#include "kv/methods/qcache/calibration.h"
+#include "kv/methods/qcache/calibration_collector.h"
 #include "kv/kv_cache.h"
 #include "kv/method_registry.h"
 #include "kv_test_util.h"
@@ -270,9 +270,10 @@ Cache make_cache(const std::string& method, KvGeometry g = kGeom) {
 
 enum class Share { kGla, kVlaScores, kVlaKeys };
 
-// One step as the decoder runs it for lazy layer 1 (base 0) of a 2-layer geometry: GLA
-// passes the base's q and k; VLA scores its own q and k plus the base's q and k as base_q,
-// base_k; VLA keys its own q and k with visual rows of k from the base. Checks layer 1's
+// One step as the decoder runs it for lazy layer 1 (base 0) of a 2-layer geometry: each
+// layer passes its own q and k; the cache attends GLA with the base's q and k, VLA with its
+// own q and k plus the base's for the visual keys (share=scores: scored with the base's q;
+// share=keys: the base's visual keys with its own q). Checks layer 1's
 // output against the hand-computed softmax(per-key q . K) . V1 over stored rows (read_back;
 // a lazy layer's K-less rows read back 0 and take the base layer's row of the same storage
 // position: the segments mirror each other).
@@ -292,17 +293,17 @@ void lazy_step(Cache& c, Share share, int n_new, uint32_t seed, const std::vecto
   }
   std::vector<float> out0(qn), out1(qn);
   ASSERT_TRUE(c.cache->attend(c.seq, 0, q0.data(), k0.data(), v0.data(), kinds.data(), n_new, scale, out0.data(), pool).is_ok());
-  const LayerQkSource src = c.cache->qk_source(c.seq, 1, n_new);
-  ASSERT_EQ(src.base_layer, 0);
-  ASSERT_EQ(src.visual_only, share != Share::kGla);
-  ASSERT_EQ(src.base_scores, share == Share::kVlaScores);
+  const LayerPlan plan = c.cache->next_step_plan(c.seq, 1, n_new);
+  ASSERT_EQ(plan.score_layer, 0);
+  ASSERT_EQ(plan.visual_only, share != Share::kGla);
+  ASSERT_EQ(plan.base_scores, share == Share::kVlaScores);
   std::vector<float> q_eff = share == Share::kGla ? q0 : q1, k_eff = share == Share::kGla ? k0 : k1;
   if (share == Share::kVlaKeys)
     for (int i = 0; i < n_new; ++i)
       if (kinds[i] == TokenKind::kVisual) std::copy_n(&k0[i * g.n_kv_heads * d], g.n_kv_heads * d, &k_eff[i * g.n_kv_heads * d]);
   const bool exact = share == Share::kVlaScores;
-  ASSERT_TRUE(c.cache->attend(c.seq, 1, q_eff.data(), k_eff.data(), v1.data(), kinds.data(), n_new, scale, out1.data(), pool,
-                              nullptr, exact ? q0.data() : nullptr, exact ? k0.data() : nullptr).is_ok());
+  ASSERT_TRUE(c.cache->attend(c.seq, 1, q1.data(), k1.data(), v1.data(), kinds.data(), n_new, scale, out1.data(), pool)
+                  .is_ok());
   c.cache->commit(c.seq, n_new);
   for (int h = 0; h < g.n_kv_heads; ++h) {
     std::vector<float> keys = lk[h], vals = lv[h];
@@ -399,8 +400,7 @@ TEST(QcacheAccounting, LazyLayersHoldValuesOnly) {
       std::vector<float> out(q.size());
       std::vector<TokenKind> kinds(n_new, TokenKind::kVisual);
       for (int l = 0; l < g.n_layers; ++l)
-        ASSERT_TRUE(c.cache->attend(c.seq, l, q.data(), kv.data(), kv.data(), kinds.data(), n_new, 0.125f, out.data(), pool,
-                                    nullptr, q.data(), kv.data())  // base q, k: used by VLA lazy layers only
+        ASSERT_TRUE(c.cache->attend(c.seq, l, q.data(), kv.data(), kv.data(), kinds.data(), n_new, 0.125f, out.data(), pool)
                         .is_ok());
       c.cache->commit(c.seq, n_new);
       n += n_new;

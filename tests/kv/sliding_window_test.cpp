@@ -69,7 +69,7 @@ double step(KvCache& cache, SeqId seq, std::vector<std::vector<float>>& hk, std:
     std::vector<float> out(q.size());
     std::vector<TokenKind> kinds(n_new, non_causal ? TokenKind::kVisual : TokenKind::kText);
     Status st = cache.attend(seq, l, q.data(), k.data(), v.data(), kinds.data(), n_new, scale, out.data(), pool,
-                             nullptr, nullptr, nullptr, non_causal);
+                             nullptr, non_causal);
     EXPECT_TRUE(st.is_ok()) << st.message();
     if (!st.is_ok()) return 1e9;
     hk[l].insert(hk[l].end(), k.begin(), k.end());

@@ -31,9 +31,10 @@ std::unique_ptr<KvCache> make_cache(const std::string& method) {
 bool needs_statistics(const std::string& method) {
   Result<std::unique_ptr<Method>> m = create_method(method, kGeo);
   if (!m.is_ok()) return false;
-  const std::unique_ptr<LayerState> fresh = (*m)->new_sequence_state();  // a prompt step of a new sequence
+  const SequencePolicy* policy = (*m)->sequence_policy();
+  const std::unique_ptr<LayerState> fresh = policy ? policy->new_sequence_state() : nullptr;  // a new sequence's prompt step
   for (int l = 0; l < kGeo.n_layers; ++l)
-    if ((*m)->layer_plan(l).stats != kStatNone || (*m)->step_plan(l, fresh.get(), 50).stats != kStatNone) return true;
+    if ((*m)->layer_plan(l).stats != kStatNone || plan_for_step(**m, l, fresh.get(), 50).stats != kStatNone) return true;
   return false;
 }
 
@@ -59,10 +60,7 @@ TEST(StoreWithoutAttention, SameStoredRowsAndPagesAsAttend) {
         std::vector<float> q(static_cast<size_t>(n) * kGeo.n_heads * kGeo.head_dim), out(q.size());
         for (auto* x : {&k, &v, &q})
           for (float& f : *x) f = nd(rng);
-        // base q, k: what a Q Cache VLA lazy layer's exact scores need (others ignore them)
-        ASSERT_TRUE(attended->attend(a, l, q.data(), k.data(), v.data(), kinds.data(), n, 0.17f, out.data(), pool,
-                                     nullptr, q.data(), k.data())
-                        .is_ok());
+        ASSERT_TRUE(attended->attend(a, l, q.data(), k.data(), v.data(), kinds.data(), n, 0.17f, out.data(), pool).is_ok());
         Status st = stored->store_without_attention(s, l, k.data(), v.data(), kinds.data(), n, q.data(), 0.17f, &pool);
         ASSERT_TRUE(st.is_ok()) << spec << ": " << st.message();
       }

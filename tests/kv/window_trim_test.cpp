@@ -86,7 +86,7 @@ void run_step(KvCache& cache, const KvGeometry& g, SeqId seq, int n_new, bool no
     std::vector<TokenKind> kinds(n_new, non_causal ? TokenKind::kVisual : TokenKind::kText);
     std::vector<float> o(q.size());
     Status st = cache.attend(seq, l, q.data(), k.data(), v.data(), kinds.data(), n_new, scale, o.data(), pool, nullptr,
-                             nullptr, nullptr, non_causal);
+                             non_causal);
     ASSERT_TRUE(st.is_ok()) << st.message();
     out->insert(out->end(), o.begin(), o.end());
   }

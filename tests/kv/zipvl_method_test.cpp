@@ -167,11 +167,11 @@ TEST(ZipvlMethod, SparseKeysFollowTheTauRulePerHeadOnlyForLongSteps) {
   in.n_new = n_new;
   in.stats = &stats;
   std::vector<uint8_t> keep;
-  ASSERT_TRUE((*m)->select_attended_keys(in, &keep));
+  ASSERT_TRUE((*m)->key_selector()->select_attended_keys(in, &keep));
   ASSERT_EQ(keep.size(), mass.size());
   for (int t = 0; t < 2 * n_keys; ++t) EXPECT_EQ(keep[t], t == 3 || t == n_cached + 5 || t == n_keys + 60) << t;
   in.n_new = 63;  // short steps attend everything
-  EXPECT_FALSE((*m)->select_attended_keys(in, &keep));
+  EXPECT_FALSE((*m)->key_selector()->select_attended_keys(in, &keep));
 }
 
 // Keys aligned with the queries on a few "heavy" tokens: the probe mass is peaked.

@@ -1,5 +1,5 @@
 // Full-precision staging of rows that a per-channel codec can only store in whole groups
-// of G tokens: KIVI's residual window, VidKV's recent window and its per-class staging, the
+// of G tokens: KIVI's residual window, a recent window with per-class staging, the
 // 16-token tile staging of the int2/int4 methods and of AKVQ-VL's classes.
 // A staging segment (f16/f32 rows, tokens_per_block 1) receives a step's new rows; once it
 // holds at least keep + G rows, the oldest whole groups go to a sink (usually a compressed

@@ -9,7 +9,7 @@
 //    over groups of g tokens (intBc), values per token in groups of g channels (intB).
 //    Keys have outlier channels; per-token 2-bit keys lose them (KIVI), per-channel
 //    groups give each channel its own range. The price: a class's tokens wait in an f16
-//    staging segment until a group of g fills (as vidkv's classes, window_fold.h).
+//    staging segment until a group of g fills (window_fold.h).
 //  - Decode: new tokens wait in an f16 window, their mass accumulating from every step's
 //    probe (the decode token itself). When the window reaches `rescore` tokens (at once
 //    for a prefill step of >= rescore tokens) they are scored, split by the tau rule over
@@ -65,7 +65,7 @@ class ZipvlState final : public LayerState {
   std::vector<std::vector<std::vector<int64_t>>> pos;  // [n_kv][kTags][tokens]
 };
 
-class ZipvlMethod final : public Method {
+class ZipvlMethod final : public Method, public KeySelector {
  public:
   static Result<std::unique_ptr<Method>> create(const Spec& spec, const KvGeometry& geo) {
     VLKV_ASSIGN_OR_RETURN(double tau, spec.get_double("tau", 0.97, 0.01, 1.0));
@@ -130,6 +130,7 @@ class ZipvlMethod final : public Method {
     return s;
   }
 
+  const KeySelector* key_selector() const override { return this; }
   bool select_attended_keys(const StoreInput& in, std::vector<uint8_t>* keep) const override {
     if (in.n_new < kMinSparseStep || !in.stats || !in.stats->key_mass) return false;
     const int64_t n_keys = in.n_cached + in.n_new;

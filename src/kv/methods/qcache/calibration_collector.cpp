@@ -1,11 +1,11 @@
-#include "kv/calibration_collector.h"
+#include "kv/methods/qcache/calibration_collector.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "base/check.h"
-#include "kv/calibration.h"
+#include "kv/methods/qcache/calibration.h"
 
 namespace vlkv::calibration {
 

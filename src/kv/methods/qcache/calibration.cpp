@@ -1,4 +1,4 @@
-#include "kv/calibration.h"
+#include "kv/methods/qcache/calibration.h"
 
 #include <algorithm>
 #include <cmath>

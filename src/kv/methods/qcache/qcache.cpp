@@ -1,6 +1,6 @@
 // Methods "qcache_gla" and "qcache_vla": Q Cache / Lazy Attention (AAAI-26). Layers are
 // grouped into lazy blocks: a standard layer followed by lazy layers that reuse its
-// queries and keys (see kv/calibration.h for the groupings). Storage is delegated to an
+// queries and keys (see calibration.h for the groupings). Storage is delegated to an
 // inner method (default f16; "qcache_vla+vidkv", "qcache_gla+kivi2:residual=64"), which
 // is handed a LayerEditor view and never knows it is wrapped.
 //  - GLA: a lazy layer stores no K at all (the view drops K streams); the decoder gives it
@@ -13,7 +13,7 @@
 //    the base layer's visual segments), its text segments keep their own K. share=scores
 //    (default, the paper's VLA): visual keys are scored with the base layer's queries, so
 //    the visual scores are the base layer's, text keys with the layer's own; one softmax over
-//    both, applied to the layer's own V (attend()'s base_q / base_k). share=keys: visual
+//    both, applied to the layer's own V (the cache keeps the base layer's q and k of the step). share=keys: visual
 //    keys scored with the layer's own queries (shared keys, own query; a variant).
 //
 // Grouping (first match): lazy=L1.L2... explicit; map=FILE (vlkv calibrate; with n_lazy=K
@@ -48,107 +48,26 @@
 #include <sstream>
 #include <vector>
 
-#include "kv/calibration.h"
 #include "kv/method_registry.h"
-#include "kv/page_pool.h"
-#include "kv/page_table.h"
+#include "kv/methods/qcache/calibration.h"
+#include "kv/methods/qcache/grouping.h"
+#include "kv/methods/qcache/inner.h"
 
 namespace vlkv {
 namespace {
 
+using qcache::decide_grouping;
+using qcache::HeadBytes;
+using qcache::kSpaceText;
+using qcache::kSpaceVisual;
+using qcache::layer_list;
+using qcache::PartitionState;
+using qcache::PrefillGroupingState;
+using qcache::simulate_head_bytes;
+
 enum class Mode { kGla, kVla };
-constexpr uint32_t kSpaceVisual = 1, kSpaceText = 2;
 
-// VLA: the inner method's state and token count per space (0 visual, 1 text).
-class PartitionState final : public LayerState {
- public:
-  std::unique_ptr<LayerState> clone() const override {
-    auto c = std::make_unique<PartitionState>();
-    for (int p = 0; p < 2; ++p) {
-      if (inner[p]) c->inner[p] = inner[p]->clone();
-      c->n_cached[p] = n_cached[p];
-    }
-    return c;
-  }
-  std::unique_ptr<LayerState> inner[2];
-  int64_t n_cached[2] = {0, 0};
-};
-
-// Bytes of codec blocks (K and V) one (layer, kv head) holds after `inner` stored n tokens
-// (one step, visual kinds, zero data): runs the method on a scratch pool.
-struct HeadBytes {
-  double k = 0, v = 0;
-};
-HeadBytes simulate_head_bytes(const Method& inner, int head_dim, int64_t n) {
-  HeadBytes out;
-  if (n <= 0) return out;
-  const uint64_t budget = std::max<uint64_t>(64ull << 20, static_cast<uint64_t>(n) * head_dim * 16 + (16ull << 20));
-  PagePool pool(budget, 64 * 1024);
-  LayerCache layer;
-  layer.heads.resize(1);
-  layer.state = inner.new_layer_state(0);
-  PendingStep pending;
-  pending.n_new = static_cast<int>(n);
-  LayerEditor ed(pool, layer, pending, 0, head_dim);
-  std::vector<float> zeros(static_cast<size_t>(n) * head_dim, 0.0f);
-  std::vector<TokenKind> kinds(static_cast<size_t>(n), TokenKind::kVisual);
-  StoreInput in;
-  in.n_new = static_cast<int>(n);
-  in.k = zeros.data();
-  in.v = zeros.data();
-  in.kinds = kinds.data();
-  if (!inner.store(in, ed).is_ok()) return out;  // a scratch pool this size does not run out
-  for (const Segment& s : layer.heads[0].segments) {
-    if (s.k.present()) out.k += static_cast<double>(s.k.block_bytes) * (s.n_tokens / s.k.codec->tokens_per_block());
-    out.v += static_cast<double>(s.v.block_bytes) * (s.n_tokens / s.v.codec->tokens_per_block());
-  }
-  for (PageId p : pending.new_pages) pool.free(p);
-  return out;
-}
-
-// grouping=prefill: the adjacent-layer JSD table of one sequence's prompt, the previous
-// layer's probe maps of the current step, and the grouping once frozen.
-class PrefillGroupingState final : public LayerState {
- public:
-  std::unique_ptr<LayerState> clone() const override { return std::make_unique<PrefillGroupingState>(*this); }
-  bool frozen = false;
-  std::vector<int> base;                            // frozen grouping ([n_layers], -1 standard)
-  std::vector<double> sum_whole, sum_visual;        // [n_layers - 1] JSD sums of layers (l, l + 1)
-  std::vector<int64_t> cnt_whole, cnt_visual;       // [n_layers - 1]
-  std::vector<float> prev_maps;                     // [n_probes, n_heads, n_keys] of layer prev_layer, this step
-  int prev_layer = -1;
-  int64_t prev_keys = 0;
-  bool measured() const {
-    return std::any_of(cnt_whole.begin(), cnt_whole.end(), [](int64_t c) { return c > 0; });
-  }
-};
-
-Result<std::vector<int>> parse_layer_list(const std::string& name, const std::string& text) {
-  std::vector<int> out;
-  if (text == "none") return out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, '.')) {
-    char* end = nullptr;
-    const long x = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || x < 0 || x > (1 << 20))
-      return invalid_argument("'" + name + "': lazy=" + text + " is not a '.'-separated list of layer indices (or none)");
-    out.push_back(static_cast<int>(x));
-  }
-  return out;
-}
-
-std::string layer_list(const std::vector<int>& layers) {
-  if (layers.empty()) return "none";
-  std::string out;
-  for (int l : layers) {  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&
-    if (!out.empty()) out += '.';
-    out += std::to_string(l);
-  }
-  return out;
-}
-
-class QcacheMethod final : public Method {
+class QcacheMethod final : public Method, public SequencePolicy {
  public:
   static Result<std::unique_ptr<Method>> create(Mode mode, const Spec& spec, const KvGeometry& geo,
                                                 std::unique_ptr<Method> inner) {
@@ -218,7 +137,7 @@ class QcacheMethod final : public Method {
       if (spec.has("n_lazy")) return invalid_argument("'" + name + "': n_lazy needs map=FILE, grouping=prefill or grouping=random");
     }
     if (spec.has("lazy")) {  // explicit layers win (canonical specs carry them)
-      VLKV_ASSIGN_OR_RETURN(std::vector<int> lazy, parse_layer_list(name, spec.get_string("lazy", "")));
+      VLKV_ASSIGN_OR_RETURN(std::vector<int> lazy, qcache::parse_layer_list(name, spec.get_string("lazy", "")));
       Result<calibration::Grouping> eg = calibration::grouping_from_lazy(geo.n_layers, lazy);
       if (!eg.is_ok()) return invalid_argument("'" + name + "': " + eg.status().message());
       g = *eg;
@@ -264,6 +183,7 @@ class QcacheMethod final : public Method {
   // grouping=prefill: every layer standard (a sequence's grouping is its own: step_plan).
   LayerPlan layer_plan(int layer) const override { return plan_for(base_[layer]); }
 
+  const SequencePolicy* sequence_policy() const override { return this; }
   std::unique_ptr<LayerState> new_sequence_state() const override {
     if (!prefill_) return nullptr;
     auto s = std::make_unique<PrefillGroupingState>();
@@ -299,9 +219,9 @@ class QcacheMethod final : public Method {
     }
     if (!st.frozen || st.base[in.layer] < 0) return Status::ok();
     // A layer that became lazy drops the K its prompt stored (GLA: all; VLA: visual tokens').
-    LayerEditor view = ed.view(mode_ == Mode::kGla ? 0 : kSpaceVisual, false, nullptr);
+    LayerEditor view = ed.view(mode_ == Mode::kGla ? 0 : kSpaceVisual, true, nullptr);
     for (int h = 0; h < view.n_kv_heads(); ++h)
-      for (size_t i = 0; i < view.segments(h).size(); ++i) view.drop_k(h, static_cast<int>(i));
+      for (size_t i = 0; i < view.segments(h).size(); ++i) view.remove_k(h, static_cast<int>(i));
     return Status::ok();
   }
 
@@ -335,11 +255,11 @@ class QcacheMethod final : public Method {
     bool lazy = base_[in.layer] >= 0;
     if (prefill_ && ed.sequence_state()) {
       auto& st = static_cast<PrefillGroupingState&>(*ed.sequence_state());
-      if (in.stats && in.stats->probe_maps) measure(in, ed, st);
+      if (in.stats && in.stats->probe_maps) measure_maps(in, ed, mode_ == Mode::kVla, geo_.n_layers, st);
       lazy = st.frozen && st.base[in.layer] >= 0;
     }
     if (mode_ == Mode::kGla) {
-      LayerEditor view = ed.view(0, lazy, nullptr);
+      LayerEditor view = ed.view(0, !lazy, nullptr);
       return inner_->store(in, view);
     }
     auto* st = static_cast<PartitionState*>(ed.state());
@@ -370,7 +290,7 @@ class QcacheMethod final : public Method {
         sub.kinds = kinds.data();
         sub.visual_similarity = in.visual_similarity ? sim.data() : nullptr;
       }
-      LayerEditor view = ed.view(visual ? kSpaceVisual : kSpaceText, lazy && visual, st->inner[p].get());
+      LayerEditor view = ed.view(visual ? kSpaceVisual : kSpaceText, !(lazy && visual), st->inner[p].get());
       VLKV_RETURN_IF_ERROR(inner_->store(sub, view));
       st->n_cached[p] += sub.n_new;
     }
@@ -400,6 +320,9 @@ class QcacheMethod final : public Method {
   int error_block_tokens() const override { return inner_->error_block_tokens(); }
 
  private:
+  calibration::Grouping decide(const PrefillGroupingState& st) const {
+    return decide_grouping(st, mode_ == Mode::kVla, threshold_, prefill_n_lazy_);
+  }
   LayerPlan plan_for(int base) const {
     LayerPlan p;
     if (base < 0) return p;
@@ -410,76 +333,6 @@ class QcacheMethod final : public Method {
       p.base_scores = base_scores_;
     }
     return p;
-  }
-
-  // The grouping a sequence's measured JSD table gives (VLA: the visual table where the
-  // prompt had visual keys). Layers never measured are never lazy.
-  calibration::Grouping decide(const PrefillGroupingState& st) const {
-    const bool visual = mode_ == Mode::kVla &&
-                        std::any_of(st.cnt_visual.begin(), st.cnt_visual.end(), [](int64_t c) { return c > 0; });
-    const std::vector<double>& sum = visual ? st.sum_visual : st.sum_whole;
-    const std::vector<int64_t>& cnt = visual ? st.cnt_visual : st.cnt_whole;
-    std::vector<double> jsd(sum.size());
-    int n_measured = 0;
-    for (size_t i = 0; i < jsd.size(); ++i) {
-      jsd[i] = cnt[i] > 0 ? sum[i] / static_cast<double>(cnt[i]) : std::numeric_limits<double>::infinity();
-      n_measured += cnt[i] > 0;
-    }
-    if (threshold_ >= 0) return calibration::group_by_threshold(jsd, threshold_);
-    return calibration::group_by_count(jsd, std::min(prefill_n_lazy_, n_measured));
-  }
-
-  // One layer's probe maps of a prompt step against the layer before's (same step, same
-  // probes and key order): JSD per probe and query head into the sequence's table.
-  void measure(const StoreInput& in, const LayerEditor& ed, PrefillGroupingState& st) const {
-    const AttentionStats& s = *in.stats;
-    const int64_t n_keys = in.n_cached + in.n_new;
-    const int n_heads = s.n_heads, group = n_heads / ed.n_kv_heads();
-    const size_t size = static_cast<size_t>(s.n_probes) * n_heads * n_keys;
-    if (in.layer > 0 && st.prev_layer == in.layer - 1 && st.prev_keys == n_keys && st.prev_maps.size() == size) {
-      std::vector<std::vector<TokenKind>> kinds(ed.n_kv_heads());  // per kv head, step key order
-      bool any_visual = false;
-      for (int h = 0; h < ed.n_kv_heads(); ++h) {
-        const SegmentList segs = ed.segments(h);
-        for (size_t i = 0; i < segs.size(); ++i)  // VLA's visual space holds visual tokens only
-          kinds[h].insert(kinds[h].end(), segs[i].n_tokens,
-                          segs[i].space == kSpaceVisual ? TokenKind::kVisual : TokenKind::kText);
-        for (int j = 0; j < in.n_new; ++j) kinds[h].push_back(in.kinds[j]);
-        any_visual = any_visual || std::count(kinds[h].begin(), kinds[h].end(), TokenKind::kVisual) > 0;
-      }
-      const size_t adj = static_cast<size_t>(in.layer - 1);
-      for (int p = 0; p < s.n_probes; ++p) {
-        const int64_t seen = in.n_cached + s.probes[p] + 1;  // keys the probe sees (a prefix in key order)
-        double whole = 0, visual = 0;
-        int n_visual = 0;
-        for (int h = 0; h < n_heads; ++h) {
-          const size_t row = (static_cast<size_t>(p) * n_heads + h) * n_keys;
-          const calibration::MapJsd j = calibration::compare_maps(
-              st.prev_maps.data() + row, s.probe_maps + row, seen,
-              mode_ == Mode::kVla && any_visual ? kinds[h / group].data() : nullptr);
-          whole += j.whole;
-          if (j.visual >= 0) {
-            visual += j.visual;
-            ++n_visual;
-          }
-        }
-        st.sum_whole[adj] += whole / n_heads;
-        ++st.cnt_whole[adj];
-        if (n_visual > 0) {
-          st.sum_visual[adj] += visual / n_visual;
-          ++st.cnt_visual[adj];
-        }
-      }
-    }
-    if (in.layer + 1 < geo_.n_layers) {
-      st.prev_maps.assign(s.probe_maps, s.probe_maps + size);
-      st.prev_layer = in.layer;
-      st.prev_keys = n_keys;
-    } else {  // the step's last layer: nothing compares with it; keep snapshots small
-      st.prev_maps.clear();
-      st.prev_maps.shrink_to_fit();
-      st.prev_layer = -1;
-    }
   }
 
   Mode mode_ = Mode::kGla;

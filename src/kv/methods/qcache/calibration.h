@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kv/kv_cache.h"
+#include "kv/kv_types.h"
 #include "kv/token_kind.h"
 #include "vlkv/status.h"
 

@@ -1,7 +1,7 @@
 // AKVQ-VL's saliency logic (arXiv 2501.15021) as pure functions over the prefill's
 // attention statistics (AttentionStats::key_mass): which pattern a layer shows (TSA,
 // text-salient; PSA, pivot-token-salient) and which tokens are its pivots. Used by
-// methods/akvq_vl.cpp and tested on hand-made masses.
+// akvq_vl.cpp and tested on hand-made masses.
 #pragma once
 
 #include <algorithm>

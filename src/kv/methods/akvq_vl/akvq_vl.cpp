@@ -11,7 +11,7 @@
 //    until their tile fills (window_fold.h with keep 0, as the int2 / int4 methods).
 //    3-bit classes, and groups not a multiple of 16 (g = 8, 24, ...), keep the rows
 //    layout (one token per block, no staging).
-//  - Per layer a saliency pattern (akvq_vl_saliency.h):
+//  - Per layer a saliency pattern (saliency.h):
 //      TSA (text-salient): text and special tokens at text_bits (4), visual tokens at bits (2);
 //      PSA (pivot-salient): the layer's pivot tokens in f16, every other token at bits (2).
 //    pattern=auto detects it from the prefill's attention statistics (kStatKeyMass: the
@@ -22,8 +22,8 @@
 //    chunks): a single decode query is too noisy to re-decide a layer, and the layer plan
 //    says so (LayerPlan::stats_in_decode = false: decode steps skip the extra scores
 //    pass). The pattern can change between prefill
-//    chunks; it applies to the tokens folded from then on. Q Cache refuses to wrap a
-//    method that needs statistics, so akvq_vl does not compose with qcache_*.
+//    chunks; it applies to the tokens folded from then on. Wrapping methods refuse an inner
+//    method that needs statistics, so akvq_vl is never wrapped.
 //  - Pivots (per kv head, at most n_pivots, kept f16 for the rest of the sequence): the
 //    tokens with the largest probe attention mass in a prefill step among those still in
 //    full precision (the window and the step's tokens), if they rank in the top n_pivots
@@ -35,19 +35,7 @@
 //    there), map / tsa keep TSA in their layers (4.25 bits/element at d128).
 //  - Recent window: the last `window` tokens stay f16 (window..window+31: it is folded 32
 //    rows at a time with window_fold.h to amortize its rewrite; all rows at once when
-//    window=0). Folded rows go to their class's segment.
-//
-// Per (layer, kv head) segments by tag: kLow (bits codec), kText (text_bits codec, TSA
-// text tokens), kPivot (f16, PSA pivots), kWindow (f16, sequence order), kLowStage and
-// kTextStage (f16: a tiled class's rows not yet in a whole tile). A class's rows in the
-// order they were folded (its "class order") are its code segment's rows, then its
-// staging segment's. Storage order is not sequence order in general (the segment list
-// changes as the window and the staging are rebuilt); stored_positions() lets read_back
-// return sequence order.
-// The statistics list a head's keys in storage order (AttentionStats), so the layer state
-// keeps, besides the tokens' kinds in sequence order (runs), per head the kinds and
-// positions of the rows folded into each class in class order (runs again: a few per
-// class), the window rows' pivot flags and the head's pivot count.
+//    window=0). Folded rows go to their class's segment. Segments by tag: layer_state.h.
 //
 // Accounting (bits_per_element, bytes_per_token, bytes_for_tokens) assumes visual tokens
 // and no statistics, the setting whose bytes do not depend on the data: every folded token
@@ -66,7 +54,8 @@
 #include "kv/codec_registry.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
-#include "kv/methods/akvq_vl_saliency.h"
+#include "kv/methods/akvq_vl/layer_state.h"
+#include "kv/methods/akvq_vl/saliency.h"
 #include "kv/methods/window_fold.h"
 
 namespace vlkv {
@@ -83,56 +72,14 @@ enum class PatternMode { kAuto, kTsa, kPsa, kMap };
 // Clipping ratio by code bits: the paper's 0.8 at 2 and 1.0 at 4; 0.9 at 3 is our pick.
 double default_clip(int64_t bits) { return bits <= 2 ? 0.8 : bits == 3 ? 0.9 : 1.0; }
 
-// Sequence positions as runs of consecutive positions: a class segment holds few runs
-// (an image, the text around it, generated text, <= n_pivots pivots), so the layer state
-// that holds them clones cheaply.
-class PosRuns {
- public:
-  void append(int64_t from, int64_t to) {  // positions [from, to), from >= every held one
-    if (from >= to) return;
-    if (!start_.empty() && start_.back() + len_.back() == from) len_.back() += to - from;
-    else start_.push_back(from), len_.push_back(to - from);
-    n_ += to - from;
-  }
-  int64_t size() const { return n_; }
-  // Appends entries [from, to) (0-based, in append order) to out.
-  void expand(int64_t from, int64_t to, std::vector<int64_t>* out) const {
-    int64_t first = 0;  // entry index of run r's first position
-    for (size_t r = 0; r < start_.size() && first < to; first += len_[r], ++r)
-      for (int64_t e = std::max(from, first); e < std::min(to, first + len_[r]); ++e) out->push_back(start_[r] + e - first);
-  }
-
- private:
-  std::vector<int64_t> start_, len_;  // [n_runs]
-  int64_t n_ = 0;                     // entries
-};
-
-// One class's codes: the same rows codec for K and V, or key tiles and value tiles.
-struct ClassCodecs {
-  std::shared_ptr<const Codec> k, v;
-  bool tiled = false;
-};
-
-// Per kv head: the window rows' pivot flags, the pivots chosen so far, and the kinds and
-// positions of the rows folded into each class in class order: the kinds to read the
-// statistics' keys, which come in storage order (AttentionStats), the positions for
-// Method::stored_positions (read_back in sequence order).
-struct AkvqHead {
-  std::vector<uint8_t> window_pivot;  // [window rows] 1 = pivot
-  int n_pivots = 0;
-  akvq::KindRuns folded[3];           // [kLow, kText, kPivot]
-  PosRuns folded_pos[3];              // [kLow, kText, kPivot]
-};
-
-class AkvqState final : public LayerState {
- public:
-  std::unique_ptr<LayerState> clone() const override { return std::make_unique<AkvqState>(*this); }
-  bool decided = false;          // pattern set from statistics (auto) at least once
-  Pattern pattern = Pattern::kPsa;
-  bool stats_seen = false;       // a prefill step brought statistics (no first-tokens fallback)
-  akvq::KindRuns kinds;          // every token stored in this layer, sequence order
-  std::vector<AkvqHead> heads;   // [n_kv_heads]
-};
+using akvq::AkvqHead;
+using akvq::AkvqState;
+using akvq::class_first_row;
+using akvq::class_of;
+using akvq::ClassCodecs;
+using akvq::key_kinds;
+using akvq::PosRuns;
+using akvq::window_key0;
 
 class AkvqVlMethod final : public Method {
  public:
@@ -352,12 +299,6 @@ class AkvqVlMethod final : public Method {
     const int64_t staged = c.tiled ? n % kTile : 0;
     return static_cast<double>(n - staged) * class_rate(c) + static_cast<double>(staged) * f16_rate();
   }
-  // Class order index of a class segment's first row: a staging segment holds the class's
-  // last rows, its code segment the first ones. class_rows: the rows folded into the class.
-  static int64_t class_first_row(const Segment& seg, int64_t class_rows) {
-    return akvq::is_stage_tag(seg.tag) ? class_rows - seg.n_tokens : 0;
-  }
-
   bool wants_stats(int layer) const {
     switch (mode_) {
       case PatternMode::kAuto: return true;
@@ -388,39 +329,6 @@ class AkvqVlMethod final : public Method {
       }
     }
     return st.decided ? st.pattern : fallback_pattern(layer);
-  }
-
-  // Kinds of head h's keys in step key order: its segments as listed, then the step's
-  // tokens (st.kinds holds the step's already; the window is the last n_window cached).
-  static akvq::KindRuns key_kinds(const LayerEditor& ed, int h, int64_t n_cached, const AkvqState& st) {
-    const AkvqHead& hs = st.heads[h];
-    const int64_t n_window = static_cast<int64_t>(hs.window_pivot.size());
-    akvq::KindRuns out;
-    const auto& segs = ed.segments(h);
-    for (size_t i = 0; i < segs.size(); ++i) {
-      const uint32_t tag = segs[i].tag;
-      if (tag == kWindow) {
-        out.append(st.kinds, n_cached - n_window, n_cached);
-      } else {
-        const akvq::KindRuns& kinds = hs.folded[akvq::class_of_tag(tag)];
-        const int64_t first = class_first_row(segs[i], kinds.size());
-        out.append(kinds, first, first + segs[i].n_tokens);
-      }
-    }
-    out.append(st.kinds, n_cached, st.kinds.size());
-    return out;
-  }
-  // Key index (step key order) of head h's first window row: the rows of the segments before it.
-  static int64_t window_key0(const LayerEditor& ed, int h) {
-    int64_t key = 0;
-    const auto& segs = ed.segments(h);
-    for (size_t i = 0; i < segs.size() && segs[i].tag != kWindow; ++i) key += segs[i].n_tokens;
-    return key;
-  }
-
-  static uint32_t class_of(Pattern p, TokenKind kind, uint8_t pivot) {
-    if (p == Pattern::kPsa) return pivot ? kPivot : kLow;
-    return akvq::is_text(kind) ? kText : kLow;
   }
 
   // Index of the code segment of class `cls` (kLow, kText, kPivot), added when absent.
