@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace vlkv {
 namespace {
@@ -25,10 +29,16 @@ CpuFeatures detect() {
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   f.avx512vpopcntdq = __builtin_cpu_supports("avx512vpopcntdq");
+  f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   // AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports lacks it).
   // The OS saves YMM state whenever AVX2 is usable, which __builtin_cpu_supports checked.
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = (a >> 4) & 1;
+#elif defined(__aarch64__) && defined(__linux__)
+  const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+  f.neon = (hwcap & HWCAP_ASIMD) != 0;
+  f.dotprod = (hwcap & HWCAP_ASIMDDP) != 0;
+  f.i8mm = (hwcap2 & HWCAP2_I8MM) != 0;
 #endif
   return f;
 }
@@ -43,6 +53,9 @@ bool supported(SimdTier t) {
     case SimdTier::kAvx2Vnni: return avx2 && f.avx_vnni;
     case SimdTier::kAvx512: return avx512;
     case SimdTier::kAvx512Vnni: return avx512 && f.avx512vnni;
+    case SimdTier::kNeon: return f.neon;
+    case SimdTier::kDotprod: return f.neon && f.dotprod;
+    case SimdTier::kI8mm: return f.neon && f.dotprod && f.i8mm;
   }
   return false;
 }
@@ -55,6 +68,7 @@ SimdTier capped(SimdTier want) {
 SimdTier initial_tier() {
   SimdTier want = SimdTier::kAvx512Vnni;
   if (!supported(want) && supported(SimdTier::kAvx2Vnni) && !supported(SimdTier::kAvx512)) want = SimdTier::kAvx2Vnni;
+  if (cpu_features().neon) want = SimdTier::kI8mm;
   if (const char* env = std::getenv("VLKV_SIMD")) {
     for (int t = 0; t < kSimdTierCount; ++t)
       if (std::strcmp(env, simd_tier_name(static_cast<SimdTier>(t))) == 0) want = static_cast<SimdTier>(t);
@@ -63,8 +77,13 @@ SimdTier initial_tier() {
   return capped(want);
 }
 
+SimdTier default_tier() {
+  static const SimdTier tier = initial_tier();
+  return tier;
+}
+
 std::atomic<int>& tier_slot() {
-  static std::atomic<int> tier{static_cast<int>(initial_tier())};
+  static std::atomic<int> tier{static_cast<int>(default_tier())};
   return tier;
 }
 
@@ -75,6 +94,8 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
+SimdTier simd_tier_default() { return default_tier(); }
+
 SimdTier simd_tier() { return static_cast<SimdTier>(tier_slot().load(std::memory_order_relaxed)); }
 
 SimdLevel simd_level() {
@@ -82,6 +103,9 @@ SimdLevel simd_level() {
     case SimdTier::kScalar: return SimdLevel::kScalar;
     case SimdTier::kAvx2:
     case SimdTier::kAvx2Vnni: return SimdLevel::kAvx2;
+    case SimdTier::kNeon:
+    case SimdTier::kDotprod:
+    case SimdTier::kI8mm: return SimdLevel::kNeon;
     default: return SimdLevel::kAvx512;
   }
 }
@@ -96,6 +120,8 @@ bool simd_tier_supported(SimdTier tier) { return supported(tier); }
 SimdTier simd_tier_fallback(SimdTier tier) {
   switch (tier) {
     case SimdTier::kAvx512Vnni: return SimdTier::kAvx512;
+    case SimdTier::kI8mm: return SimdTier::kDotprod;
+    case SimdTier::kDotprod: return SimdTier::kNeon;
     case SimdTier::kAvx512:
     case SimdTier::kAvx2Vnni: return SimdTier::kAvx2;
     default: return SimdTier::kScalar;
@@ -109,12 +135,21 @@ std::vector<SimdTier> supported_simd_tiers() {
   return out;
 }
 
+std::vector<SimdLevel> supported_simd_levels() {
+  std::vector<SimdLevel> out = {SimdLevel::kScalar};
+  if (supported(SimdTier::kAvx2)) out.push_back(SimdLevel::kAvx2);
+  if (supported(SimdTier::kAvx512)) out.push_back(SimdLevel::kAvx512);
+  if (supported(SimdTier::kNeon)) out.push_back(SimdLevel::kNeon);
+  return out;
+}
+
 void set_simd_tier_for_testing(SimdTier tier) { tier_slot() = static_cast<int>(capped(tier)); }
 
 void set_simd_level_for_testing(SimdLevel level) {
   SimdTier t = SimdTier::kScalar;
   if (level == SimdLevel::kAvx2) t = SimdTier::kAvx2Vnni;
   if (level == SimdLevel::kAvx512) t = SimdTier::kAvx512Vnni;
+  if (level == SimdLevel::kNeon) t = SimdTier::kI8mm;
   set_simd_tier_for_testing(t);
 }
 
@@ -123,6 +158,7 @@ const char* simd_level_name(SimdLevel level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
     case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kNeon: return "neon";
   }
   return "?";
 }
@@ -134,6 +170,9 @@ const char* simd_tier_name(SimdTier tier) {
     case SimdTier::kAvx2Vnni: return "avx2vnni";
     case SimdTier::kAvx512: return "avx512";
     case SimdTier::kAvx512Vnni: return "avx512vnni";
+    case SimdTier::kNeon: return "neon";
+    case SimdTier::kDotprod: return "dotprod";
+    case SimdTier::kI8mm: return "i8mm";
   }
   return "?";
 }

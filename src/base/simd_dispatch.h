@@ -22,13 +22,23 @@
 //  - The scalar reference is the family's fallback and is always present.
 //  - The family's accessor holds one static SimdTable and returns table.get():
 //        const IntTileKernels& int_tile_kernels() {
-//          static const SimdTable<IntTileKernels> t(&kScalar, &kAvx2, &kAvx2Vnni, nullptr, &kAvx512Vnni);
+//          static const SimdTable<IntTileKernels> t({.scalar = &kScalar,
+//                                                    .avx2 = VLKV_X86(&kAvx2),
+//                                                    .avx512_vnni = VLKV_X86(&kAvx512Vnni),
+//                                                    .dotprod = VLKV_ARM(&kDotprod)});
 //          return t.get();
 //        }
+//    VLKV_X86 / VLKV_ARM name a variant only on their architecture (nullptr elsewhere), so
+//    the generic file builds everywhere while the ISA files build only where they belong
+//    (CMakeLists.txt picks them by name: *_avx2*.cpp, *_avx512*.cpp, *_avxvnni*.cpp and
+//    *_x86.cpp on x86-64; *_neon*.cpp, *_dotprod*.cpp, *_i8mm*.cpp and *_arm.cpp on ARM64).
 //    A null variant falls back along simd_tier_fallback() (avx512vnni -> avx512 -> avx2 ->
-//    scalar, avx2vnni -> avx2), so a family adds a tier only where it pays.
+//    scalar, avx2vnni -> avx2, i8mm -> dotprod -> neon -> scalar), so a
+//    family adds a tier only where it pays.
 //  - A family may leave single entries null (e.g. no kernel for some bit width): callers then take
 //    the family's generic path, and say so in the header.
+//  - Nothing outside a table's accessor asks which tier runs: callers never branch on
+//    simd_tier()/simd_level() to pick code (the CLI and benchmarks only print it).
 #pragma once
 
 #include <array>
@@ -44,29 +54,66 @@
 #define VLKV_TARGET_END _Pragma("GCC pop_options")
 #endif
 #define VLKV_TARGET_STR(x) #x
+// One function compiled for an ISA (the region form above is for whole files):
+// VLKV_TARGET(VLKV_ISA_AVX2) float dot_avx2(...).
+#define VLKV_TARGET(isa) __attribute__((target(isa)))
 
 // The feature strings of the tiers (pass to VLKV_TARGET_BEGIN).
 #define VLKV_ISA_AVX2 "avx2,fma,f16c"
 #define VLKV_ISA_AVX2_VNNI "avx2,fma,f16c,avxvnni"
 #define VLKV_ISA_AVX512 "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"
 #define VLKV_ISA_AVX512_VNNI "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c"
+#define VLKV_ISA_AVX512_VBMI "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c"
+// ARM64: Advanced SIMD is baseline (no target needed); the extensions are opt-in.
+#define VLKV_ISA_DOTPROD "arch=armv8.2-a+dotprod"
+#define VLKV_ISA_I8MM "arch=armv8.2-a+dotprod+i8mm"
+
+// A variant pointer on its own architecture, nullptr elsewhere (its file is not built there).
+#if defined(__x86_64__) || defined(__i386__)
+#define VLKV_X86(variant) (variant)
+#else
+#define VLKV_X86(variant) nullptr
+#endif
+#if defined(__aarch64__)
+#define VLKV_ARM(variant) (variant)
+#else
+#define VLKV_ARM(variant) nullptr
+#endif
 
 namespace vlkv {
+
+// A family's variants by tier (null: none of its own); scalar must be given.
+template <class Family>
+struct SimdVariants {
+  const Family* scalar = nullptr;
+  const Family* avx2 = nullptr;
+  const Family* avx2_vnni = nullptr;
+  const Family* avx512 = nullptr;
+  const Family* avx512_vnni = nullptr;
+  const Family* neon = nullptr;
+  const Family* dotprod = nullptr;
+  const Family* i8mm = nullptr;
+};
 
 template <class Family>
 class SimdTable {
  public:
-  // One variant per tier (null: none of its own); scalar must be given.
-  SimdTable(const Family* scalar, const Family* avx2, const Family* avx2_vnni, const Family* avx512,
-            const Family* avx512_vnni) {
-    VLKV_CHECK(scalar != nullptr);
-    const Family* given[kSimdTierCount] = {scalar, avx2, avx2_vnni, avx512, avx512_vnni};
+  explicit SimdTable(const SimdVariants<Family>& v) {
+    VLKV_CHECK(v.scalar != nullptr);
+    const Family* given[kSimdTierCount] = {v.scalar,      v.avx2, v.avx2_vnni, v.avx512,
+                                           v.avx512_vnni, v.neon, v.dotprod,   v.i8mm};
     for (int t = 0; t < kSimdTierCount; ++t) {
       SimdTier at = static_cast<SimdTier>(t);
       while (!given[static_cast<int>(at)]) at = simd_tier_fallback(at);
       by_tier_[t] = given[static_cast<int>(at)];
     }
   }
+  // The x86 tiers by position: the older spelling, kept until its last caller
+  // (kv/attention.cpp's softmax table) moves to the named form above.
+  SimdTable(const Family* scalar, const Family* avx2, const Family* avx2_vnni, const Family* avx512,
+            const Family* avx512_vnni)
+      : SimdTable(SimdVariants<Family>{.scalar = scalar, .avx2 = avx2, .avx2_vnni = avx2_vnni, .avx512 = avx512,
+                                       .avx512_vnni = avx512_vnni}) {}
   // The variant of the current tier (simd_tier()); one relaxed atomic load.
   const Family& get() const { return *by_tier_[static_cast<int>(simd_tier())]; }
   const Family& at(SimdTier tier) const { return *by_tier_[static_cast<int>(tier)]; }

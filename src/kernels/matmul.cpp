@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "base/check.h"
-#include "base/cpu_features.h"
 #include "kernels/gemm_q8.h"
 #include "kernels/matmul_tile.h"
 #include "kernels/ops.h"
@@ -85,24 +84,14 @@ DecodeRows decode_rows(const float* x, int64_t n_x, int64_t n_cols, bool any_q8,
           std::span<const Q8Lanes>(lanes.data(), static_cast<size_t>(n_groups))};
 }
 
-// The lane kernels exist above scalar; there dot_q8_lanes and dot_q8_strided are loops over
-// dot_q8, so the loops below call dot_q8 directly.
-bool lane_kernels_native() { return simd_tier() != SimdTier::kScalar; }
-
-// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_lanes: from as many
-// rows as one 15-lane pass costs dot_q8_strided passes, one per row (matmul_bench DecodeRows
-// 2048x2048, 1 thread: AVX-512 VNNI a lanes pass 0.59-0.75 ms, a strided one 0.19-0.26; AVX-VNNI
-// 1.32-1.44 vs 0.25-0.29; AVX2 2.2-2.5 vs 0.25). Both take the same per-lane steps, so the choice
-// never changes a result.
-int64_t min_lane_rows() {
-  switch (simd_tier()) {
-    case SimdTier::kAvx512Vnni: return 3;
-    case SimdTier::kAvx2Vnni: return 6;
-    default: return 10;
-  }
-}
+// Whether a loop of n_x decode rows multiplies this matrix through dot_q8_lanes: from the
+// tier's min_lane_rows (FormatKernels) rows on; 0 there means the lane kernels are loops over
+// dot_q8, so the loops below call dot_q8 directly. Both take the same per-lane steps, so the
+// choice never changes a result.
 bool uses_tile(const WeightFormat& fmt, bool q8, int64_t n_x) {
-  return q8 && fmt.dot_q8_lanes && lane_kernels_native() && n_x >= min_lane_rows();
+  if (!q8 || !fmt.dot_q8_lanes) return false;
+  const int min_rows = fmt.kernels().min_lane_rows;
+  return min_rows > 0 && n_x >= min_rows;
 }
 
 // Weight rows one pass over the activation groups serves (tile_dots): a group (~35 KB at 2048
@@ -129,7 +118,7 @@ void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, 
 // dot per pair.
 void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r0, int64_t r1, const DecodeRows& xs,
               float* y, int64_t ldy_r, int64_t ldy) {
-  if (q8 && fmt.dot_q8_strided && lane_kernels_native()) {
+  if (q8 && fmt.dot_q8_strided && fmt.kernels().min_lane_rows > 0) {
     constexpr int kChunk = kLaneRows + 1;
     std::array<float, kChunk> out;
     for (int64_t r = r0; r < r1; r += kChunk) {
@@ -187,7 +176,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     gemm_q8(w, x, n_tokens, y, pool);
     return;
   }
-  const TileKernels& kern = tile_kernels(simd_level());
+  const TileKernels& kern = tile_kernels();
   const int64_t n_blocks = (w.n_rows + kRowBlock - 1) / kRowBlock;
   pool.parallel_for(n_blocks, [&](int64_t b0, int64_t b1, int) {
     thread_local std::vector<float> tile;

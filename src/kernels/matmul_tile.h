@@ -1,10 +1,9 @@
 // Register-blocked f32 micro-kernels for prefill matmul: a tile of up to
-// max_rows weight rows times max_tokens activation rows, one kernel per SIMD level.
+// max_rows weight rows times max_tokens activation rows, one table per SIMD tier.
 #pragma once
 
 #include <cstdint>
-
-#include "base/cpu_features.h"
+#include <utility>
 
 namespace vlkv {
 
@@ -21,7 +20,23 @@ struct TileKernels {
   TileFn get(int n_rows, int n_tokens) const { return fns[n_rows - 1][n_tokens - 1]; }
 };
 
-// The kernels for a level (scalar, AVX2+FMA, AVX-512F). Static storage; thread-safe.
-const TileKernels& tile_kernels(SimdLevel level);
+// The kernels of the current SIMD tier. Static storage; thread-safe.
+const TileKernels& tile_kernels();
+
+// The tier variants (matmul_tile_x86.cpp, matmul_tile_arm.cpp).
+extern const TileKernels kTileKernelsAvx2, kTileKernelsAvx512, kTileKernelsNeon;
+
+// Fills fns[r][t] with K<r+1, t+1> for every shape up to RM x TM.
+template <int RM, int TM, template <int, int> class K, int... I>
+constexpr TileKernels make_tile_table(std::integer_sequence<int, I...>) {
+  TileKernels k{RM, TM, {}};
+  ((k.fns[I / TM][I % TM] = K<I / TM + 1, I % TM + 1>::fn), ...);
+  return k;
+}
+
+template <int RM, int TM, template <int, int> class K>
+constexpr TileKernels make_tile_table() {
+  return make_tile_table<RM, TM, K>(std::make_integer_sequence<int, RM * TM>());
+}
 
 }  // namespace vlkv

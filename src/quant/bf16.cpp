@@ -1,9 +1,5 @@
 // BF16: bfloat16 per weight (block of 1): the top 16 bits of an f32. Widening is exact;
 // narrowing rounds to nearest even (NaN stays quiet), as ggml's.
-#include <immintrin.h>
-
-#include "base/cpu_features.h"
-#include "quant/half_rows.h"
 #include "quant/quant_internal.h"
 
 namespace vlkv::quant {
@@ -21,21 +17,18 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-// How bfloat16 widens (shift into the top half of an f32), for half_rows.h.
-struct Bf16 {
-  static float to_f32(uint16_t h) { return bf16_to_fp32(h); }
-  VLKV_TARGET_AVX2 static __m256 widen8(__m128i h) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  VLKV_TARGET_AVX512 static __m512 widen16(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, 1, 2>};
+
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kBf16Avx2), VLKV_X86(&kBf16Avx512),
+                                                              nullptr, VLKV_ARM(&kBf16Neon), nullptr));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kBf16Format = {GgmlType::kBF16, "bf16", 1, 2, dequantize_ref, quantize_ref,
-                                 half_rows::dequantize<Bf16, dequantize_ref>,
-                                 half_rows::dot<Bf16, dequantize_ref>};
+                                 Dispatched<kernels>::dequantize, Dispatched<kernels>::dot, nullptr,
+                                 nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

@@ -1,8 +1,7 @@
 // Q4_0: blocks of 32 weights, one f16 scale d and 16 bytes of 4-bit codes.
 // Layout (18 bytes): d | qs[16]; weight j is low nibble of qs[j], weight j+16 its high
 // nibble; w = (code - 8) * d.
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -48,31 +47,20 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    g->q = _mm256_sub_epi8(nibbles_lo_hi(p + 2), _mm256_set1_epi8(8));
-    g->s0 = g->s1 = half_f16c(p);
-    g->b0 = g->b1 = 0.0f;
-  }
-  static constexpr size_t kQsOffset = 2;
-  static constexpr int kChunkBytes = 16;
-  static constexpr int kChunks = 1;
-  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
-    // (code - 8) * d, the reference's product (code - 8 is exact in f32).
-    luts[0] = luts[1] = _mm512_mul_ps(_mm512_sub_ps(iota16_ps(), _mm512_set1_ps(8.0f)), _mm512_set1_ps(half_f16c(p)));
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = LutKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ4_0Avx2), VLKV_X86(&kQ4_0Avx512),
+                                                              VLKV_X86(&kQ4_0Avx512Vnni), VLKV_ARM(&kQ4_0Neon),
+                                                              VLKV_ARM(&kQ4_0Dotprod)));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ4_0Format = {GgmlType::kQ4_0, "q4_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

@@ -1,8 +1,7 @@
 // Q4_1: blocks of 32 weights with an f16 scale d and f16 offset m, 4-bit codes.
 // Layout (20 bytes): d | m | qs[16]; weight j is the low nibble of qs[j], weight j+16 its
 // high nibble; w = code * d + m.
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -46,31 +45,20 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = true;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    g->q = nibbles_lo_hi(p + 4);
-    g->s0 = g->s1 = half_f16c(p);
-    g->b0 = g->b1 = half_f16c(p + 2);
-  }
-  static constexpr size_t kQsOffset = 4;
-  static constexpr int kChunkBytes = 16;
-  static constexpr int kChunks = 1;
-  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
-    // code * d + m with one rounding, as the reference (code * d is exact).
-    luts[0] = luts[1] = _mm512_fmadd_ps(iota16_ps(), _mm512_set1_ps(half_f16c(p)), _mm512_set1_ps(half_f16c(p + 2)));
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = LutKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ4_1Avx2), VLKV_X86(&kQ4_1Avx512),
+                                                              VLKV_X86(&kQ4_1Avx512Vnni), VLKV_ARM(&kQ4_1Neon),
+                                                              VLKV_ARM(&kQ4_1Dotprod)));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ4_1Format = {GgmlType::kQ4_1, "q4_1", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

@@ -4,8 +4,7 @@
 // hold sub-block 2c in their low nibbles and sub-block 2c+1 in their high nibbles;
 // w = (d * sc) * code - (dmin * m).
 #include "quant/k_quant_search.h"
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -70,46 +69,19 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 8;
-  static constexpr bool kBias = true;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    const float d = half_f16c(p), dmin = half_f16c(p + 2);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      unpack_scale_min_k4(j, p + 4, &sc, &m);
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * (j / 2)));
-      g[j].q = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), m4);
-      g[j].s0 = g[j].s1 = d * sc;
-      g[j].b0 = g[j].b1 = -(dmin * m);
-    }
-  }
-  static constexpr size_t kQsOffset = 16;
-  static constexpr int kChunkBytes = 32;
-  static constexpr int kChunks = 4;
-  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
-    // (d * sc) * code - dmin * m with one rounding, as the reference (the product is exact).
-    const float d = half_f16c(p), dmin = half_f16c(p + 2);
-    const __m512 iota = iota16_ps();
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      unpack_scale_min_k4(j, p + 4, &sc, &m);
-      luts[j] = _mm512_fmadd_ps(iota, _mm512_set1_ps(d * sc), _mm512_set1_ps(-(dmin * m)));
-    }
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = LutKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ4_KAvx2), VLKV_X86(&kQ4_KAvx512),
+                                                              VLKV_X86(&kQ4_KAvx512Vnni), nullptr, nullptr));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ4_KFormat = {GgmlType::kQ4_K, "q4_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

@@ -2,8 +2,7 @@
 // 32-bit mask of fifth bits. Layout (22 bytes): d | qh[4] | qs[16]; weight j (j < 16) is
 // the low nibble of qs[j], weight j+16 its high nibble; bit j of qh (little-endian u32) is
 // bit 4 of weight j; w = (code - 16) * d.
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -56,25 +55,20 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    const __m256i codes = _mm256_or_si256(nibbles_lo_hi(p + 6), bits_to_0x10(load_u32(p + 2)));
-    g->q = _mm256_sub_epi8(codes, _mm256_set1_epi8(16));
-    g->s0 = g->s1 = half_f16c(p);
-    g->b0 = g->b1 = 0.0f;
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ5_0Avx2), VLKV_X86(&kQ5_0Avx512),
+                                                              VLKV_X86(&kQ5_0Avx512Vnni), VLKV_ARM(&kQ5_0Neon),
+                                                              VLKV_ARM(&kQ5_0Dotprod)));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ5_0Format = {GgmlType::kQ5_0, "q5_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

@@ -1,8 +1,7 @@
 // Q5_1: blocks of 32 weights with f16 scale d and f16 offset m, 5-bit codes. Layout
 // (24 bytes): d | m | qh[4] | qs[16]; nibbles as in Q4_1, bit j of qh (little-endian u32)
 // is bit 4 of weight j; w = code * d + m.
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -53,24 +52,20 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = true;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    g->q = _mm256_or_si256(nibbles_lo_hi(p + 8), bits_to_0x10(load_u32(p + 4)));
-    g->s0 = g->s1 = half_f16c(p);
-    g->b0 = g->b1 = half_f16c(p + 2);
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ5_1Avx2), VLKV_X86(&kQ5_1Avx512),
+                                                              VLKV_X86(&kQ5_1Avx512Vnni), VLKV_ARM(&kQ5_1Neon),
+                                                              VLKV_ARM(&kQ5_1Dotprod)));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ5_1Format = {GgmlType::kQ5_1, "q5_1", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

@@ -3,8 +3,7 @@
 // nibbles of qs[32c .. 32c+31]; their fifth bits are bits 2c and 2c+1 of qh[0..31];
 // w = (d * sc) * code - (dmin * m).
 #include "quant/k_quant_search.h"
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -78,35 +77,19 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 8;
-  static constexpr bool kBias = true;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    const float d = half_f16c(p), dmin = half_f16c(p + 2);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      unpack_scale_min_k4(j, p + 4, &sc, &m);
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 48 + 32 * (j / 2)));
-      const __m256i lo = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), m4);
-      const __m256i hbit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
-      g[j].q = _mm256_or_si256(lo, _mm256_slli_epi16(hbit, 4));
-      g[j].s0 = g[j].s1 = d * sc;
-      g[j].b0 = g[j].b1 = -(dmin * m);
-    }
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ5_KAvx2), VLKV_X86(&kQ5_KAvx512),
+                                                              VLKV_X86(&kQ5_KAvx512Vnni), nullptr, nullptr));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ5_KFormat = {GgmlType::kQ5_K, "q5_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

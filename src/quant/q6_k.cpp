@@ -4,8 +4,7 @@
 // low 4 bits from ql[l + 32*(k&1)] (low nibble for k < 2, high for k >= 2) and its top 2
 // bits from bits 2k..2k+1 of qh[l]; w = (d * scale) * (code - 32).
 #include "quant/k_quant_search.h"
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -77,36 +76,19 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 8;
-  static constexpr bool kBias = false;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    const float d = half_f16c(p + 208);
-    const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {  // j = 4 * half + quarter
-      const int half = j / 4, k = j % 4;
-      const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * half + 32 * (k & 1)));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half));
-      const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m2);
-      g[j].q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), off);
-      g[j].s0 = d * static_cast<float>(sc[2 * j]);
-      g[j].s1 = d * static_cast<float>(sc[2 * j + 1]);
-      g[j].b0 = g[j].b1 = 0.0f;
-    }
-  }
-};
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
+                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ6_KAvx2), VLKV_X86(&kQ6_KAvx512),
+                                                              VLKV_X86(&kQ6_KAvx512Vnni), nullptr, nullptr));
+  return table.get();
+}
 
 }  // namespace
 
 const WeightFormat kQ6_KFormat = {GgmlType::kQ6_K, "q6_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8_dispatch<Traits, dequantize_ref>};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
 
 }  // namespace vlkv::quant

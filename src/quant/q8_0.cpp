@@ -2,8 +2,7 @@
 // Layout (34 bytes): d | qs[32]; w = qs[j] * d.
 #include "base/check.h"
 #include "quant/q8_0_lanes.h"
-#include "quant/q8_dot.h"
-#include "quant/simd_blocks.h"
+#include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
@@ -35,61 +34,47 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
-  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
-    g->q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    g->s0 = g->s1 = half_f16c(p);
-    g->b0 = g->b1 = 0.0f;
-  }
-};
+// The scalar tier: the reference dot; strided and lanes are the contract's definitions,
+// dot by dot (min_lane_rows 0: matmul calls dot_q8 directly).
+float dot_q8_ref(const void* row, const Q8Activations& x, int64_t n) {
+  return dot_q8_scalar<dequantize_ref, kQk, kBytes>(row, x, n);
+}
+void dot_q8_strided_ref(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
+  for (int r = 0; r < n_rows; ++r) out[r] = dot_q8_ref(static_cast<const uint8_t*>(base) + r * stride, x, n);
+}
+void dot_q8_lanes_ref(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out) {
+  for (int i = 0; i < n_rows; ++i)
+    for (int l = 0; l < x.n_rows; ++l) out[i * q8lanes::kLanes + l] = dot_q8_ref(rows[i], *x.rows[l], n);
+}
+const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>, dot_q8_ref, dot_q8_strided_ref,
+                               dot_q8_lanes_ref};
 
-using Kernels = BlockKernels<Traits, dequantize_ref>;
-
-void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out);
-
-// Dispatch: above scalar the block order of q8_0_lanes.h, else the scalar reference.
-float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
-  if (simd_tier() == SimdTier::kScalar) return dot_q8_scalar<dequantize_ref, kQk, kBytes>(row, x, n);
-  float out;
-  dot_q8_strided(row, 0, 1, x, n, &out);
-  return out;
+const FormatKernels& kernels() {
+  static const SimdTable<FormatKernels> table({.scalar = &kScalar,
+                                               .avx2 = VLKV_X86(&kQ8_0Avx2),
+                                               .avx2_vnni = VLKV_X86(&kQ8_0Avx2Vnni),
+                                               .avx512 = VLKV_X86(&kQ8_0Avx512),
+                                               .avx512_vnni = VLKV_X86(&kQ8_0Avx512Vnni),
+                                               .neon = VLKV_ARM(&kQ8_0Neon),
+                                               .dotprod = VLKV_ARM(&kQ8_0Dotprod)});
+  return table.get();
 }
 
+// The contract's bounds (q8_0_lanes.h), checked once here for every tier.
 void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
   VLKV_CHECK(n_rows >= 1 && n_rows <= q8lanes::kLanes && stride >= 0 &&
              stride * (q8lanes::kLanes - 1) < (int64_t{1} << 31));
-  const auto* p = static_cast<const uint8_t*>(base);
-  switch (simd_tier()) {
-    case SimdTier::kAvx512Vnni: return q8lanes::strided_avx512vnni(p, stride, n_rows, x, n, out);
-    case SimdTier::kAvx2Vnni: return q8lanes::strided_avx2vnni(p, stride, n_rows, x, n, out);
-    case SimdTier::kAvx2:
-    case SimdTier::kAvx512: return q8lanes::strided_avx2(p, stride, n_rows, x, n, out);
-    case SimdTier::kScalar:
-      for (int r = 0; r < n_rows; ++r) out[r] = dot_q8(p + r * stride, x, n);
-  }
+  kernels().dot_q8_strided(base, stride, n_rows, x, n, out);
 }
-
 void dot_q8_lanes(const void* const* rows, int n_rows, const Q8Lanes& x, int64_t n, float* out) {
   VLKV_CHECK(n_rows >= 1 && n_rows <= kMaxLaneWeightRows && x.n == n && x.n_rows >= 1);
-  switch (simd_tier()) {
-    case SimdTier::kAvx512Vnni: return q8lanes::lanes_avx512vnni(rows, n_rows, x, n, out);
-    case SimdTier::kAvx2Vnni: return q8lanes::lanes_avx2vnni(rows, n_rows, x, n, out);
-    case SimdTier::kAvx2:
-    case SimdTier::kAvx512: return q8lanes::lanes_avx2(rows, n_rows, x, n, out);
-    case SimdTier::kScalar:  // the contract's definition, pair by pair
-      for (int i = 0; i < n_rows; ++i)
-        for (int l = 0; l < x.n_rows; ++l) out[i * q8lanes::kLanes + l] = dot_q8(rows[i], *x.rows[l], n);
-  }
+  kernels().dot_q8_lanes(rows, n_rows, x, n, out);
 }
 
 }  // namespace
 
 const WeightFormat kQ8_0Format = {GgmlType::kQ8_0, "q8_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Kernels::dequantize, Kernels::dot,
-                                  dot_q8, dot_q8_strided, dot_q8_lanes};
+                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
+                                  Dispatched<kernels>::dot_q8, dot_q8_strided, dot_q8_lanes, kernels};
 
 }  // namespace vlkv::quant

@@ -46,8 +46,10 @@ void block_terms_scalar(const uint8_t* blocks, int64_t row_bytes, int n_rows, in
 const Q8_0GemmKernels kQ8_0GemmScalar = {tile_scalar, block_terms_scalar};
 
 const Q8_0GemmKernels& q8_0_gemm_kernels() {
-  static const SimdTable<Q8_0GemmKernels> table(&kQ8_0GemmScalar, &kQ8_0GemmAvx2, &kQ8_0GemmAvx2Vnni, nullptr,
-                                                &kQ8_0GemmAvx512Vnni);
+  static const SimdTable<Q8_0GemmKernels> table({.scalar = &kQ8_0GemmScalar,
+                                                 .avx2 = VLKV_X86(&kQ8_0GemmAvx2),
+                                                 .avx2_vnni = VLKV_X86(&kQ8_0GemmAvx2Vnni),
+                                                 .avx512_vnni = VLKV_X86(&kQ8_0GemmAvx512Vnni)});
   return table.get();
 }
 

@@ -1,6 +1,6 @@
 // Internals shared by the weight-format files of src/quant/ (not used outside it):
-// the per-type WeightFormat entries, SIMD target attributes, little-endian field
-// access and the scalar chunked dot that backs every format's kScalar level.
+// the per-type WeightFormat entries and their SIMD variants, the dispatch trampolines,
+// little-endian field access and the scalar dots that back every format's scalar tier.
 #pragma once
 
 #include <algorithm>
@@ -10,12 +10,8 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "base/simd_dispatch.h"
 #include "quant/weight_format.h"
-
-// SIMD variants are compiled per function with these (no -march flags); callers pick one
-// through simd_level(). The AVX-512 set includes the AVX2 one, so AVX2 helpers inline into it.
-#define VLKV_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define VLKV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -W(maybe-)uninitialized
 // once inlined (GCC bug 105593, fixed in 13). The files of src/quant/ include this header,
@@ -39,6 +35,42 @@ extern const WeightFormat kQ5_1Format;
 extern const WeightFormat kQ4_KFormat;
 extern const WeightFormat kQ5_KFormat;
 extern const WeightFormat kQ6_KFormat;
+
+// The SIMD variants of each format (<type>_x86.cpp, <type>_arm.cpp); the scalar one is
+// private to <type>.cpp.
+#define VLKV_FORMAT_VARIANTS(F)                                                            \
+  extern const FormatKernels F##Avx2, F##Avx512, F##Avx512Vnni; /* <type>_x86.cpp */      \
+  extern const FormatKernels F##Neon, F##Dotprod;               /* <type>_arm.cpp */
+VLKV_FORMAT_VARIANTS(kF32)
+VLKV_FORMAT_VARIANTS(kF16)
+VLKV_FORMAT_VARIANTS(kBf16)
+VLKV_FORMAT_VARIANTS(kQ8_0)
+VLKV_FORMAT_VARIANTS(kQ4_0)
+VLKV_FORMAT_VARIANTS(kQ4_1)
+VLKV_FORMAT_VARIANTS(kQ5_0)
+VLKV_FORMAT_VARIANTS(kQ5_1)
+VLKV_FORMAT_VARIANTS(kQ4_K)
+VLKV_FORMAT_VARIANTS(kQ5_K)
+VLKV_FORMAT_VARIANTS(kQ6_K)
+#undef VLKV_FORMAT_VARIANTS
+extern const FormatKernels kQ8_0Avx2Vnni;  // q8_0_x86.cpp: AVX-VNNI's lane kernels
+
+// A format's tier table from its scalar variant and the ISA variants its files define
+// (x86: every format; ARM: those with a <type>_arm.cpp pass them, the rest nullptr).
+inline SimdVariants<FormatKernels> format_variants(const FormatKernels* scalar, const FormatKernels* avx2,
+                                                   const FormatKernels* avx512, const FormatKernels* avx512_vnni,
+                                                   const FormatKernels* neon, const FormatKernels* dotprod) {
+  return {.scalar = scalar, .avx2 = avx2, .avx512 = avx512, .avx512_vnni = avx512_vnni, .neon = neon,
+          .dotprod = dotprod};
+}
+
+// WeightFormat's fast paths: the current tier's entry of the format's table K().
+template <const FormatKernels& (*K)()>
+struct Dispatched {
+  static void dequantize(const void* src, float* dst, int64_t n) { K().dequantize_row(src, dst, n); }
+  static float dot(const void* row, const float* x, int64_t n) { return K().dot(row, x, n); }
+  static float dot_q8(const void* row, const Q8Activations& x, int64_t n) { return K().dot_q8(row, x, n); }
+};
 
 // GGUF stores all fields little-endian; x86 is little-endian, memcpy avoids unaligned UB.
 inline float load_half(const uint8_t* p) {
@@ -108,6 +140,22 @@ float dot_scalar(const void* row, const float* x, int64_t n) {
     for (; j < len; ++j) acc[0] += buf[j] * x[i + j];
   }
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// Scalar reference of dot_q8: exact dequantization, then sum w * q * d in double.
+template <void (*Deq)(const void*, float*, int64_t), int64_t kBlockElems, size_t kBlockBytes>
+float dot_q8_scalar(const void* row, const Q8Activations& x, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  float buf[kBlockElems];  // one dequantized block
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / kBlockElems; ++b) {
+    Deq(p + b * kBlockBytes, buf, kBlockElems);
+    for (int64_t j = 0; j < kBlockElems; ++j) {
+      const int64_t i = b * kBlockElems + j;
+      acc += static_cast<double>(buf[j]) * x.q[static_cast<size_t>(i)] * x.d[static_cast<size_t>(i / 32)];
+    }
+  }
+  return static_cast<float>(acc);
 }
 
 }  // namespace vlkv::quant

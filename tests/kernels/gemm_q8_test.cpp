@@ -88,7 +88,7 @@ double abs_block_terms(const uint8_t* row, const Q8Activations& xq, int64_t n_co
 
 class GemmQ8Test : public ::testing::Test {
  protected:
-  void TearDown() override { set_simd_level_for_testing(SimdLevel::kAvx512); }
+  void TearDown() override { set_simd_tier_for_testing(simd_tier_default()); }
 };
 
 // Tolerance 0 everywhere: integer block sums are exact and every path rounds the same f32

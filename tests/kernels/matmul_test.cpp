@@ -50,7 +50,7 @@ struct Case {
 
 class MatmulTest : public ::testing::TestWithParam<Case> {
  protected:
-  void TearDown() override { set_simd_level_for_testing(SimdLevel::kAvx512); }
+  void TearDown() override { set_simd_tier_for_testing(simd_tier_default()); }
 };
 
 TEST_P(MatmulTest, MatchesDoubleReferenceAtEveryLevelAndThreadCount) {
@@ -75,7 +75,7 @@ TEST_P(MatmulTest, MatchesDoubleReferenceAtEveryLevelAndThreadCount) {
         mag[t * c.n_rows + r] = a;
       }
     }
-    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    for (SimdLevel level : supported_simd_levels()) {
       set_simd_level_for_testing(level);
       for (int threads : {1, 3}) {
         ThreadPool pool(threads);
@@ -98,7 +98,7 @@ TEST_P(MatmulTest, GetRowIsExactDequantization) {
   const Case c = GetParam();
   const QuantMatrix m = make_matrix(c.type, c.n_rows, c.n_cols, 77);
   std::vector<float> out(c.n_cols);
-  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+  for (SimdLevel level : supported_simd_levels()) {
     set_simd_level_for_testing(level);
     for (int64_t r : {int64_t{0}, c.n_rows / 2, c.n_rows - 1}) {
       get_row(m.w, r, out.data());

@@ -41,13 +41,7 @@ inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, 
 }
 
 // Every SIMD level the CPU supports (always kScalar).
-inline std::vector<SimdLevel> simd_levels() {
-  std::vector<SimdLevel> out = {SimdLevel::kScalar};
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma && f.f16c) out.push_back(SimdLevel::kAvx2);
-  if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) out.push_back(SimdLevel::kAvx512);
-  return out;
-}
+inline std::vector<SimdLevel> simd_levels() { return supported_simd_levels(); }
 
 // Every SIMD dispatch tier the CPU supports, kScalar first (avx2 without and with
 // AVX-VNNI, avx512 without and with VNNI): loop over these to reach every kernel variant.

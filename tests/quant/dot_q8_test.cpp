@@ -18,7 +18,7 @@ namespace {
 
 class DotQ8 : public testing::TestWithParam<GgmlType> {
  protected:
-  void TearDown() override { set_simd_level_for_testing(SimdLevel::kAvx512); }
+  void TearDown() override { set_simd_tier_for_testing(simd_tier_default()); }
 };
 
 TEST_P(DotQ8, AllLevelsMatchReference) {
@@ -45,7 +45,8 @@ TEST_P(DotQ8, AllLevelsMatchReference) {
       abs_sum += std::fabs(wd[i] * x[i]);
       exact += static_cast<double>(wd[i]) * x[i];
     }
-    for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    for (SimdLevel level : supported_simd_levels()) {
+      if (level == SimdLevel::kScalar) continue;
       set_simd_level_for_testing(level);
       const float fast = f->dot_q8(row.data(), xq, n);
       // f32 sums of exact integer products: rounding grows with the number of groups.
@@ -90,7 +91,7 @@ TEST(Q8Activations, SimdRoundingMatchesScalar) {
   set_simd_level_for_testing(SimdLevel::kScalar);
   Q8Activations ref;
   quantize_activations_q8(x.data(), n, ref);
-  set_simd_level_for_testing(SimdLevel::kAvx512);
+  set_simd_tier_for_testing(simd_tier_default());
   Q8Activations fast;
   quantize_activations_q8(x.data(), n, fast);
   EXPECT_EQ(fast.q, ref.q);
@@ -144,7 +145,7 @@ TEST(DotQ8, Q8_0SimdTiersTakeTheBlockOrderBitForBit) {
     EXPECT_EQ(f->dot_q8(row.data(), xq, n), acc) << n << " " << simd_tier_name(tier);
   }
   }
-  set_simd_tier_for_testing(SimdTier::kAvx512Vnni);  // back to the best tier (VLKV_SIMD caps it)
+  set_simd_tier_for_testing(simd_tier_default());  // back to the best tier (VLKV_SIMD caps it)
   if (n_tiers == 0) GTEST_SKIP() << "no SIMD tier on this CPU";
 }
 
@@ -178,7 +179,7 @@ TEST(DotQ8Strided, EqualsOneRowDotsBitForBit) {
       EXPECT_EQ(one, f->dot_q8(rows.data() + rb, xq, n));
     }
   }
-  set_simd_tier_for_testing(SimdTier::kAvx512Vnni);
+  set_simd_tier_for_testing(simd_tier_default());
 }
 
 // dot_q8_lanes (up to kMaxLaneWeightRows weight rows x kLaneRows interleaved activation rows)
@@ -215,7 +216,7 @@ TEST(DotQ8Lanes, EqualsPairDotsBitForBit) {
       }
     }
   }
-  set_simd_tier_for_testing(SimdTier::kAvx512Vnni);
+  set_simd_tier_for_testing(simd_tier_default());
 }
 
 }  // namespace

@@ -21,23 +21,15 @@ namespace vlkv::quant_test {
 // Restores the SIMD level a test found when it ends.
 class SimdLevelGuard {
  public:
-  SimdLevelGuard() : saved_(simd_level()) {}
-  ~SimdLevelGuard() { set_simd_level_for_testing(saved_); }
+  SimdLevelGuard() : saved_(simd_tier()) {}
+  ~SimdLevelGuard() { set_simd_tier_for_testing(saved_); }
 
  private:
-  SimdLevel saved_;
+  SimdTier saved_;
 };
 
 // The levels this CPU runs, kScalar first.
-inline std::vector<SimdLevel> available_levels() {
-  SimdLevelGuard guard;
-  std::vector<SimdLevel> levels;
-  for (SimdLevel l : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-    set_simd_level_for_testing(l);
-    if (simd_level() == l) levels.push_back(l);
-  }
-  return levels;
-}
+inline std::vector<SimdLevel> available_levels() { return supported_simd_levels(); }
 
 inline uint16_t random_finite_half(std::mt19937& rng) {
   // Any sign, exponent field 0..30 (subnormals included, no inf/nan), any mantissa.

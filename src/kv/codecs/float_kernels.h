@@ -12,6 +12,7 @@
 
 #include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/simd_dispatch.h"
 #include "kv/codec.h"
 
 namespace vlkv::float_kernels {
@@ -50,8 +51,8 @@ void accumulate_scalar(const float* p, int64_t ld, int n_q, const SegmentView& s
 }
 
 // ---------------- helpers shared with other codecs' SIMD code ----------------
-#define VLKV_FK_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define VLKV_FK_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+#define VLKV_FK_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
+#define VLKV_FK_AVX512 VLKV_TARGET(VLKV_ISA_AVX512)
 VLKV_FK_AVX2 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -6,8 +6,10 @@ namespace vlkv::intk {
 
 const IntTileKernels& int_tile_kernels() {
   static const IntTileKernels kScalar{};  // no integer kernels: IntCodec dequantizes
-  static const SimdTable<IntTileKernels> table(&kScalar, &kIntTileKernelsAvx2, &kIntTileKernelsAvx2Vnni, nullptr,
-                                               &kIntTileKernelsAvx512Vnni);
+  static const SimdTable<IntTileKernels> table({.scalar = &kScalar,
+                                                .avx2 = VLKV_X86(&kIntTileKernelsAvx2),
+                                                .avx2_vnni = VLKV_X86(&kIntTileKernelsAvx2Vnni),
+                                                .avx512_vnni = VLKV_X86(&kIntTileKernelsAvx512Vnni)});
   return table.get();
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/int_tiles.h"
 
 // GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
@@ -28,7 +29,7 @@
 
 namespace vlkv::intk {
 
-#define VLKV_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define VLKV_VNNI VLKV_TARGET(VLKV_ISA_AVX512_VNNI)
 
 constexpr int kQMax = 127 * 65536;  // 24-bit query: qi = 65536 hi + 256 mid + lo, each in s8
 

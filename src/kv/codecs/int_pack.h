@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "base/simd_dispatch.h"
 
 namespace vlkv::intq {
 
@@ -95,7 +96,7 @@ inline uint16_t f16_round_up(float x) {
   return h;
 }
 
-#define VLKV_INTQ_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_INTQ_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
 
 // One full unit of 16 codes -> 16 bytes in code order.
 template <int B>

@@ -35,6 +35,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/simd_dispatch.h"
 #include "kv/codec.h"
 #include "kv/codecs/int_tiles.h"
 
@@ -46,7 +47,7 @@
 
 namespace vlkv::tilek {
 
-#define VLKV_TILE_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define VLKV_TILE_VNNI VLKV_TARGET(VLKV_ISA_AVX512_VNNI)
 
 using intt::KeyTileShape;
 using intt::ValueTileShape;

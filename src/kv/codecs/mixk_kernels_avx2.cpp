@@ -1,12 +1,13 @@
 // AVX2 kernels of mixk's fused scores (mixk_kernels.h).
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/mixk_kernels.h"
 
 namespace vlkv::mixk {
 namespace {
 
-#define VLKV_MK_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_MK_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
 
 VLKV_MK_AVX2 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

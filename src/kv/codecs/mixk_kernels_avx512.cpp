@@ -1,11 +1,12 @@
 // AVX-512 kernels of mixk's fused scores (mixk_kernels.h).
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/mixk_kernels.h"
 
 namespace vlkv::mixk {
 
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void row_weights_avx512(
+VLKV_TARGET(VLKV_ISA_AVX512) void row_weights_avx512(
     const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc, float* w, float* base) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -43,7 +44,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void
 }
 
 // By register compress (no channel lists, no branches).
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))) void split_query_avx512(
+VLKV_TARGET(VLKV_ISA_AVX512) void split_query_avx512(
     const float* q, const uint8_t* mask, int d, float* qo, float* qn) {
   int no = 0, nn = 0;
   for (int c = 0; c < d; c += 16) {

@@ -4,11 +4,12 @@
 
 #include <cmath>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/real_fft_kernels.h"
 
 namespace vlkv::real_fft_kernels {
 
-__attribute__((target("avx2,fma"))) void axpy_rows_avx2(const float* in, const float* m, int n, float* out) {
+VLKV_TARGET(VLKV_ISA_AVX2) void axpy_rows_avx2(const float* in, const float* m, int n, float* out) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int i0 = 0; i0 < n; i0 += 64) {
     __m256i mask[8];
@@ -35,7 +36,7 @@ __attribute__((target("avx2,fma"))) void axpy_rows_avx2(const float* in, const f
 namespace {
 
 // r[0..8) = the 8 x 8 block's columns (r[i][l] = in[l][i]).
-__attribute__((target("avx2,fma"))) inline void transpose8(__m256 r[8]) {
+VLKV_TARGET(VLKV_ISA_AVX2) inline void transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -56,7 +57,7 @@ __attribute__((target("avx2,fma"))) inline void transpose8(__m256 r[8]) {
 
 }  // namespace
 
-__attribute__((target("avx2,fma"))) void fft_forward_batch8_avx2(const float* x, int64_t x_stride, int n,
+VLKV_TARGET(VLKV_ISA_AVX2) void fft_forward_batch8_avx2(const float* x, int64_t x_stride, int n,
                                                                   const float* twr, const float* twi, const int* bitrev,
                                                                   float* c, int64_t c_stride) {
   alignas(32) float xs[128 * 8], re[128 * 8], im[128 * 8];  // [n][8]: lane l = vector l

@@ -1,11 +1,12 @@
 // AVX-512 kernel of the dense real-FFT matrix product (real_fft_kernels.h).
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/real_fft_kernels.h"
 
 namespace vlkv::real_fft_kernels {
 
-__attribute__((target("avx512f"))) void axpy_rows_avx512(const float* in, const float* m, int n, float* out) {
+VLKV_TARGET(VLKV_ISA_AVX512) void axpy_rows_avx512(const float* in, const float* m, int n, float* out) {
   for (int i0 = 0; i0 < n; i0 += 64) {  // 64 outputs in 4 registers (tail lanes masked)
     __mmask16 mask[4];
     __m512 acc0[4], acc1[4];  // even / odd rows: 8 independent FMA chains

@@ -40,7 +40,12 @@ struct Sign1Kernels {
   // Ternary row-ordered blocks, on codes unpacked by table; null at the scalar tier.
   void (*ternary_row_scores)(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
   void (*ternary_row_accum)(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
+  // out[0, n) = the n byte-packed halves at p (exact at every tier; sign1_planes.h).
+  void (*load_f16_row)(const uint8_t* p, int n, float* out);
 };
+
+// The tier variants (sign1_kernels_x86.cpp); the scalar one is in sign1_kernels.cpp.
+extern const Sign1Kernels kSign1Avx2, kSign1Avx2Vnni, kSign1Avx512, kSign1Avx512Vnni, kSign1Avx512Vbmi;
 
 // The variant of the current tier, and of any tier (tests).
 const Sign1Kernels& sign1_kernels();

@@ -9,12 +9,9 @@
 // sign1_kernels.h. Internal to codecs/.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "base/fp16.h"
 #include "kv/codecs/sign1_kernels.h"
 
@@ -38,17 +35,11 @@ inline float round_f16(float x) {
   return load_f16(b);
 }
 
-// out[0, n) = the n byte-packed halves at p (exact at every level; F16C when available).
-__attribute__((target("avx2,fma,f16c"))) inline void load_f16_row_f16c(const uint8_t* p, int n, float* out) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i))));
-  for (; i < n; ++i) out[i] = load_f16(p + 2 * i);
-}
-inline void load_f16_row(const uint8_t* p, int n, float* out) {
-  if (simd_level() != SimdLevel::kScalar) return load_f16_row_f16c(p, n, out);
+// out[0, n) = the n byte-packed halves at p (exact at every tier).
+inline void load_f16_row_scalar(const uint8_t* p, int n, float* out) {
   for (int i = 0; i < n; ++i) out[i] = load_f16(p + 2 * i);
 }
+inline void load_f16_row(const uint8_t* p, int n, float* out) { sign1_kernels().load_f16_row(p, n, out); }
 
 inline bool plane_bit(const uint8_t* planes, int group, int j, int t) {
   return (planes[static_cast<int64_t>(j) * (group / 8) + t / 8] >> (t % 8)) & 1;
@@ -89,16 +80,6 @@ inline uint32_t plane_word(const uint8_t* planes, int group, int j, int t0) {
   return w;
 }
 
-// The 16 bits of plane j in the slab at pb (planes `stride` bytes apart); the last half
-// slab of a group has only 8.
-inline __mmask16 slab_mask(const uint8_t* pb, int j, int stride, bool full) {
-  const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
-  if (!full) return p[0];
-  uint16_t m;
-  std::memcpy(&m, p, 2);
-  return m;
-}
-
 // Runs f.template operator()<RB>(r0) over n_rows in blocks of RB <= 4 rows (the SIMD
 // kernels keep RB rows' accumulators in registers).
 template <class F>
@@ -125,6 +106,7 @@ void mixk_plane_scores_rows_avx512(const uint8_t* planes, int n_out, int n_sign,
                                    const float* base, int n_rows, float scale, float* lg, int64_t ld);
 void plane_sums_avx2(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 void plane_sums_avx512(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
+void load_f16_row_f16c(const uint8_t* p, int n, float* out);
 
 // ---------------- dispatch (sign1_kernels.h) ----------------
 // lg[r * ld + t] = scale * (base[r] + sum_j w[r * n_planes + j] * bit_j(t)), r < n_rows.

@@ -2,12 +2,13 @@
 // plane's byte of a slab expands to 8 lanes through a 256-entry table.
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/sign1_planes.h"
 
 namespace vlkv::sign1 {
 namespace {
 
-#define VLKV_S1_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_S1_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
 
 // kByteFloats[b][i] = 1.0f iff bit i of b is set, else 0: acc += table[b] * w is one FMA
 // (an and + add with a mask table would be two).
@@ -122,6 +123,13 @@ VLKV_S1_AVX2 void plane_sums_avx2(const uint8_t* planes, int n_planes, int group
     _mm256_store_ps(res, _mm256_add_ps(u0, u1));
     for (int i = 0; i < nj; ++i) u[j0 + i] = res[i];
   }
+}
+
+VLKV_S1_AVX2 void load_f16_row_f16c(const uint8_t* p, int n, float* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i))));
+  for (; i < n; ++i) out[i] = load_f16(p + 2 * i);
 }
 
 #undef VLKV_S1_AVX2

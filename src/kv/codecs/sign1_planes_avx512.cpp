@@ -2,12 +2,23 @@
 // plane's 16 bits a mask register (masked adds, test-into-mask).
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/sign1_planes.h"
 
 namespace vlkv::sign1 {
 namespace {
 
-#define VLKV_S1_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+// The 16 bits of plane j in the slab at pb (planes `stride` bytes apart); the last half
+// slab of a group has only 8.
+inline __mmask16 slab_mask(const uint8_t* pb, int j, int stride, bool full) {
+  const uint8_t* p = pb + static_cast<int64_t>(j) * stride;
+  if (!full) return p[0];
+  uint16_t m;
+  std::memcpy(&m, p, 2);
+  return m;
+}
+
+#define VLKV_S1_AVX512 VLKV_TARGET(VLKV_ISA_AVX512)
 
 // RB query rows at once: each plane's mask is loaded once for all rows (2 RB independent
 // chains per 16-token slab). The planes are mixk's (n_out low, n_out high, n_sign sign

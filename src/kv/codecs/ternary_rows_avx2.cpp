@@ -2,12 +2,13 @@
 // % 16 != 0 or G % 4 != 0): f32 math over the int8 codes a 256-entry table unpacked.
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/ternary_tiles.h"
 
 namespace vlkv::ternt {
 
-#define VLKV_T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VLKV_T_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
 
 // logits[t] = scale * dot(qs, codes[t])       qs: [d], codes: [G, d]
 VLKV_T_AVX2 void row_scores_avx2(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr) {

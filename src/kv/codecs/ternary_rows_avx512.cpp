@@ -2,13 +2,14 @@
 // which blocks): f32 math over the unpacked int8 codes, tails masked.
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/ternary_tiles.h"
 
 namespace vlkv::ternt {
 namespace {
 
-#define VLKV_T_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+#define VLKV_T_AVX512 VLKV_TARGET(VLKV_ISA_AVX512)
 
 // int8 codes -> floats. (maskz forms: GCC 12's unmasked ones trip -Wmaybe-uninitialized.)
 VLKV_T_AVX512 inline __m512 cvt16_(__m128i c) {

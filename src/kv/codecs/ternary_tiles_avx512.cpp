@@ -3,6 +3,7 @@
 // vpdpbusd of the 15-bit probabilities (hi * 128 + lo) against the codes in place.
 #include <immintrin.h>
 
+#include "base/simd_dispatch.h"
 #include "kv/codecs/ternary_tiles.h"
 
 // GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
@@ -12,7 +13,7 @@
 
 namespace vlkv::ternt {
 
-#define VLKV_TT_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")))
+#define VLKV_TT_VNNI VLKV_TARGET(VLKV_ISA_AVX512_VBMI)
 
 VLKV_TT_VNNI void decode_tiles_avx512vbmi(const uint8_t* trits, const TritOrder& o, int8_t* codes) {
   const auto& T = digit_tables().digit;

@@ -14,7 +14,7 @@ void wht_rows_scalar(float* x, int64_t n, int d) {
 
 void wht_rows(float* x, int64_t n, int d) {
   static const WhtKernels kScalar{wht_rows_scalar};
-  static const SimdTable<WhtKernels> table(&kScalar, &kWhtKernelsAvx2, nullptr, nullptr, nullptr);
+  static const SimdTable<WhtKernels> table({.scalar = &kScalar, .avx2 = VLKV_X86(&kWhtKernelsAvx2)});
   table.get().rows(x, n, d);
 }
 

@@ -1,4 +1,4 @@
-// Generic AVX2 / AVX-512 dequantize and dot loops for the block formats. A format
+// The AVX2 / AVX-512 dequantize and dot loops for the block formats. A format
 // supplies a decoder that turns one block into groups of 32 small integers plus f32
 // scale/offset per 16 (Group32); these loops convert, scale and FMA them in registers.
 #pragma once
@@ -7,8 +7,12 @@
 
 #include <cstdint>
 
-#include "base/cpu_features.h"
 #include "quant/quant_internal.h"
+
+// x86 variants are compiled per function with these (no -march flags); the format tables
+// pick one per tier. The AVX-512 set includes the AVX2 one, so AVX2 helpers inline into it.
+#define VLKV_TARGET_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
+#define VLKV_TARGET_AVX512 VLKV_TARGET(VLKV_ISA_AVX512)
 
 namespace vlkv::quant {
 
@@ -252,47 +256,6 @@ VLKV_TARGET_AVX512 void dequantize_lut_avx512(const void* src, float* dst, int64
 VLKV_TARGET_AVX512 inline __m512 iota16_ps() {
   return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
-
-template <class T, void (*DeqRef)(const void*, float*, int64_t)>
-struct LutKernels {
-  static void dequantize(const void* src, float* dst, int64_t n) {
-    switch (simd_level()) {
-      case SimdLevel::kAvx512: return dequantize_lut_avx512<T>(src, dst, n);
-      case SimdLevel::kAvx2: return dequantize_avx2<T>(src, dst, n);
-      case SimdLevel::kScalar: break;
-    }
-    DeqRef(src, dst, n);
-  }
-  static float dot(const void* row, const float* x, int64_t n) {
-    switch (simd_level()) {
-      case SimdLevel::kAvx512: return dot_lut_avx512<T>(row, x, n);
-      case SimdLevel::kAvx2: return dot_avx2<T>(row, x, n);
-      case SimdLevel::kScalar: break;
-    }
-    return dot_scalar<DeqRef, T::kBlockElems, T::kBlockBytes>(row, x, n);
-  }
-};
-
-// The three levels of a block format, chosen per call.
-template <class T, void (*DeqRef)(const void*, float*, int64_t)>
-struct BlockKernels {
-  static void dequantize(const void* src, float* dst, int64_t n) {
-    switch (simd_level()) {
-      case SimdLevel::kAvx512: return dequantize_avx512<T>(src, dst, n);
-      case SimdLevel::kAvx2: return dequantize_avx2<T>(src, dst, n);
-      case SimdLevel::kScalar: break;
-    }
-    DeqRef(src, dst, n);
-  }
-  static float dot(const void* row, const float* x, int64_t n) {
-    switch (simd_level()) {
-      case SimdLevel::kAvx512: return dot_avx512<T>(row, x, n);
-      case SimdLevel::kAvx2: return dot_avx2<T>(row, x, n);
-      case SimdLevel::kScalar: break;
-    }
-    return dot_scalar<DeqRef, T::kBlockElems, T::kBlockBytes>(row, x, n);
-  }
-};
 
 // Helpers for decoders: the low / high nibbles of 16 bytes as 32 bytes [lo | hi].
 VLKV_TARGET_AVX2 inline __m256i nibbles_lo_hi(const uint8_t* qs16) {

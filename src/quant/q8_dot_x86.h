@@ -1,32 +1,16 @@
-// Dot products of block-format weights with 8-bit activations (Q8Activations), on the
+// x86 dot products of block-format weights with 8-bit activations (Q8Activations), on the
 // same Group32 decoders as the f32 loops in simd_blocks.h. Per group of 32: integer
 // multiply-adds of |q| and sign-adjusted activation codes (llama.cpp's sign trick, so
 // the unsigned x signed instructions apply), then one f32 scale per 16 weights.
 #pragma once
 
+#include "base/simd_dispatch.h"
 #include "quant/q8_activations.h"
-#include "quant/simd_blocks.h"
+#include "quant/simd_blocks_x86.h"
 
-#define VLKV_TARGET_AVX512_VNNI \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define VLKV_TARGET_AVX512_VNNI VLKV_TARGET(VLKV_ISA_AVX512_VNNI)
 
 namespace vlkv::quant {
-
-// Scalar reference: exact dequantization, then sum w * q * d in double.
-template <void (*Deq)(const void*, float*, int64_t), int64_t kBlockElems, size_t kBlockBytes>
-float dot_q8_scalar(const void* row, const Q8Activations& x, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
-  float buf[kBlockElems];  // one dequantized block
-  double acc = 0.0;
-  for (int64_t b = 0; b < n / kBlockElems; ++b) {
-    Deq(p + b * kBlockBytes, buf, kBlockElems);
-    for (int64_t j = 0; j < kBlockElems; ++j) {
-      const int64_t i = b * kBlockElems + j;
-      acc += static_cast<double>(buf[j]) * x.q[static_cast<size_t>(i)] * x.d[static_cast<size_t>(i / 32)];
-    }
-  }
-  return static_cast<float>(acc);
-}
 
 // Products of 32 signed weight codes q with 32 activation codes, summed per 4 bytes: 8 int32.
 VLKV_TARGET_AVX2 inline __m256i group_products_avx2(__m256i q, __m256i xq) {
@@ -71,17 +55,17 @@ VLKV_DEFINE_DOT_Q8(dot_q8_avx2, VLKV_TARGET_AVX2, group_products_avx2)
 VLKV_DEFINE_DOT_Q8(dot_q8_vnni, VLKV_TARGET_AVX512_VNNI, group_products_vnni)
 #undef VLKV_DEFINE_DOT_Q8
 
-// Dispatch: VNNI where the CPU has it (at the AVX-512 level), else AVX2, else scalar.
-template <class T, void (*DeqRef)(const void*, float*, int64_t)>
-float dot_q8_dispatch(const void* row, const Q8Activations& x, int64_t n) {
-  switch (simd_level()) {
-    case SimdLevel::kAvx512:
-      if (simd_tier() == SimdTier::kAvx512Vnni) return dot_q8_vnni<T>(row, x, n);
-      return dot_q8_avx2<T>(row, x, n);
-    case SimdLevel::kAvx2: return dot_q8_avx2<T>(row, x, n);
-    case SimdLevel::kScalar: break;
-  }
-  return dot_q8_scalar<DeqRef, T::kBlockElems, T::kBlockBytes>(row, x, n);
+// The x86 variants of a block format with traits T (AVX2; AVX-512 on the decoder's LUTs
+// when T has make_luts, else on its Group32 decoder; AVX-512 VNNI for dot_q8).
+template <class T>
+constexpr FormatKernels avx2_variant() {
+  return {dequantize_avx2<T>, dot_avx2<T>, dot_q8_avx2<T>};
+}
+template <class T, bool kVnni>
+constexpr FormatKernels avx512_variant() {
+  constexpr auto dot_q8 = kVnni ? dot_q8_vnni<T> : dot_q8_avx2<T>;
+  if constexpr (requires { &T::make_luts; }) return {dequantize_lut_avx512<T>, dot_lut_avx512<T>, dot_q8};
+  else return {dequantize_avx512<T>, dot_avx512<T>, dot_q8};
 }
 
 }  // namespace vlkv::quant

@@ -1,4 +1,4 @@
-// The SIMD row kernels shared by the two 16-bit float weight formats (F16, BF16): they
+// The x86 row kernels shared by the two 16-bit float weight formats (F16, BF16): they
 // differ only in how 8 / 16 halves widen to f32, supplied by a traits type:
 //   struct Traits {
 //     static float to_f32(uint16_t h);
@@ -11,8 +11,7 @@
 
 #include <cstdint>
 
-#include "base/cpu_features.h"
-#include "quant/quant_internal.h"
+#include "quant/simd_blocks_x86.h"  // VLKV_TARGET_AVX2 / _AVX512
 
 namespace vlkv::quant::half_rows {
 
@@ -76,26 +75,30 @@ VLKV_TARGET_AVX512 float dot_avx512(const uint16_t* h, const float* x, int64_t n
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-// Dispatch on simd_level(); `ref` is the format's scalar dequantizer.
-template <class T, void (*ref)(const void*, float*, int64_t)>
-void dequantize(const void* src, float* dst, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(src);
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return dequantize_avx512<T>(h, dst, n);
-    case SimdLevel::kAvx2: return dequantize_avx2<T>(h, dst, n);
-    case SimdLevel::kScalar: break;
-  }
-  ref(src, dst, n);
+// The variants of a format with traits T (dequantize_row and dot take the row as void*).
+template <class T>
+void dequantize_avx2_row(const void* src, float* dst, int64_t n) {
+  dequantize_avx2<T>(static_cast<const uint16_t*>(src), dst, n);
 }
-template <class T, void (*ref)(const void*, float*, int64_t)>
-float dot(const void* row, const float* x, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(row);
-  switch (simd_level()) {
-    case SimdLevel::kAvx512: return dot_avx512<T>(h, x, n);
-    case SimdLevel::kAvx2: return dot_avx2<T>(h, x, n);
-    case SimdLevel::kScalar: break;
-  }
-  return dot_scalar<ref, 1, 2>(row, x, n);
+template <class T>
+float dot_avx2_row(const void* row, const float* x, int64_t n) {
+  return dot_avx2<T>(static_cast<const uint16_t*>(row), x, n);
+}
+template <class T>
+void dequantize_avx512_row(const void* src, float* dst, int64_t n) {
+  dequantize_avx512<T>(static_cast<const uint16_t*>(src), dst, n);
+}
+template <class T>
+float dot_avx512_row(const void* row, const float* x, int64_t n) {
+  return dot_avx512<T>(static_cast<const uint16_t*>(row), x, n);
+}
+template <class T>
+constexpr FormatKernels avx2_variant() {
+  return {dequantize_avx2_row<T>, dot_avx2_row<T>};
+}
+template <class T>
+constexpr FormatKernels avx512_variant() {
+  return {dequantize_avx512_row<T>, dot_avx512_row<T>};
 }
 
 }  // namespace vlkv::quant::half_rows

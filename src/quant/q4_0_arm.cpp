@@ -1,0 +1,31 @@
+// Q4_0's ARM64 kernels (q4_0.cpp has the layout and the reference): its block decoder for
+// the NEON loops of simd_blocks_arm.h.
+#include "quant/simd_blocks_arm.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 32;
+constexpr size_t kBytes = 18;
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 1;
+  static constexpr bool kBias = false;
+  static void decode(const uint8_t* p, Group32Arm* g) {
+    const uint8x16_t v = vld1q_u8(p + 2);
+    const uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
+    g->q[0] = vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(8));
+    g->q[1] = vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(8));
+    g->s0 = g->s1 = load_half(p);
+    g->b0 = g->b1 = 0.0f;
+  }
+};
+
+}  // namespace
+
+const FormatKernels kQ4_0Neon = neon_variant<Traits>();
+const FormatKernels kQ4_0Dotprod = dotprod_variant<Traits>();
+
+}  // namespace vlkv::quant

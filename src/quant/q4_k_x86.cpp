@@ -1,0 +1,51 @@
+// Q4_K's x86 kernels (q4_k.cpp has the layout and the reference): its block decoder for the
+// AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+#include "quant/q8_dot_x86.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 256;
+constexpr size_t kBytes = 144;
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 8;
+  static constexpr bool kBias = true;
+  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
+    const float d = half_f16c(p), dmin = half_f16c(p + 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, p + 4, &sc, &m);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * (j / 2)));
+      g[j].q = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), m4);
+      g[j].s0 = g[j].s1 = d * sc;
+      g[j].b0 = g[j].b1 = -(dmin * m);
+    }
+  }
+  static constexpr size_t kQsOffset = 16;
+  static constexpr int kChunkBytes = 32;
+  static constexpr int kChunks = 4;
+  VLKV_TARGET_AVX512 static void make_luts(const uint8_t* p, __m512* luts) {
+    // (d * sc) * code - dmin * m with one rounding, as the reference (the product is exact).
+    const float d = half_f16c(p), dmin = half_f16c(p + 2);
+    const __m512 iota = iota16_ps();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, p + 4, &sc, &m);
+      luts[j] = _mm512_fmadd_ps(iota, _mm512_set1_ps(d * sc), _mm512_set1_ps(-(dmin * m)));
+    }
+  }
+};
+
+}  // namespace
+
+const FormatKernels kQ4_KAvx2 = avx2_variant<Traits>();
+const FormatKernels kQ4_KAvx512 = avx512_variant<Traits, false>();
+const FormatKernels kQ4_KAvx512Vnni = avx512_variant<Traits, true>();
+
+}  // namespace vlkv::quant

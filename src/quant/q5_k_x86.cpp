@@ -1,0 +1,40 @@
+// Q5_K's x86 kernels (q5_k.cpp has the layout and the reference): its block decoder for the
+// AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+#include "quant/q8_dot_x86.h"
+
+namespace vlkv::quant {
+namespace {
+
+constexpr int64_t kQk = 256;
+constexpr size_t kBytes = 176;
+
+struct Traits {
+  static constexpr int64_t kBlockElems = kQk;
+  static constexpr size_t kBlockBytes = kBytes;
+  static constexpr int kGroups = 8;
+  static constexpr bool kBias = true;
+  VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
+    const float d = half_f16c(p), dmin = half_f16c(p + 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      unpack_scale_min_k4(j, p + 4, &sc, &m);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 48 + 32 * (j / 2)));
+      const __m256i lo = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), m4);
+      const __m256i hbit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+      g[j].q = _mm256_or_si256(lo, _mm256_slli_epi16(hbit, 4));
+      g[j].s0 = g[j].s1 = d * sc;
+      g[j].b0 = g[j].b1 = -(dmin * m);
+    }
+  }
+};
+
+}  // namespace
+
+const FormatKernels kQ5_KAvx2 = avx2_variant<Traits>();
+const FormatKernels kQ5_KAvx512 = avx512_variant<Traits, false>();
+const FormatKernels kQ5_KAvx512Vnni = avx512_variant<Traits, true>();
+
+}  // namespace vlkv::quant
