@@ -108,12 +108,6 @@ class SimdTable {
       by_tier_[t] = given[static_cast<int>(at)];
     }
   }
-  // The x86 tiers by position: the older spelling, kept until its last caller
-  // (kv/attention.cpp's softmax table) moves to the named form above.
-  SimdTable(const Family* scalar, const Family* avx2, const Family* avx2_vnni, const Family* avx512,
-            const Family* avx512_vnni)
-      : SimdTable(SimdVariants<Family>{.scalar = scalar, .avx2 = avx2, .avx2_vnni = avx2_vnni, .avx512 = avx512,
-                                       .avx512_vnni = avx512_vnni}) {}
   // The variant of the current tier (simd_tier()); one relaxed atomic load.
   const Family& get() const { return *by_tier_[static_cast<int>(simd_tier())]; }
   const Family& at(SimdTier tier) const { return *by_tier_[static_cast<int>(tier)]; }
