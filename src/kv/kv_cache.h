@@ -107,8 +107,10 @@ class KvCache {
   //   k, v: resized to [layer_tokens, head_dim]; k rows of a layer storing no K are left 0.
   virtual Status read_back(SeqId seq, int layer, int kv_head, std::vector<float>* k,
                            std::vector<float>* v) const = 0;
-  // The method's plan of one layer for this sequence's next step of n_new tokens (tests and
-  // reports; attend() asks the method once per layer and step itself).
+  // The method's plan of one layer for this sequence's next step of n_new tokens, or, once
+  // the step has begun (layer 0 attended), of the current step (tests, reports, and the
+  // decoder's question whether a layer reads its own q/k; attend() asks the method once per
+  // layer and step itself).
   virtual LayerPlan next_step_plan(SeqId seq, int layer, int n_new) const = 0;
   // Exact bytes of the codec blocks one sequence holds now (page tails excluded): what the
   // method really stores for this sequence's tokens and kinds (eval's measured ratio).

@@ -89,6 +89,10 @@ struct LayerPlan {
   // keys, and all the step's queries then attend only over those (plus themselves)
   // where that skips enough work (see KeySelector).
   bool sparse_attention = false;
+
+  // Whether attention reads the layer's own queries and keys: not when every query and key
+  // comes from an earlier layer (then the decoder need not project them).
+  bool reads_own_qk(int layer) const { return score_layer < 0 || score_layer == layer || visual_only; }
 };
 
 }  // namespace vlkv

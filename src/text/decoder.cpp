@@ -215,11 +215,15 @@ void TextDecoder::attention_block(int il, std::span<BatchSequence> batch, const 
   const int64_t n = rows.n_rows, n_dec = rows.n_decode, n_pro = rows.n_prompt(), n_embd = hp_.n_embd;
   const int64_t q_dim = hp_.n_heads * hp_.head_dim, kv_dim = hp_.n_kv_heads * hp_.head_dim;
   per_row(pool, 0, n, [&](int64_t t) { rms_norm(&a.x[t * n_embd], l.attn_norm.data(), n_embd, hp_.rms_eps, &a.xn[t * n_embd]); });
-  // Decode rows: Wq, Wk and Wv in one parallel loop over the same rounded rows.
-  const MatvecTarget qkv[] = {{&l.wq, a.q.data()}, {&l.wk, a.k.data()}, {&l.wv, a.v.data()}};
-  matvec_fused(qkv, a.xn.data(), pool, n_dec);
-  matmul(l.wq, &a.xn[n_dec * n_embd], n_pro, &a.q[n_dec * q_dim], pool);
-  matmul(l.wk, &a.xn[n_dec * n_embd], n_pro, &a.k[n_dec * kv_dim], pool);
+  // Decode rows: Wq, Wk and Wv in one parallel loop over the same rounded rows. A layer whose
+  // queries and keys all come from an earlier layer (the cache's plan) projects only V.
+  const bool own_qk = reads_own_qk(il, batch, rows, cache);
+  const MatvecTarget qkv[] = {{&l.wv, a.v.data()}, {&l.wq, a.q.data()}, {&l.wk, a.k.data()}};
+  matvec_fused(std::span(qkv, own_qk ? 3 : 1), a.xn.data(), pool, n_dec);
+  if (own_qk) {
+    matmul(l.wq, &a.xn[n_dec * n_embd], n_pro, &a.q[n_dec * q_dim], pool);
+    matmul(l.wk, &a.xn[n_dec * n_embd], n_pro, &a.k[n_dec * kv_dim], pool);
+  }
   matmul(l.wv, &a.xn[n_dec * n_embd], n_pro, &a.v[n_dec * kv_dim], pool);
   add_bias(a.v, l.bv, kv_dim, n);
   for (size_t i : rows.live) {
@@ -228,7 +232,7 @@ void TextDecoder::attention_block(int il, std::span<BatchSequence> batch, const 
     const int64_t r0 = rows.row0[i];
     float* q = &a.q[r0 * q_dim];
     float* k = &a.k[r0 * kv_dim];
-    bias_rope_qk(hp_, l, hp_.rope_for(il), in, q, k, pool);
+    if (own_qk) bias_rope_qk(hp_, l, hp_.rope_for(il), in, q, k, pool);
     if (!b.status.is_ok()) continue;
     if (in.observer) (*in.observer)(LayerQk{il, in.n_tokens, q, k, in.kinds});
     Status st = cache.attend(b.seq, il, q, k, &a.v[r0 * kv_dim], in.kinds, static_cast<int>(in.n_tokens), hp_.attn_scale,
@@ -242,6 +246,19 @@ void TextDecoder::attention_block(int il, std::span<BatchSequence> batch, const 
   matmul_step(l.wo, a.attn.data(), n_dec, n_pro, a.proj.data(), pool);
   post_norm(l.attn_post_norm, n, a.proj, pool, hp_.rms_eps);
   add_inplace(a.x.data(), a.proj.data(), n * n_embd);
+}
+
+// False when no live sequence's attention reads this layer's own q/k (every query and key
+// comes from an earlier layer of the same step) and nobody observes them.
+bool TextDecoder::reads_own_qk(int il, std::span<const BatchSequence> batch, const StepRows& rows,
+                               const KvCache& cache) const {
+  if (il == 0) return true;  // a plan shares only an earlier layer's q/k
+  for (size_t i : rows.live) {
+    const BatchSequence& b = batch[i];
+    if (!b.status.is_ok()) continue;
+    if (b.in.observer || cache.next_step_plan(b.seq, il, static_cast<int>(b.in.n_tokens)).reads_own_qk(il)) return true;
+  }
+  return false;
 }
 
 // Feed-forward block: x += W_down · (act(W_gate·n(x)) ⊙ W_up·n(x)), act = silu (SwiGLU) or,

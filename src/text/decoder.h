@@ -98,6 +98,7 @@ class TextDecoder {
   void embed(std::span<const BatchSequence> batch, const StepRows& rows, std::vector<float>& x) const;
   void attention_block(int il, std::span<BatchSequence> batch, const StepRows& rows, KvCache& cache, StepActs& a,
                        ThreadPool& pool) const;
+  bool reads_own_qk(int il, std::span<const BatchSequence> batch, const StepRows& rows, const KvCache& cache) const;
   void ffn_block(int il, int64_t n_dec, int64_t n_pro, StepActs& a, ThreadPool& pool) const;
   void add_deepstack(int il, std::span<const BatchSequence> batch, const StepRows& rows, std::vector<float>& x) const;
   void output_head(std::span<BatchSequence> batch, const StepRows& rows, StepActs& a, ThreadPool& pool) const;
