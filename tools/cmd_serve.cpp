@@ -169,11 +169,14 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--cors-origin", o->http.cors_origin,
                   "Let web pages from ORIGIN (e.g. http://localhost:3000, or * for any) call the API (CORS; off by "
                   "default). The API key is still required; preflight OPTIONS requests are answered without it");
-  app->add_option("--max-images", o->http.limits.max_images, "Images in one request")
+  app->add_option("--max-images", o->http.limits.max_images, "Images and videos in one request")
       ->check(CLI::Range(0, 1024))->capture_default_str();
+  app->add_option("--video-frames", o->http.limits.video_frames,
+                  "Frames sampled uniformly from each video of a request (video_url parts)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   add_param_flags(*app, o->backend.engine, {"max_image_pixels"});
   app->add_option("--media-path", o->http.limits.media_path,
-                  "Directory file:// image URLs may be read from (default: file:// refused)")
+                  "Directory file:// image and video URLs may be read from (default: file:// refused)")
       ->check(CLI::ExistingDirectory);
   app->add_option("--backend", o->backend_kind,
                   "batch: continuous batching (one KV pool for every method; text and image prompts); sessions: one "

@@ -212,16 +212,24 @@ def main():
         check(s2["method"] == "kivi2" and s2["bits"] == f"{bits:.2f} bits/elem", f"stats {s2}")
         check(second.get_attribute("data-method") == "kivi2", "second answer's method")
 
-        # A video is refused by the page itself, saying why (the chat API takes images only).
+        # A video (a real clip made by ffmpeg) is attached as a video_url part, previewed, and can
+        # be taken off again (the server's video path: tests/tools/serve_video_test.cpp).
+        clip = os.path.join(tempfile.mkdtemp(prefix="vlkv_page_"), "clip.mp4")
+        subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=48x32:rate=10",
+                        "-frames:v", "6", "-c:v", "mpeg4", "-pix_fmt", "yuv420p", clip], check=True)
         browser.execute_script("""
+            const bytes = Uint8Array.from(atob(arguments[0]), (c) => c.charCodeAt(0));
             const dt = new DataTransfer();
-            dt.items.add(new File([new Uint8Array(16)], 'clip.mp4', {type: 'video/mp4'}));
+            dt.items.add(new File([bytes], 'clip.mp4', {type: 'video/mp4'}));
             for (const type of ['dragenter', 'dragover', 'drop'])
               document.body.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
-        """)
-        notice = q(By.ID, "notice")
-        check(notice.is_displayed() and "clip.mp4: videos are not accepted" in notice.text, f"video notice {notice.text!r}")
-        check(not browser.find_elements(By.CSS_SELECTOR, "#attachments img"), "the video was attached")
+        """, base64.b64encode(open(clip, "rb").read()).decode())
+        wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#attachments video")) == 1)
+        video = q(By.CSS_SELECTOR, "#attachments video")
+        check(video.get_attribute("aria-label") == "clip.mp4" and video.get_attribute("src").startswith("data:video/mp4"),
+              "the video preview")
+        q(By.CSS_SELECTOR, "#attachments button.remove").click()
+        check(not browser.find_elements(By.CSS_SELECTOR, "#attachments video"), "the video was not removed")
 
         # 3. Compare: the same question under the three methods, side by side.
         check(not q(By.ID, "compare-methods").is_displayed(), "the methods to compare show before Compare is ticked")

@@ -214,7 +214,7 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
     h.emplace_back("X-Content-Type-Options", "nosniff");
     h.emplace_back("Referrer-Policy", "no-referrer");
     h.emplace_back("Content-Security-Policy",
-                   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src data:; "
                    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
     x.log.status = 200;
     w.send({200, std::string(page->content_type), std::string(page->body), std::move(h), false});
@@ -290,17 +290,19 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
     for (const RequestImage& img : a.images) headers.push_back(img.info);
     Result<PromptTokenCount> count = model.count_prompt_tokens(g.prompt.text, headers, /*add_bos=*/true);
     if (!count.is_ok()) return fail(bad_request(count.status().message()));
-    const std::string what = std::to_string(a.images.size()) + " image(s): " + std::to_string(count->n_visual_tokens) +
-                             " visual tokens, counted from their headers before decoding";
+    const std::string what = std::to_string(a.images.size()) + " image/video input(s): " +
+                             std::to_string(count->n_visual_tokens) + " visual tokens, counted from their headers before decoding";
     // One generated token at least, as the backends admit; the Scheduler's fuller KV
     // reservation (prompt + max_tokens) is checked again at admission.
     if (Status st = model.check_prompt_fits(count->n_tokens, 1, method, what); !st.is_ok())
       return fail(bad_request(st.message()));
     for (size_t i = 0; i < a.images.size(); ++i) {
-      Result<Image> img = decode_request_image(a.images[i], options_.limits);
-      if (!img.is_ok()) return fail(bad_request("image " + std::to_string(i + 1) + ": " + img.status().message()));
-      a.images[i] = RequestImage{};  // its bytes are not needed once decoded
-      g.prompt.media.push_back(MediaItem{{std::move(img).value()}, false});
+      Result<MediaItem> item = decode_request_media(a.images[i], options_.limits);
+      if (!item.is_ok())
+        return fail(bad_request((a.images[i].is_video ? "video " : "image ") + std::to_string(i + 1) + ": " +
+                                item.status().message()));
+      a.images[i] = RequestImage{};  // its bytes (or temp file) are not needed once decoded
+      g.prompt.media.push_back(std::move(item).value());
     }
   }
   g.params.sampling = a.sampling;

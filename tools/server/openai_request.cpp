@@ -106,28 +106,33 @@ Status read_stop(const json& body, const RequestLimits& limits, ApiRequest& r) {
   return Status::ok();
 }
 
-Status add_image(const json& part, const RequestLimits& limits, ApiRequest& r, std::string& content) {
-  auto iu = part.find("image_url");
-  if (iu == part.end()) return invalid_argument("an 'image_url' part needs an 'image_url' object");
+// An image_url or video_url part: its media read (header only) and a marker at its place.
+Status add_media(const json& part, const std::string& key, const RequestLimits& limits, ApiRequest& r,
+                 std::string& content) {
+  const bool video = key == "video_url";
+  auto iu = part.find(key);
+  if (iu == part.end()) return invalid_argument("an '" + key + "' part needs an '" + key + "' object");
   std::string url;
   if (iu->is_string()) {
     url = iu->get<std::string>();
   } else if (iu->is_object() && iu->contains("url") && (*iu)["url"].is_string()) {
     url = (*iu)["url"].get<std::string>();
   } else {
-    return invalid_argument("'image_url' must be {\"url\": \"data:image/...;base64,...\"}");
+    return invalid_argument("'" + key + "' must be {\"url\": \"data:" + (video ? "video" : "image") + "/...;base64,...\"}");
   }
   if (static_cast<int64_t>(r.images.size()) >= limits.max_images)
-    return invalid_argument("more than " + std::to_string(limits.max_images) + " images in one request");
-  Result<RequestImage> img = read_image_url(url, limits);
-  if (!img.is_ok()) return invalid_argument("image " + std::to_string(r.images.size() + 1) + ": " + img.status().message());
-  r.images.push_back(std::move(img).value());
+    return invalid_argument("more than " + std::to_string(limits.max_images) + " images and videos in one request");
+  Result<RequestImage> m = video ? read_video_url(url, limits) : read_image_url(url, limits);
+  if (!m.is_ok())
+    return invalid_argument(std::string(video ? "video " : "image ") + std::to_string(r.images.size() + 1) + ": " +
+                            m.status().message());
+  r.images.push_back(std::move(m).value());
   content += kMediaMarker;
   return Status::ok();
 }
 
-// A message's content: a string, null, or parts (text and image_url) in order; each image
-// becomes one media marker at its place.
+// A message's content: a string, null, or parts (text, image_url, video_url) in order; each
+// image or video becomes one media marker at its place.
 Status read_content(const json& content, const RequestLimits& limits, ApiRequest& r, std::string& out) {
   if (content.is_null()) return Status::ok();
   if (content.is_string()) {
@@ -143,10 +148,10 @@ Status read_content(const json& content, const RequestLimits& limits, ApiRequest
       if (!part.contains("text") || !part["text"].is_string())
         return invalid_argument("a 'text' part needs a string 'text'");
       out += part["text"].get_ref<const std::string&>();
-    } else if (type == "image_url") {
-      VLKV_RETURN_IF_ERROR(add_image(part, limits, r, out));
+    } else if (type == "image_url" || type == "video_url") {
+      VLKV_RETURN_IF_ERROR(add_media(part, type, limits, r, out));
     } else {
-      return invalid_argument("content part type '" + type + "' is not supported (text, image_url)");
+      return invalid_argument("content part type '" + type + "' is not supported (text, image_url, video_url)");
     }
   }
   return Status::ok();
@@ -200,20 +205,6 @@ Status read_logprobs(const json& body, Endpoint endpoint, ApiRequest& r) {
   return Status::ok();
 }
 
-// A path under dir: both resolved (symlinks, ..) and compared by prefix + '/'.
-Result<std::string> resolve_under(const std::string& path, const std::string& dir) {
-  char* real_dir = realpath(dir.c_str(), nullptr);
-  if (!real_dir) return invalid_argument("--media-path is not a directory");
-  std::string root(real_dir);
-  std::free(real_dir);
-  char* real = realpath(path.c_str(), nullptr);
-  if (!real) return invalid_argument("file not found under --media-path");
-  std::string file(real);
-  std::free(real);
-  if (root != "/" && file.rfind(root + "/", 0) != 0) return invalid_argument("file:// URL outside --media-path");
-  return file;
-}
-
 // The fields a request may carry. llama-server ignores a field it does not know; a client
 // that asked for logprobs or a JSON schema would then get an answer without them and not
 // know it, so any other field is refused by name (implementing one moves it here).
@@ -252,6 +243,19 @@ Status check_fields(const json& body, Endpoint endpoint) {
 }
 
 }  // namespace
+
+Result<std::string> resolve_under(const std::string& path, const std::string& dir) {
+  char* real_dir = realpath(dir.c_str(), nullptr);
+  if (!real_dir) return invalid_argument("--media-path is not a directory");
+  std::string root(real_dir);
+  std::free(real_dir);
+  char* real = realpath(path.c_str(), nullptr);
+  if (!real) return invalid_argument("file not found under --media-path");
+  std::string file(real);
+  std::free(real);
+  if (root != "/" && file.rfind(root + "/", 0) != 0) return invalid_argument("file:// URL outside --media-path");
+  return file;
+}
 
 Result<RequestImage> read_image_url(const std::string& url, const RequestLimits& limits) {
   RequestImage image;

@@ -19,7 +19,8 @@
 namespace vlkv::server {
 
 struct RequestLimits {
-  int32_t max_images = 8;    // images in one request
+  int32_t max_images = 8;    // images and videos in one request
+  int32_t video_frames = 8;  // frames sampled uniformly from each video
   MediaLimits media;         // per image: file bytes, pixels, side
   std::string media_path;    // file:// URLs are read only under this directory ("" = refused)
   int32_t max_stop = 16;     // stop strings
@@ -31,8 +32,10 @@ enum class Endpoint { kChat, kCompletion };
 // while parsing; its pixels are decoded by decode_request_image once the prompt's token
 // count, known from the headers, fits the context and the KV budget.
 struct RequestImage {
-  std::vector<uint8_t> bytes;  // a data: URI's payload ("" for file://)
-  std::string path;            // a file:// URL's resolved path ("" for data:)
+  std::vector<uint8_t> bytes;  // an image data: URI's payload ("" for file:// and videos)
+  std::string path;            // a file:// URL's resolved path, or a video data: URI's temp file
+  bool is_video = false;       // a video_url part (its frames sampled by limits.video_frames)
+  std::shared_ptr<const void> owned_file;  // removes a video data: URI's temp file with the last copy
   MediaInfo info;              // from the header (probe_image_data / probe_image)
 };
 
@@ -59,10 +62,19 @@ struct ApiRequest {
 // the value that asks for nothing (false, 0, []).
 Result<ApiRequest> parse_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits);
 
+// A file:// path under dir (--media-path): both resolved (symlinks, ..) and compared by prefix + '/'.
+Result<std::string> resolve_under(const std::string& path, const std::string& dir);
+
 // One image_url: a data: URI (base64 PNG, JPEG, ...) or file:// under limits.media_path;
 // its header read, no pixel decoded.
 Result<RequestImage> read_image_url(const std::string& url, const RequestLimits& limits);
 // The image's pixels (load_image / decode_image under limits.media).
 Result<Image> decode_request_image(const RequestImage& image, const RequestLimits& limits);
+// One video_url (tools/server/request_video.cpp): a data: URI (video/*; written to a private
+// temp file, as FFmpeg reads files) or file:// under limits.media_path; its container probed
+// (probe_video: frames and sizes), no frame decoded.
+Result<RequestImage> read_video_url(const std::string& url, const RequestLimits& limits);
+// An image's or a video's decoded media item (video: limits.video_frames sampled frames).
+Result<MediaItem> decode_request_media(const RequestImage& media, const RequestLimits& limits);
 
 }  // namespace vlkv::server

@@ -9,7 +9,7 @@ const kMaxCompare = 3;
 const state = {
   props: null,         // GET /props
   history: [],         // OpenAI messages of the conversation so far
-  attachments: [],     // [{name, url}] pictures for the next message (data: URIs)
+  attachments: [],     // [{name, url, video}] pictures and videos for the next message (data: URIs)
   abort: null,         // AbortController of the request in flight
 };
 
@@ -213,11 +213,17 @@ function statsLine(r) {
   return el('p', { class: 'stats' }, ...items.map(([k, v]) => el('span', { class: `stat stat-${k}`, text: v })));
 }
 
+// A picture or a (muted, still) video of an attachment.
+function preview(a) {
+  if (a.video) return el('video', { src: a.url, 'aria-label': a.name, muted: '', preload: 'metadata' });
+  return el('img', { src: a.url, alt: a.name });
+}
+
 function userMessage(text, attachments) {
   const m = el('article', { class: 'msg user', 'aria-label': 'You' });
   if (attachments.length) {
     const pics = el('div', { class: 'pics' });
-    for (const a of attachments) pics.append(el('img', { src: a.url, alt: a.name }));
+    for (const a of attachments) pics.append(preview(a));
     m.append(pics);
   }
   m.append(el('p', { class: 'text', text }));
@@ -236,7 +242,8 @@ function answerBox(method, label) {
 function userContent(text, attachments) {
   if (!attachments.length) return text;
   return [
-    ...attachments.map((a) => ({ type: 'image_url', image_url: { url: a.url } })),
+    ...attachments.map((a) => (a.video ? { type: 'video_url', video_url: { url: a.url } }
+                                       : { type: 'image_url', image_url: { url: a.url } })),
     { type: 'text', text },
   ];
 }
@@ -358,24 +365,21 @@ function renderAttachments() {
       renderAttachments();
       $('prompt').focus();
     });
-    list.append(el('li', {}, el('img', { src: a.url, alt: a.name }), remove));
+    list.append(el('li', {}, preview(a), remove));
   });
 }
 
 function addFiles(files) {
   const refused = [];
   for (const f of files) {
-    if (f.type.startsWith('video/')) {
-      refused.push(`${f.name}: videos are not accepted by this server's chat API (images only); use vlkv run --video`);
-      continue;
-    }
-    if (!f.type.startsWith('image/')) {
-      refused.push(`${f.name}: not a picture`);
+    const video = f.type.startsWith('video/');
+    if (!video && !f.type.startsWith('image/')) {
+      refused.push(`${f.name}: not a picture or a video`);
       continue;
     }
     const reader = new FileReader();
     reader.onload = () => {
-      state.attachments.push({ name: f.name, url: reader.result });
+      state.attachments.push({ name: f.name, url: reader.result, video });
       renderAttachments();
     };
     reader.onerror = () => showNotice(`${f.name}: could not be read`);
