@@ -58,7 +58,7 @@ class Conversation {
     Prompt prompt;                    // the turn's text with its media
     std::vector<int32_t> generated;   // then these tokens, as generated (end token excluded)
   };
-  Conversation(Engine& engine, ConversationOptions options, std::unique_ptr<Session> session);
+  Conversation(Engine& engine, ConversationOptions options);
   std::string turn_text(const ChatTurn& user) const;
 
   Engine& engine_;

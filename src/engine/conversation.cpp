@@ -5,14 +5,12 @@
 
 namespace vlkv {
 
-Conversation::Conversation(Engine& engine, ConversationOptions options, std::unique_ptr<Session> session)
-    : engine_(engine), options_(std::move(options)), session_(std::move(session)) {}
+Conversation::Conversation(Engine& engine, ConversationOptions options)
+    : engine_(engine), options_(std::move(options)) {}
 
 Result<std::unique_ptr<Conversation>> Conversation::start(Engine& engine, ConversationOptions options) {
-  if (!options.kv_method.empty()) VLKV_RETURN_IF_ERROR(engine.kv_bytes_for_tokens(1, options.kv_method).status());
-  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, engine.new_session(options.kv_method));
-  std::unique_ptr<Conversation> c(new Conversation(engine, std::move(options), std::move(session)));
-  VLKV_RETURN_IF_ERROR(c->clear());
+  std::unique_ptr<Conversation> c(new Conversation(engine, std::move(options)));
+  VLKV_RETURN_IF_ERROR(c->clear());  // its session (new_session checks the method spec), the system prompt
   return c;
 }
 
@@ -58,8 +56,7 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
   TurnStats local;
   TurnStats& st = stats ? *stats : local;
   st = TurnStats{};
-  st.n_cached_tokens = session_->n_past();
-  const int64_t n_before = session_->n_past();
+  const int64_t n_before = st.n_cached_tokens = session_->n_past();
   std::string answer;
   auto collect = [&](const std::string& piece) {
     answer += piece;
@@ -91,8 +88,7 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
 }
 
 Status Conversation::switch_kv_method(const std::string& kv_method, const ProgressCallback& progress) {
-  VLKV_RETURN_IF_ERROR(engine_.kv_bytes_for_tokens(1, kv_method).status());
-  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> fresh, engine_.new_session(kv_method));
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> fresh, engine_.new_session(kv_method));  // checks the spec
   std::vector<float> logits;
   for (const FedTurn& turn : fed_) {
     VLKV_ASSIGN_OR_RETURN(PreparedPrompt prepared,
