@@ -1,13 +1,14 @@
 // Q4_0: blocks of 32 weights, one f16 scale d and 16 bytes of 4-bit codes.
 // Layout (18 bytes): d | qs[16]; weight j is low nibble of qs[j], weight j+16 its high
 // nibble; w = (code - 8) * d.
+#include "quant/block_layouts.h"
 #include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 18;
+constexpr int64_t kQk = Q4_0Layout::kBlockElems;
+constexpr size_t kBytes = Q4_0Layout::kBlockBytes;
 
 void dequantize_ref(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(src);

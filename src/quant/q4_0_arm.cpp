@@ -1,18 +1,15 @@
 // Q4_0's ARM64 kernels (q4_0.cpp has the layout and the reference): its block decoder for
 // the NEON loops of simd_blocks_arm.h.
+#include "quant/block_layouts.h"
 #include "quant/simd_blocks_arm.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 18;
+constexpr int64_t kQk = Q4_0Layout::kBlockElems;
+constexpr size_t kBytes = Q4_0Layout::kBlockBytes;
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
+struct Traits : Q4_0Layout {
   static void decode(const uint8_t* p, Group32Arm* g) {
     const uint8x16_t v = vld1q_u8(p + 2);
     const uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);

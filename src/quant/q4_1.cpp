@@ -1,13 +1,14 @@
 // Q4_1: blocks of 32 weights with an f16 scale d and f16 offset m, 4-bit codes.
 // Layout (20 bytes): d | m | qs[16]; weight j is the low nibble of qs[j], weight j+16 its
 // high nibble; w = code * d + m.
+#include "quant/block_layouts.h"
 #include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 20;
+constexpr int64_t kQk = Q4_1Layout::kBlockElems;
+constexpr size_t kBytes = Q4_1Layout::kBlockBytes;
 
 void dequantize_ref(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(src);

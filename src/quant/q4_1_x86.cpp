@@ -1,18 +1,15 @@
 // Q4_1's x86 kernels (q4_1.cpp has the layout and the reference): its block decoder for the
 // AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+#include "quant/block_layouts.h"
 #include "quant/q8_dot_x86.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 20;
+constexpr int64_t kQk = Q4_1Layout::kBlockElems;
+constexpr size_t kBytes = Q4_1Layout::kBlockBytes;
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = true;
+struct Traits : Q4_1Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     g->q = nibbles_lo_hi(p + 4);
     g->s0 = g->s1 = half_f16c(p);

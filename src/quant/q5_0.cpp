@@ -2,13 +2,14 @@
 // 32-bit mask of fifth bits. Layout (22 bytes): d | qh[4] | qs[16]; weight j (j < 16) is
 // the low nibble of qs[j], weight j+16 its high nibble; bit j of qh (little-endian u32) is
 // bit 4 of weight j; w = (code - 16) * d.
+#include "quant/block_layouts.h"
 #include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 22;
+constexpr int64_t kQk = Q5_0Layout::kBlockElems;
+constexpr size_t kBytes = Q5_0Layout::kBlockBytes;
 
 void dequantize_ref(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(src);

@@ -1,18 +1,15 @@
 // Q5_0's x86 kernels (q5_0.cpp has the layout and the reference): its block decoder for the
 // AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+#include "quant/block_layouts.h"
 #include "quant/q8_dot_x86.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 22;
+constexpr int64_t kQk = Q5_0Layout::kBlockElems;
+constexpr size_t kBytes = Q5_0Layout::kBlockBytes;
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
+struct Traits : Q5_0Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     const __m256i codes = _mm256_or_si256(nibbles_lo_hi(p + 6), bits_to_0x10(load_u32(p + 2)));
     g->q = _mm256_sub_epi8(codes, _mm256_set1_epi8(16));

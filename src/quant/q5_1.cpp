@@ -1,13 +1,14 @@
 // Q5_1: blocks of 32 weights with f16 scale d and f16 offset m, 5-bit codes. Layout
 // (24 bytes): d | m | qh[4] | qs[16]; nibbles as in Q4_1, bit j of qh (little-endian u32)
 // is bit 4 of weight j; w = code * d + m.
+#include "quant/block_layouts.h"
 #include "quant/quant_internal.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 32;
-constexpr size_t kBytes = 24;
+constexpr int64_t kQk = Q5_1Layout::kBlockElems;
+constexpr size_t kBytes = Q5_1Layout::kBlockBytes;
 
 void dequantize_ref(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(src);

@@ -1,5 +1,6 @@
 // Q8_0: blocks of 32 weights, one f16 scale d and 32 signed bytes.
 // Layout (34 bytes): d | qs[32]; w = qs[j] * d.
+#include "quant/block_layouts.h"
 #include "base/check.h"
 #include "quant/q8_0_lanes.h"
 #include "quant/quant_internal.h"
@@ -9,6 +10,7 @@ namespace {
 
 constexpr int64_t kQk = q8lanes::kQk;  // the layout, stated once in q8_0_lanes.h
 constexpr size_t kBytes = q8lanes::kBytes;
+static_assert(Q8_0Layout::kBlockBytes == kBytes && Q8_0Layout::kBlockElems == kQk);  // the SIMD decoders' view
 
 void dequantize_ref(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const uint8_t*>(src);

@@ -1,6 +1,7 @@
 // Q8_0's ARM64 kernels (q8_0.cpp has the layout and the reference): its block decoder for
 // the NEON loops of simd_blocks_arm.h, and its 8-bit dots in q8_0_lanes.h's block order
 // (per block: the exact int32 sum, then acc = fma(f32(sum), dw * dx, acc), as every x86 tier).
+#include "quant/block_layouts.h"
 #include "quant/simd_blocks_arm.h"
 #include "quant/q8_0_lanes.h"
 
@@ -10,11 +11,7 @@ namespace {
 constexpr int64_t kQk = q8lanes::kQk;
 constexpr size_t kBytes = q8lanes::kBytes;
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
+struct Traits : Q8_0Layout {
   static void decode(const uint8_t* p, Group32Arm* g) {
     g->q[0] = vld1q_s8(reinterpret_cast<const int8_t*>(p + 2));
     g->q[1] = vld1q_s8(reinterpret_cast<const int8_t*>(p + 18));

@@ -1,6 +1,7 @@
 // Q8_0's x86 kernels (q8_0.cpp has the layout and the reference): the f32 loops on its
 // block decoder, and the 8-bit dots in q8_0_lanes.h's block order at every tier (one row
 // is a strided call of one row).
+#include "quant/block_layouts.h"
 #include "quant/q8_0_lanes.h"
 #include "quant/q8_dot_x86.h"
 
@@ -10,11 +11,7 @@ namespace {
 constexpr int64_t kQk = q8lanes::kQk;
 constexpr size_t kBytes = q8lanes::kBytes;
 
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 1;
-  static constexpr bool kBias = false;
+struct Traits : Q8_0Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     g->q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
     g->s0 = g->s1 = half_f16c(p);
