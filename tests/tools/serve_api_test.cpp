@@ -196,10 +196,17 @@ TEST_F(ServeApi, OneLogLinePerRequest) {
                             "ttft_ms=", "tok_s=", "kv=f16", "kv_bytes="})
     EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
   EXPECT_EQ(line.find("prompt_tokens=0 "), std::string::npos) << line;
-  EXPECT_NE(server_->log().find("id=log-probe-2 method=GET path=/health status=200"), std::string::npos);
+  // The line is written as the request ends, which may be just after its reply arrives.
+  auto log_once_written = [&](const std::string& needle) {
+    for (int i = 0; i < 50 && server_->log().find(needle) == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return server_->log();
+  };
+  EXPECT_NE(log_once_written("id=log-probe-2 ").find("id=log-probe-2 method=GET path=/health status=200"),
+            std::string::npos);
   // A refusal from the head (no key) is one line too, with its id.
   c.Get("/props", {{"X-Request-Id", "log-probe-3"}});
-  const std::string log = server_->log();
+  const std::string log = log_once_written("id=log-probe-3 ");
   const size_t first = log.find("id=log-probe-3 method=GET path=/props status=401");
   EXPECT_NE(first, std::string::npos) << log;
   EXPECT_EQ(log.find("path=/props status=401", log.find('\n', first)), std::string::npos) << log;
