@@ -7,6 +7,7 @@
 
 #include "base/simd_dispatch.h"
 #include "kv/codec.h"
+#include "kv/codecs/float_hsum_x86.h"
 #include "kv/codecs/float_kernels.h"
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)

@@ -7,6 +7,7 @@
 
 #include "base/simd_dispatch.h"
 #include "kv/codec.h"
+#include "kv/codecs/float_hsum_x86.h"
 #include "kv/codecs/float_kernels.h"
 
 // GCC 12's AVX-512 headers seed intrinsics with _mm512_undefined_*(), which trips

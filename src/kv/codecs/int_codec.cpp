@@ -39,24 +39,24 @@
 // Fused ops: at every SIMD tier but scalar, tiled 2/4/8-bit layouts run integer dots on the
 // codes in place (int_kernels.h: one table, AVX2 / AVX-VNNI / AVX-512 VNNI variants, the same
 // rounding - queries to 15 bits and probabilities to 14, or 8 / 7 with dot=8 - and the same
-// results); with AVX-512 VNNI, rows layouts of 2/4-bit codes use exact 24-bit query dots
-// with gathers (int_kernels_avx512.h). Otherwise (rows) 16 tokens are dequantized with SIMD
-// from the codes in place into an L1 scratch row block (never the cache) and the f32 kernels
-// run over it (float_kernels.h); the scalar tier, and 8-bit key tiles whose query step would
-// span more than intt::kMaxDotChannels8 channels (head_dim > 512), decode tiles with the
-// reference. Dequantized values are identical at every tier (same fma).
+// results); rows layouts of 2/4-bit codes use 24-bit query dots with gathers where the tier
+// has them (int_row_kernels.h: AVX-512 VNNI). Otherwise (rows) 16 tokens are dequantized
+// from the codes in place (int_row_kernels.h, one table) into an L1 scratch row block (never
+// the cache) and the f32 kernels run over it (float_kernels.h); tiled layouts without an
+// integer kernel at the tier (scalar), and 8-bit key tiles whose query step would span more
+// than intt::kMaxDotChannels8 channels (head_dim > 512), decode tiles with the reference.
+// Dequantized values are identical at every tier (same fma). No ISA code in this file.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
-#include "base/cpu_features.h"
 #include "kv/codec_registry.h"
 #include "kv/codecs/float_kernels.h"
-#include "kv/codecs/int_kernels_avx512.h"
 #include "kv/codecs/int_pack.h"
 #include "kv/codecs/int_kernels.h"
+#include "kv/codecs/int_row_kernels.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/codecs/wht.h"
 
@@ -109,87 +109,6 @@ void quantize_group(const float* x, int64_t stride, int n, int bits, double clip
     const float c = std::nearbyint((x[k * stride] - mn) * inv);
     codes[k * cstride] = static_cast<uint8_t>(std::clamp(c, 0.0f, static_cast<float>(qmax)));
   }
-}
-
-// ---- dequantize one token row into out[d] ----
-// Scale/min per element: per-token codecs broadcast group values; per-channel codecs
-// pass the block's [d] float arrays.
-struct RowMeta {
-  const uint8_t* codes;    // packed row
-  const uint8_t* scale_h;  // per token: [n_groups] f16 (unaligned)
-  const uint8_t* min_h;
-  int g;                   // per token: channels per group
-  const float* scale_c;    // per channel: [d] floats (else null)
-  const float* min_c;
-};
-
-void deq_row_scalar(const RowMeta& m, int d, int bits, float* out) {
-  uint8_t codes[1024];
-  intq::unpack_row(m.codes, d, bits, codes);
-  for (int i = 0; i < d; ++i) {
-    float s, z;
-    if (m.scale_c) {
-      s = m.scale_c[i];
-      z = m.min_c[i];
-    } else {
-      s = fp16_to_fp32(load_u16(m.scale_h + 2 * (i / m.g)));
-      z = fp16_to_fp32(load_u16(m.min_h + 2 * (i / m.g)));
-    }
-    out[i] = std::fma(static_cast<float>(codes[i]), s, z);
-  }
-}
-
-#define VLKV_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define VLKV_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
-
-// d % 16 == 0 and (per channel or g % 16 == 0): every 16-code unit lies in one group.
-template <int B>
-VLKV_AVX2 void deq_row_avx2(const RowMeta& m, int d, float* out) {
-  for (int u = 0; u < d; u += 16) {
-    const __m128i c = intq::unpack16<B>(m.codes + u * B / 8);
-    const __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c));
-    const __m256 c1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c, 8)));
-    if (m.scale_c) {
-      _mm256_storeu_ps(out + u, _mm256_fmadd_ps(c0, _mm256_loadu_ps(m.scale_c + u), _mm256_loadu_ps(m.min_c + u)));
-      _mm256_storeu_ps(out + u + 8,
-                       _mm256_fmadd_ps(c1, _mm256_loadu_ps(m.scale_c + u + 8), _mm256_loadu_ps(m.min_c + u + 8)));
-    } else {
-      const int grp = u / m.g;
-      const __m256 s = _mm256_set1_ps(_cvtsh_ss(load_u16(m.scale_h + 2 * grp)));
-      const __m256 z = _mm256_set1_ps(_cvtsh_ss(load_u16(m.min_h + 2 * grp)));
-      _mm256_storeu_ps(out + u, _mm256_fmadd_ps(c0, s, z));
-      _mm256_storeu_ps(out + u + 8, _mm256_fmadd_ps(c1, s, z));
-    }
-  }
-}
-
-template <int B>
-VLKV_AVX512 void deq_row_avx512(const RowMeta& m, int d, float* out) {
-  for (int u = 0; u < d; u += 16) {
-    // maskz forms: GCC 12's plain _mm512_cvtepu8_epi32 / _mm512_cvtepi32_ps trip
-    // -Wuninitialized inside its own headers.
-    const __m512 c = _mm512_maskz_cvtepi32_ps(
-        0xffff, _mm512_maskz_cvtepu8_epi32(0xffff, intq::unpack16<B>(m.codes + u * B / 8)));
-    __m512 s, z;
-    if (m.scale_c) {
-      s = _mm512_loadu_ps(m.scale_c + u);
-      z = _mm512_loadu_ps(m.min_c + u);
-    } else {
-      const int grp = u / m.g;
-      s = _mm512_set1_ps(_cvtsh_ss(load_u16(m.scale_h + 2 * grp)));
-      z = _mm512_set1_ps(_cvtsh_ss(load_u16(m.min_h + 2 * grp)));
-    }
-    _mm512_storeu_ps(out + u, _mm512_fmadd_ps(c, s, z));
-  }
-}
-
-// f16 metadata of a per-channel block -> floats (8 at a time with F16C; d % 8 == 0).
-VLKV_AVX2 void halves_to_floats_f16c(const uint8_t* h, int d, float* out) {
-  for (int i = 0; i < d; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 2 * i))));
-}
-void halves_to_floats_scalar(const uint8_t* h, int d, float* out) {
-  for (int i = 0; i < d; ++i) out[i] = fp16_to_fp32(load_u16(h + 2 * i));
 }
 
 class IntCodec final : public Codec {
@@ -281,12 +200,9 @@ class IntCodec final : public Codec {
               int64_t ld) const override {
     const int d = seg.head_dim;
     if (int_tiles(d, /*key_op=*/true)) return scores_tiles(q, n_q, seg, scale, logits, ld);
-    if (!tiled(d) && simd_tier() == SimdTier::kAvx512Vnni && d % 16 == 0 &&
-        (p_.bits == 2 || p_.bits == 4) && (p_.G || group(d) % 16 == 0) && seg.block_bytes < (1 << 26)) {
-      switch (p_.bits) {
-        case 4: return scores_vnni<4>(q, n_q, seg, scale, logits, ld);
-        default: return scores_vnni<2>(q, n_q, seg, scale, logits, ld);
-      }
+    if (!tiled(d) && simd_units(d) && seg.block_bytes < (1 << 26)) {
+      if (const intk::IntRowKernels::Scores rows = intk::int_row_kernels().scores_for(p_.bits))
+        return rows(q, n_q, seg, intk::IntRowShape{d, p_.G, p_.G ? 0 : d / group(d)}, scale, logits, ld);
     }
     Tile& tile = tile_for(seg.head_dim);
     for (int64_t t0 = 0; t0 < seg.n_tokens; t0 += kTile) {
@@ -436,128 +352,17 @@ class IntCodec final : public Codec {
     return t;
   }
 
-  // ---- AVX-512 VNNI scores on rows layouts (int_kernels_avx512.h) ----
-  struct Prep {
-    std::vector<int8_t> hi, lo, mid;  // [n_q, d]
-    std::vector<float> step;      // [n_q, d / 16]
-    std::vector<float> sumq;      // per token: [n_q, n_groups]; per channel: [n_q] sum q_c m_c
-    std::vector<float> sc, mn;    // per channel: the block's scale / min as floats
-    intk::PrepRow row(int r, int d) {
-      return {hi.data() + static_cast<size_t>(r) * d, lo.data() + static_cast<size_t>(r) * d,
-              mid.data() + static_cast<size_t>(r) * d, step.data() + static_cast<size_t>(r) * (d / 16)};
-    }
-  };
-  static Prep& prep_for(int n_q, int d) {
-    thread_local Prep p;
-    const size_t n = static_cast<size_t>(n_q) * d;
-    if (p.hi.size() < n) {
-      p.hi.resize(n);
-      p.lo.resize(n);
-      p.mid.resize(n);
-      p.step.resize(n / 16);
-      p.sumq.resize(n);
-    }
-    if (p.sc.size() < static_cast<size_t>(d)) {
-      p.sc.resize(d);
-      p.mn.resize(d);
-    }
-    return p;
-  }
-  template <int B>
-  void scores_vnni(const float* q, int n_q, const SegmentView& seg, float scale, float* logits, int64_t ld) const {
-    const int d = seg.head_dim;
-    Prep& pr = prep_for(n_q, d);
-    if (p_.G) {
-      const int G = p_.G;
-      const int64_t rb = intq::row_bytes(d, B);
-      for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-        const uint8_t* block = seg.block(b);
-        halves_to_floats_f16c(block, d, pr.sc.data());
-        halves_to_floats_f16c(block + 2 * d, d, pr.mn.data());
-        for (int r = 0; r < n_q; ++r)
-          pr.sumq[r] = intk::prep_row(q + static_cast<size_t>(r) * d, pr.sc.data(), pr.mn.data(), d, pr.row(r, d));
-        for (int r0 = 0; r0 < n_q; r0 += 4) {
-          const int rb_n = std::min(4, n_q - r0);
-          for (int j = 0; j < G; j += 16)
-            tokens_vnni<B>(block + 4 * d + j * rb, rb, std::min(16, G - j), 0, rb_n, r0, d, pr, scale,
-                           logits + b * G + j, ld);
-        }
-      }
-      return;
-    }
-    const int g = group(d), ng = d / g;
-    for (int r = 0; r < n_q; ++r) {
-      intk::prep_row(q + static_cast<size_t>(r) * d, nullptr, nullptr, d, pr.row(r, d));
-      for (int k = 0; k < ng; ++k) {
-        float s = 0.0f;
-        for (int i = 0; i < g; ++i) s += q[static_cast<size_t>(r) * d + k * g + i];
-        pr.sumq[static_cast<size_t>(r) * ng + k] = s;
-      }
-    }
-    const int64_t bb = seg.block_bytes;
-    for (int64_t t0 = 0; t0 < seg.n_tokens;) {
-      const int64_t n = seg.contiguous_blocks(t0);
-      const uint8_t* base = seg.block(t0);
-      for (int r0 = 0; r0 < n_q; r0 += 4) {
-        const int rb_n = std::min(4, n_q - r0);
-        for (int64_t j = 0; j < n; j += 16)
-          tokens_vnni<B>(base + j * bb, bb, static_cast<int>(std::min<int64_t>(16, n - j)), ng, rb_n, r0, d, pr,
-                         scale, logits + t0 + j, ld);
-      }
-      t0 += n;
-    }
-  }
-
-  // Up to 16 tokens at base + t * stride, rows [r0, r0 + rb_n) of pr; ng > 0: per-token
-  // blocks (ng groups: f16 scales, f16 mins, codes), else per-channel code rows.
-  template <int B>
-  void tokens_vnni(const uint8_t* base, int64_t stride, int nt, int ng, int rb_n, int r0, int d, Prep& pr,
-                   float scale, float* lg, int64_t ld) const {
-    switch (rb_n) {
-      case 4: return tokens_vnni_rb<B, 4>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
-      case 3: return tokens_vnni_rb<B, 3>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
-      case 2: return tokens_vnni_rb<B, 2>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
-      default: return tokens_vnni_rb<B, 1>(base, stride, nt, ng, r0, d, pr, scale, lg, ld);
-    }
-  }
-  template <int B, int RB>
-  VLKV_VNNI void tokens_vnni_rb(const uint8_t* base, int64_t stride, int nt, int ng, int r0, int d, Prep& pr,
-                                float scale, float* lg, int64_t ld) const {
-    const __mmask16 m = static_cast<__mmask16>((1u << nt) - 1);
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(static_cast<int32_t>(stride)));
-    intk::PrepRow rows[RB];
-    for (int r = 0; r < RB; ++r) rows[r] = pr.row(r0 + r, d);
-    __m512 out[RB];
-    if (ng == 0) {
-      for (int r = 0; r < RB; ++r) out[r] = _mm512_set1_ps(pr.sumq[r0 + r]);
-      intk::dot_units<B, RB>(base, idx, m, 0, d / 16, rows, out);
-    } else {
-      const int upg = d / ng / 16;
-      const uint8_t* codes = base + 4 * ng;
-      for (int r = 0; r < RB; ++r) out[r] = _mm512_setzero_ps();
-      for (int k = 0; k < ng; ++k) {
-        __m512 acc[RB];
-        for (int r = 0; r < RB; ++r) acc[r] = _mm512_setzero_ps();
-        intk::dot_units<B, RB>(codes, idx, m, k * upg, (k + 1) * upg, rows, acc);
-        const __m512 s = intk::gather_half(base + 2 * k, idx, m);
-        const __m512 z = intk::gather_half(base + 2 * ng + 2 * k, idx, m);
-        for (int r = 0; r < RB; ++r)
-          out[r] = _mm512_fmadd_ps(acc[r], s,
-                                   _mm512_fmadd_ps(z, _mm512_set1_ps(pr.sumq[static_cast<size_t>(r0 + r) * ng + k]), out[r]));
-      }
-    }
-    for (int r = 0; r < RB; ++r)
-      _mm512_mask_storeu_ps(lg + static_cast<int64_t>(r0 + r) * ld, m, _mm512_mul_ps(out[r], _mm512_set1_ps(scale)));
-  }
   double base_bound() const {
     const double q = static_cast<double>((1 << p_.bits) - 1);
     return std::max(p_.clip / q, 1.0 - p_.clip) * (1.0 + 0x1p-8) + 0x1p-10;
   }
 
+  // Every 16-code unit of a row lies in one group: the SIMD rows kernels apply.
+  bool simd_units(int d) const { return d % 16 == 0 && (p_.G || group(d) % 16 == 0); }
+
   // Rows layouts only.
-  RowMeta row_meta(const uint8_t* block, int t, int d, const float* sc, const float* mn) const {
-    RowMeta m{};
+  intk::IntRowMeta row_meta(const uint8_t* block, int t, int d, const float* sc, const float* mn) const {
+    intk::IntRowMeta m{};
     if (p_.G) {
       m.codes = block + 4 * d + t * intq::row_bytes(d, p_.bits);
       m.scale_c = sc;
@@ -588,37 +393,19 @@ class IntCodec final : public Codec {
       }
       return;
     }
-    SimdLevel level = simd_level();
-    if (d % 16 != 0 || (!p_.G && group(d) % 16 != 0)) level = SimdLevel::kScalar;
+    // Units that straddle groups take the scalar reference (same values: same fma).
+    const intk::IntRowKernels& k = simd_units(d) ? intk::int_row_kernels() : intk::kIntRowKernelsScalar;
+    const intk::IntRowKernels::Dequantize dequantize = k.dequantize_for(p_.bits);
     for (int j = 0; j < n; ++j) {
       const int64_t t = t0 + j;
       const uint8_t* block = seg.block(t / tpb);
       if (p_.G && block != tile.block) {
-        if (level == SimdLevel::kScalar) {
-          halves_to_floats_scalar(block, d, tile.sc.data());
-          halves_to_floats_scalar(block + 2 * d, d, tile.mn.data());
-        } else {
-          halves_to_floats_f16c(block, d, tile.sc.data());
-          halves_to_floats_f16c(block + 2 * d, d, tile.mn.data());
-        }
+        k.halves_to_floats(block, d, tile.sc.data());
+        k.halves_to_floats(block + 2 * d, d, tile.mn.data());
         tile.block = block;
       }
-      const RowMeta m = row_meta(block, static_cast<int>(t % tpb), d, tile.sc.data(), tile.mn.data());
-      float* out = tile.rows.data() + static_cast<size_t>(j) * d;
-      switch (level) {
-        case SimdLevel::kAvx512: deq_simd<true>(m, d, out); break;
-        case SimdLevel::kAvx2: deq_simd<false>(m, d, out); break;
-        default: deq_row_scalar(m, d, p_.bits, out);
-      }
-    }
-  }
-  template <bool kAvx512>
-  void deq_simd(const RowMeta& m, int d, float* out) const {
-    switch (p_.bits) {
-      case 8: return kAvx512 ? deq_row_avx512<8>(m, d, out) : deq_row_avx2<8>(m, d, out);
-      case 4: return kAvx512 ? deq_row_avx512<4>(m, d, out) : deq_row_avx2<4>(m, d, out);
-      case 3: return kAvx512 ? deq_row_avx512<3>(m, d, out) : deq_row_avx2<3>(m, d, out);
-      default: return kAvx512 ? deq_row_avx512<2>(m, d, out) : deq_row_avx2<2>(m, d, out);
+      dequantize(row_meta(block, static_cast<int>(t % tpb), d, tile.sc.data(), tile.mn.data()), d,
+                 tile.rows.data() + static_cast<size_t>(j) * d);
     }
   }
 

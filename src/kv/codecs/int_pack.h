@@ -9,16 +9,14 @@
 //   b=2: byte j < n/4 holds code j + m*n/4 in bits 2m..2m+1 (m = 0..3).
 //   b=3: n/4 bytes of the low two bits laid out as b=2, then n/8 bytes of the high
 //        bit: bit e%8 of byte e/8 is bit 2 of code e (8 codes in 3 bytes).
-// Each layout turns one 16-code unit into 16 bytes in code order with 3-6 SSE/AVX2 ops.
+// Each layout turns one 16-code unit into 16 bytes in code order with 3-6 SSE/AVX2 ops
+// (int_unpack_x86.h).
 #pragma once
-
-#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
 #include "base/fp16.h"
-#include "base/simd_dispatch.h"
 
 namespace vlkv::intq {
 
@@ -94,35 +92,6 @@ inline uint16_t f16_round_up(float x) {
   uint16_t h = fp32_to_fp16(x);
   if (fp16_to_fp32(h) < x) h = (h & 0x7fff) == 0 ? uint16_t{0x0001} : (h & 0x8000 ? h - 1 : h + 1);
   return h;
-}
-
-#define VLKV_INTQ_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
-
-// One full unit of 16 codes -> 16 bytes in code order.
-template <int B>
-VLKV_INTQ_AVX2 inline __m128i unpack16(const uint8_t* p) {
-  if constexpr (B == 8) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  } else if constexpr (B == 4) {
-    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m128i m = _mm_set1_epi8(15);
-    return _mm_unpacklo_epi64(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
-  } else {
-    int32_t w;
-    std::memcpy(&w, p, 4);
-    // dword m = the 4 bytes shifted right by 2m: byte 4m + j = code j + 4m.
-    __m128i c = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(w), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
-    if constexpr (B == 3) {
-      uint16_t h;
-      std::memcpy(&h, p + 4, 2);
-      const __m128i bits = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-      const __m128i hb = _mm_shuffle_epi8(_mm_set1_epi16(static_cast<int16_t>(h)),
-                                          _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-      const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(hb, bits), bits);
-      c = _mm_or_si128(c, _mm_and_si128(set, _mm_set1_epi8(4)));
-    }
-    return c;
-  }
 }
 
 }  // namespace vlkv::intq

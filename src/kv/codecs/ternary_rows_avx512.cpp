@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "base/simd_dispatch.h"
+#include "kv/codecs/float_hsum_x86.h"
 #include "kv/codecs/float_kernels.h"
 #include "kv/codecs/ternary_tiles.h"
 
