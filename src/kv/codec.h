@@ -78,7 +78,7 @@ class Codec {
   //   x: [tokens_per_block, head_dim] contiguous
   virtual void decode(const uint8_t* block, int head_dim, float* x) const = 0;
 
-  // ---- fused decode-attention ops (dispatch on simd_level() per call) ----
+  // ---- fused decode-attention ops (each codec's kernel tables pick the tier per call) ----
   // logits[r * ld + t] = scale * dot(q[r], k_t) for the view's tokens t, reading codes in place.
   //   q:      [n_q, head_dim]
   //   logits: [n_q, ld], ld >= seg.n_tokens

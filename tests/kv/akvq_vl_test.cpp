@@ -110,9 +110,9 @@ TEST(AkvqMethod, SpecDefaultsBitsAndBadParameters) {
 // The tiled codes' fused ops are the int codecs' VNNI kernels where the CPU has them
 // (they report their input rounding then, Codec::fused_rounding), the dequantizing path
 // elsewhere.
-// The integer tile kernels (int_kernels.h) exist at every SIMD tier but scalar.
+// The integer tile kernels (int_kernels.h) exist at every x86 SIMD tier but scalar.
 TEST(AkvqMethod, TiledCodesTakeTheIntegerPathAtEverySimdTier) {
-  const bool vnni = simd_level() != SimdLevel::kScalar;
+  const bool vnni = kvtest::integer_kv_kernels_at(simd_tier());
   for (int d : {64, 128}) {
     auto m = create_method("akvq_vl", KvGeometry{2, 4, 2, d});
     ASSERT_TRUE(m.is_ok()) << m.status().message();

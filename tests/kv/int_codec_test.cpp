@@ -393,7 +393,7 @@ TEST(IntCodec, EightBitTilesAtFullScaleMatchDecodeAtEverySimdLevel) {
         for (SimdTier tier : kvtest::simd_tiers()) {
           set_simd_tier_for_testing(tier);
           const Codec::FusedRounding r = c->fused_rounding(d);
-          const bool kernel = tier != SimdTier::kScalar && !too_wide;
+          const bool kernel = kvtest::integer_kv_kernels_at(tier) && !too_wide;
           EXPECT_EQ((keys ? r.query_bits : r.prob_bits) != 0, kernel) << spec << " " << simd_tier_name(tier) << " d=" << d;
         }
       }
@@ -622,8 +622,8 @@ TEST(IntMethods, DefaultsParamsAndRefusals) {
   // dot=auto: 8-bit integer dots for 2-bit codes, 16 for 4-bit; an explicit dot shows in the spec.
   EXPECT_EQ(create_method("kivi2:dot=16", hd64).value()->spec(), "kivi2:g=32,residual=128,window=f16,dot=16");
   EXPECT_EQ(create_method("int4:dot=auto", hd64).value()->spec(), "int4:g=32,clip=1,wht=0");
-  EXPECT_EQ(make_codec("int2:layout=v").value()->fused_rounding(64).prob_bits == 7 || simd_level() == SimdLevel::kScalar, true);
-  EXPECT_EQ(make_codec("int4:layout=v").value()->fused_rounding(64).prob_bits == 14 || simd_level() == SimdLevel::kScalar, true);
+  EXPECT_EQ(make_codec("int2:layout=v").value()->fused_rounding(64).prob_bits == 7 || !kvtest::integer_kv_kernels_at(simd_tier()), true);
+  EXPECT_EQ(make_codec("int4:layout=v").value()->fused_rounding(64).prob_bits == 14 || !kvtest::integer_kv_kernels_at(simd_tier()), true);
   m = create_method("kivi2", hd64);
   ASSERT_TRUE(m.is_ok());
   EXPECT_EQ((*m)->spec(), "kivi2:g=32,residual=128,window=f16");

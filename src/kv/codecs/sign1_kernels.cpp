@@ -12,8 +12,7 @@ const SimdTable<Sign1Kernels>& table() {
   static const Sign1Kernels kScalar{plane_scores_rows_scalar, nullptr, plane_sums_scalar, mixk::row_weights_scalar,
                                     mixk::split_query_scalar, real_fft_kernels::axpy_rows_scalar, nullptr,
                                     nullptr, nullptr, nullptr, nullptr, nullptr, load_f16_row_scalar};
-  // AVX-512 VBMI is no tier of its own (kv/codecs/int_codec.cpp still tests simd_tier() ==
-  // kAvx512Vnni itself): the avx512vnni variant uses it where the CPU has it.
+  // AVX-512 VBMI is no tier of its own: the avx512vnni variant uses it where the CPU has it.
   static const SimdTable<Sign1Kernels> t({.scalar = &kScalar,
                                           .avx2 = VLKV_X86(&kSign1Avx2),
                                           .avx2_vnni = VLKV_X86(&kSign1Avx2Vnni),
