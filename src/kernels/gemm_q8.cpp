@@ -136,6 +136,7 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
       rows.row_bytes = kChunkBlocks * kQk;
       rows.block_stride = kQk;
       rows.code_offset = 0;
+      rows.codes_0_63 = uf->codes_0_63;
       if (uf->offset) {
         rows.offset = offset.data();
         rows.ld_offset = kChunkBlocks;

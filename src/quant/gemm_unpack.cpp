@@ -105,12 +105,12 @@ void unpack_q6_k(const uint8_t* p, int64_t n, int8_t* q, float* dw, int32_t* bia
   }
 }
 
-constexpr GemmUnpackFormat kQ4_1{32, Q4_1Layout::kBlockBytes, false, true, unpack_q4_1};
-constexpr GemmUnpackFormat kQ5_0{32, Q5_0Layout::kBlockBytes, false, false, unpack_q5_0};
-constexpr GemmUnpackFormat kQ5_1{32, Q5_1Layout::kBlockBytes, false, true, unpack_q5_1};
-constexpr GemmUnpackFormat kQ4_K{256, 144, false, true, unpack_k4<false>};
-constexpr GemmUnpackFormat kQ5_K{256, 176, false, true, unpack_k4<true>};
-constexpr GemmUnpackFormat kQ6_K{256, 210, true, false, unpack_q6_k};
+constexpr GemmUnpackFormat kQ4_1{32, Q4_1Layout::kBlockBytes, false, true, true, unpack_q4_1};
+constexpr GemmUnpackFormat kQ5_0{32, Q5_0Layout::kBlockBytes, false, false, false, unpack_q5_0};
+constexpr GemmUnpackFormat kQ5_1{32, Q5_1Layout::kBlockBytes, false, true, true, unpack_q5_1};
+constexpr GemmUnpackFormat kQ4_K{256, 144, false, true, true, unpack_k4<false>};
+constexpr GemmUnpackFormat kQ5_K{256, 176, false, true, true, unpack_k4<true>};
+constexpr GemmUnpackFormat kQ6_K{256, 210, true, false, false, unpack_q6_k};
 
 }  // namespace
 

@@ -16,6 +16,7 @@ struct GemmUnpackFormat {
   size_t block_bytes = 0;
   bool split = false;   // two scale groups per 32 weights (codes 0..15, 16..31)
   bool offset = false;  // w = scale * code + offset
+  bool codes_0_63 = false;  // every code in [0, 63]
   // Unpacks n_blocks format blocks at src (n = n_blocks * block_elems weights) into
   // q [n] codes; per scale group (n / 32 * (split ? 2 : 1) of them) dw its scale and bias
   // 128 * (sum of its codes); with offset, off [n / 32] per 32 weights.

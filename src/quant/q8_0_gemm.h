@@ -40,6 +40,7 @@ struct GemmWeightRows {
   int64_t code_offset = 2;
   int n_rows = 0;                 // 1 .. kGemmMaxWeightRows
   bool split = false;             // two scale groups per block: codes 0..15 and 16..31 (Q6_K)
+  bool codes_0_63 = false;        // every code in [0, 63] (lets AVX2 skip the sign trick)
   const int32_t* bias = nullptr;  // [n_rows][ld]: group g of block b at b * (split ? 2 : 1) + g
   const float* dw = nullptr;      // [n_rows][ld]
   int64_t ld = 0;

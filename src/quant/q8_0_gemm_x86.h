@@ -1,7 +1,9 @@
 // The 256-bit kernel of q8_0_gemm.h, for AVX-VNNI (kVnni: vpdpbusd on x + 128, started at
 // -bias) and plain AVX2 (the codes un-biased, then llama.cpp's sign trick: vpmaddubsw of |w|
 // with x signed by w, vpmaddwd by 1; a pair sum is at most 2 * 128 * 127 and never saturates).
-// A panel's 16 lanes as two halves; 4 weight rows per pass. Block sums are exact either way.
+// With codes in [0, 63] (kU63) AVX2 multiplies them directly as vpmaddubsw's unsigned operand
+// with the signed codes (a pair sum is at most 2 * 63 * 128). A panel's 16 lanes as two halves;
+// 4 weight rows per pass. Block sums are exact either way.
 // Split blocks and offsets as in q8_0_gemm_avx512vnni.cpp.
 // Included only inside a VLKV_TARGET_BEGIN region (q8_0_gemm_avx2.cpp, q8_0_gemm_avx2vnni.cpp):
 // everything here is in an unnamed namespace so each file's copy keeps its own target.
@@ -36,7 +38,7 @@ void block_terms_256(const uint8_t* blocks, int64_t row_bytes, int n_rows, int64
     }
 }
 
-template <bool kVnni, int R, bool kSplit, bool kOffset>
+template <bool kVnni, int R, bool kSplit, bool kOffset, bool kU63 = false>
 void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const GemmPanel& x, int64_t n_blocks, float* acc,
                 int i0) {
   constexpr int kGroups = kSplit ? 2 : 1;
@@ -47,6 +49,11 @@ void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const GemmPanel& 
     for (int h = 0; h < 2; ++h) a[i][h] = _mm256_loadu_ps(acc + i * kGemmPanelRows + 8 * h);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint32_t* xb = x.codes + b * 8 * kGemmPanelRows;
+    __m256i xs[kU63 ? 8 : 1][2];  // kU63: the block's signed codes, shared by the R rows
+    if constexpr (kU63)
+      for (int k = 0; k < 8; ++k)
+        for (int h = 0; h < 2; ++h)
+          xs[k][h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows + 8 * h)), flip);
     const __m256 dx0 = _mm256_loadu_ps(x.d + b * kGemmPanelRows), dx1 = _mm256_loadu_ps(x.d + b * kGemmPanelRows + 8);
     for (int i = 0; i < R; ++i) {
       const uint8_t* wb = wbase + i * w.row_bytes + b * w.block_stride;
@@ -64,6 +71,9 @@ void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const GemmPanel& 
           if constexpr (kVnni) {
             s0 = _mm256_dpbusd_avx_epi32(s0, x0, wv);
             s1 = _mm256_dpbusd_avx_epi32(s1, x1, wv);
+          } else if constexpr (kU63) {
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xs[k][0]), ones));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xs[k][1]), ones));
           } else {
             const __m256i aw = _mm256_sign_epi8(wv, wv);
             s0 = _mm256_add_epi32(
@@ -87,22 +97,25 @@ void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const GemmPanel& 
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(acc + i * kGemmPanelRows + 8 * h, a[i][h]);
 }
 
-template <bool kVnni, bool kSplit, bool kOffset>
+template <bool kVnni, bool kSplit, bool kOffset, bool kU63 = false>
 void tile_256_v(const GemmWeightRows& w, const GemmPanel& x, int64_t n_blocks, float* acc) {
   for (int i0 = 0; i0 < w.n_rows; i0 += 4) {
     const uint8_t* wb = w.w + w.code_offset + i0 * w.row_bytes;
     float* o = acc + i0 * kGemmPanelRows;
     switch (std::min(4, w.n_rows - i0)) {
-      case 4: tile_256_r<kVnni, 4, kSplit, kOffset>(w, wb, x, n_blocks, o, i0); break;
-      case 3: tile_256_r<kVnni, 3, kSplit, kOffset>(w, wb, x, n_blocks, o, i0); break;
-      case 2: tile_256_r<kVnni, 2, kSplit, kOffset>(w, wb, x, n_blocks, o, i0); break;
-      default: tile_256_r<kVnni, 1, kSplit, kOffset>(w, wb, x, n_blocks, o, i0);
+      case 4: tile_256_r<kVnni, 4, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0); break;
+      case 3: tile_256_r<kVnni, 3, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0); break;
+      case 2: tile_256_r<kVnni, 2, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0); break;
+      default: tile_256_r<kVnni, 1, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0);
     }
   }
 }
 
 template <bool kVnni>
 void tile_256(const GemmWeightRows& w, const GemmPanel& x, int64_t n_blocks, float* acc) {
+  if constexpr (!kVnni) {  // the unsigned-code formats (Q4_1, Q5_1, Q4_K, Q5_K) have offsets and one scale
+    if (w.codes_0_63 && w.offset && !w.split) return tile_256_v<false, false, true, true>(w, x, n_blocks, acc);
+  }
   if (w.split)
     return w.offset ? tile_256_v<kVnni, true, true>(w, x, n_blocks, acc) : tile_256_v<kVnni, true, false>(w, x, n_blocks, acc);
   return w.offset ? tile_256_v<kVnni, false, true>(w, x, n_blocks, acc) : tile_256_v<kVnni, false, false>(w, x, n_blocks, acc);

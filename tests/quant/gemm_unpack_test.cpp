@@ -66,6 +66,8 @@ TEST(GemmUnpack, ScaleTimesCodePlusOffsetIsTheReferenceWeight) {
       std::vector<float> dw(static_cast<size_t>(n / 32 * groups)), off(static_cast<size_t>(n / 32), 0.0f);
       std::vector<int32_t> bias(dw.size());
       uf->unpack(blocks.data(), n / uf->block_elems, q.data(), dw.data(), bias.data(), uf->offset ? off.data() : nullptr);
+      for (int64_t j = 0; j < n && uf->codes_0_63; ++j)
+        ASSERT_TRUE(q[static_cast<size_t>(j)] >= 0 && q[static_cast<size_t>(j)] <= 63) << ggml_type_name(c.type);
       for (int64_t j = 0; j < n; ++j) {
         const size_t g = static_cast<size_t>(j / (32 / groups));
         const float w = std::fma(dw[g], static_cast<float>(q[static_cast<size_t>(j)]), off[static_cast<size_t>(j / 32)]);
