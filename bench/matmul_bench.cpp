@@ -47,7 +47,7 @@ const WeightFormat* format_or_skip(benchmark::State& state, GgmlType type) {
 }
 
 // Args: {type, n_rows, n_cols, n_tokens, n_threads, q8}; q8: activations rounded to 8 bits
-// (WeightMatrix::round_activations_q8: decode's integer dots, prefill's int8 GEMM for Q8_0;
+// (WeightMatrix::round_activations_q8: decode's integer dots, prefill's int8 GEMM for the block formats;
 // 0 is --exact-matmul's f32 path).
 void BM_Matmul(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
@@ -136,17 +136,19 @@ void decode_args(benchmark::internal::Benchmark* b) {
 
 void prefill_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "tokens", "threads", "q8"});
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K})
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
+                     GgmlType::kQ5_K, GgmlType::kQ6_K})
     for (int64_t rows : {2048, 5632})
       for (int64_t tokens : {64, 512})
         for (int threads : {1, 2})
           for (int q8 : {0, 1}) {  // q8: the int8 GEMM (kernels/gemm_q8.h) where the format has one
-            if (q8 && t != GgmlType::kQ8_0 && t != GgmlType::kQ4_0) continue;
+            if (q8 && (t == GgmlType::kF32 || t == GgmlType::kF16)) continue;
             b->Args({static_cast<int64_t>(t), rows, 2048, tokens, threads, q8});
           }
   // The FFN's down projection: K = 5632.
-  for (int threads : {1, 2})
-    for (int q8 : {0, 1}) b->Args({static_cast<int64_t>(GgmlType::kQ8_0), 2048, 5632, 512, threads, q8});
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K})
+    for (int threads : {1, 2})
+      for (int q8 : {0, 1}) b->Args({static_cast<int64_t>(t), 2048, 5632, 512, threads, q8});
 }
 
 BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes", "threads"})->Args({5632 * 2048 * 4, 1})->Args({5632 * 2048 * 4, 2})

@@ -44,6 +44,10 @@ int gen(GenOptions o) {
       {"q4_0", GgmlType::kQ4_0}, {"q4_1", GgmlType::kQ4_1}, {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1},
       {"q4_k", GgmlType::kQ4_K}, {"q5_k", GgmlType::kQ5_K}, {"q6_k", GgmlType::kQ6_K}};
   bool found = false;
+  if (o.type == "q4_k_m" || o.type == "q5_k_m") {  // llama.cpp's K_M mixes (RandomModelSpec::k_m_mix)
+    o.spec.k_m_mix = true;
+    o.type = o.type == "q4_k_m" ? "q4_k" : "q5_k";
+  }
   for (const auto& [name, t] : kTypes) {
     if (o.type == name) {
       o.spec.weight_type = t;
@@ -63,7 +67,7 @@ void add_gen_model_command(CLI::App& root, std::vector<Command>& commands) {
   auto o = std::make_shared<GenOptions>();
   CLI::App* app = root.add_subcommand("gen-model", "Write a random-weight GGUF (text model or mmproj) for benchmarks and tests");
   app->add_option("-o,--output", o->out, "Output GGUF path")->required();
-  app->add_option("--type", o->type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k")
+  app->add_option("--type", o->type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k, or q4_k_m q5_k_m (llama.cpp's K_M mixes: Q6_K output, attn_v, ffn_down)")
       ->capture_default_str();
   app->add_option("--arch", o->spec.arch, "Text architecture: llama, qwen2, qwen2vl")->capture_default_str();
   app->add_option("--mmproj", o->mmproj_preset, mmproj_preset_help());

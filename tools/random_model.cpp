@@ -110,6 +110,8 @@ Status check_spec(const RandomModelSpec& s) {
     return invalid_argument("random model: qwen3vl needs at least 3 layers (3 deepstack layers)");
   const GgmlTypeInfo* info = ggml_type_info(s.weight_type);
   if (!info) return invalid_argument("random model: unknown weight type");
+  if (s.k_m_mix && s.weight_type != GgmlType::kQ4_K && s.weight_type != GgmlType::kQ5_K)
+    return invalid_argument("random model: the K_M mix is for Q4_K or Q5_K weights");
   for (int64_t row : {s.n_embd, s.n_heads * s.head_dim, s.n_ff}) {
     if (row % info->block_elems != 0) {
       return invalid_argument("random model: row length " + std::to_string(row) + " is not a multiple of the " +
@@ -158,7 +160,9 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
     w.set_u32(a + ".attention.sliding_window", 1024);
     w.set_f32(a + ".rope.freq_base_swa", 10000.0f);
   }
-  if (const int64_t ftype = llama_file_type(spec.weight_type); ftype >= 0) w.set_u32("general.file_type", u32(ftype));
+  int64_t ftype = llama_file_type(spec.weight_type);
+  if (spec.k_m_mix) ftype = spec.weight_type == GgmlType::kQ4_K ? 15 : 17;  // Q4_K_M, Q5_K_M
+  if (ftype >= 0) w.set_u32("general.file_type", u32(ftype));
   const GgmlTypeInfo* info = ggml_type_info(spec.weight_type);
   if (info->block_elems > 1) w.set_u32("general.quantization_version", 2);
 
@@ -181,15 +185,20 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
   const uint64_t seed = spec.seed;
   VLKV_RETURN_IF_ERROR(add_random(w, "token_embd.weight", wt, {d, spec.n_vocab}, Init::kEmbedding, seed));
   VLKV_RETURN_IF_ERROR(add_random(w, "output_norm.weight", f32, {d}, Init::kNorm, seed));
+  // The K_M mix's Q6_K tensors (RandomModelSpec::k_m_mix).
+  const int64_t nl = spec.n_layers;
+  const auto more_bits = [&](int64_t l) { return l < nl / 8 || l >= 7 * nl / 8 || (l - nl / 8) % 3 == 2; };
+  const GgmlType q6 = spec.k_m_mix ? GgmlType::kQ6_K : wt;
   if (!spec.tied_output && spec.arch != "gemma3") {  // Gemma 3 ties its output to token_embd
-    VLKV_RETURN_IF_ERROR(add_random(w, "output.weight", wt, {d, spec.n_vocab}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, "output.weight", q6, {d, spec.n_vocab}, Init::kLinear, seed));
   }
   for (int64_t l = 0; l < spec.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_norm.weight", f32, {d}, Init::kNorm, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q.weight", wt, {d, q}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_k.weight", wt, {d, kv}, Init::kLinear, seed));
-    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.weight", wt, {d, kv}, Init::kLinear, seed));
+    const GgmlType wt_more = more_bits(l) ? q6 : wt;
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_v.weight", wt_more, {d, kv}, Init::kLinear, seed));
     const bool qk_norm = spec.arch == "qwen3vl" || spec.arch == "gemma3";
     if (qk_norm) {
       VLKV_RETURN_IF_ERROR(add_random(w, p + "attn_q_norm.weight", f32, {spec.head_dim}, Init::kNorm, seed));
@@ -208,7 +217,7 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
     VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_norm.weight", f32, {d}, Init::kNorm, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_gate.weight", wt, {d, spec.n_ff}, Init::kLinear, seed));
     VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_up.weight", wt, {d, spec.n_ff}, Init::kLinear, seed));
-    VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_down.weight", wt, {spec.n_ff, d}, Init::kLinear, seed));
+    VLKV_RETURN_IF_ERROR(add_random(w, p + "ffn_down.weight", wt_more, {spec.n_ff, d}, Init::kLinear, seed));
   }
   return w.write_to_file(path);
 }

@@ -33,6 +33,10 @@ struct RandomModelSpec {
   // Matrices (token_embd, output, attention, ffn); norms are always f32. Row lengths
   // (n_embd, n_heads * head_dim, n_ff) must be multiples of the type's block size.
   GgmlType weight_type = GgmlType::kQ8_0;
+  // K_M mix (weight_type Q4_K or Q5_K): as llama.cpp's quantize writes Q4_K_M / Q5_K_M, output,
+  // and attn_v and ffn_down of the first and last eighth of the layers and of every third
+  // layer between, are Q6_K (llama-quant.cpp's use_more_bits).
+  bool k_m_mix = false;
   bool tied_output = false;    // no output.weight: llama.cpp reuses token_embd
   uint64_t seed = 42;
 };

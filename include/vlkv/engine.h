@@ -50,7 +50,7 @@ struct EngineParams {
     v(p.n_ctx, ParamField{"-c,--ctx-size", "n_ctx", "Context size of a sequence (0: the model's)", 0});
     v(p.n_batch, ParamField{"-b,--batch-size", "n_batch", "Prompt tokens per forward pass", 1, 1 << 20});
     v(p.exact_matmul, ParamField{"--exact-matmul", "exact_matmul",
-                                "Exact f32 matmuls (default: decode, and prefill of Q8_0 and Q4_0 weights, round "
+                                "Exact f32 matmuls (default: decode, and prefill of the quantized block formats, round "
                                 "activations to 8 bits, as llama.cpp)"});
   }
 };

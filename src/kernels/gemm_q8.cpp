@@ -4,8 +4,10 @@
 // chunk, ~70 KB, stays in L2 while every panel's chunk streams past it) and, per chunk,
 // computes its rows' block terms (bias, f32 scale) once for all panels. Per-(row, token)
 // f32 accumulators live in the task's buffer between chunks, so K-blocking keeps the block
-// order of one unbroken dot. Q4_0 rows are unpacked per chunk into Q8_0 blocks (codes q - 8,
-// the same scale: exactly the same weights), so one micro-kernel serves both formats.
+// order of one unbroken dot. Q8_0 rows are read in place; Q4_0 rows are unpacked per chunk
+// into Q8_0 blocks (codes q - 8, the same scale: exactly the same weights); the other block
+// formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) per chunk into int8 codes per 32 weights with
+// f32 scales and offsets (quant/gemm_unpack.h). One micro-kernel family serves them all.
 #include "kernels/gemm_q8.h"
 
 #include <algorithm>
@@ -13,12 +15,15 @@
 #include <vector>
 
 #include "base/check.h"
+#include "quant/gemm_unpack.h"
 #include "quant/q8_0_gemm.h"
 #include "quant/q8_activations.h"
 
 namespace vlkv {
 namespace {
 
+using quant::GemmPanel;
+using quant::GemmUnpackFormat;
 using quant::GemmWeightRows;
 using quant::kGemmMaxWeightRows;
 using quant::kGemmPanelRows;
@@ -47,15 +52,18 @@ void q4_0_to_q8_0(const uint8_t* src, uint8_t* dst) {
 }
 constexpr int64_t kTaskRows = 64;     // weight rows per task (a multiple of kGemmMaxWeightRows)
 constexpr int64_t kChunkBlocks = 32;  // K chunk: 1024 columns
+static_assert(kChunkBlocks % 8 == 0, "a K chunk holds whole 256-weight K-quant blocks");
 
 // Activation rows packed as q8_0_gemm.h panels: codes [n_panels][n_blocks][8][16],
-// d [n_panels][n_blocks][16]. Owned by the calling thread, read by the pool's tasks.
+// d and xsum_d [n_panels][n_blocks][16]. Owned by the calling thread, read by the pool's tasks.
 struct Panels {
   int64_t n_panels = 0, n_blocks = 0;
   std::vector<uint32_t> codes;
-  std::vector<float> d;
-  const uint32_t* codes_at(int64_t p, int64_t b) const { return codes.data() + (p * n_blocks + b) * 8 * kGemmPanelRows; }
-  const float* d_at(int64_t p, int64_t b) const { return d.data() + (p * n_blocks + b) * kGemmPanelRows; }
+  std::vector<float> d, xsum_d;
+  GemmPanel at(int64_t p, int64_t b) const {
+    const int64_t i = (p * n_blocks + b) * kGemmPanelRows;
+    return {codes.data() + 8 * i, d.data() + i, xsum_d.data() + i};
+  }
 };
 
 void pack_panels(const float* x, int64_t n_tokens, int64_t n_cols, Panels& out, ThreadPool& pool) {
@@ -64,16 +72,18 @@ void pack_panels(const float* x, int64_t n_tokens, int64_t n_cols, Panels& out, 
   const size_t n_codes = static_cast<size_t>(out.n_panels * out.n_blocks * 8 * kGemmPanelRows);
   if (out.codes.size() < n_codes) out.codes.resize(n_codes);
   if (out.d.size() < n_codes / 8) out.d.resize(n_codes / 8);
+  if (out.xsum_d.size() < n_codes / 8) out.xsum_d.resize(n_codes / 8);
   pool.parallel_for_chunked(out.n_panels, 1, [&](int64_t p0, int64_t p1, int) {
     thread_local Q8Activations xq;
     for (int64_t p = p0; p < p1; ++p) {
       uint32_t* codes = out.codes.data() + p * out.n_blocks * 8 * kGemmPanelRows;
       float* d = out.d.data() + p * out.n_blocks * kGemmPanelRows;
+      float* xsum_d = out.xsum_d.data() + p * out.n_blocks * kGemmPanelRows;
       for (int l = 0; l < kGemmPanelRows; ++l) {
         const int64_t t = p * kGemmPanelRows + l;
         if (t >= n_tokens) {  // a padding row: x = 0 (code 128), scale 0
           for (int64_t k = 0; k < out.n_blocks * 8; ++k) codes[k * kGemmPanelRows + l] = 0x80808080u;
-          for (int64_t b = 0; b < out.n_blocks; ++b) d[b * kGemmPanelRows + l] = 0.0f;
+          for (int64_t b = 0; b < out.n_blocks; ++b) d[b * kGemmPanelRows + l] = xsum_d[b * kGemmPanelRows + l] = 0.0f;
           continue;
         }
         quantize_activations_q8(x + t * n_cols, n_cols, xq);
@@ -82,7 +92,11 @@ void pack_panels(const float* x, int64_t n_tokens, int64_t n_cols, Panels& out, 
           std::memcpy(&v, xq.q.data() + 4 * k, 4);
           codes[k * kGemmPanelRows + l] = v ^ 0x80808080u;
         }
-        for (int64_t b = 0; b < out.n_blocks; ++b) d[b * kGemmPanelRows + l] = xq.d[static_cast<size_t>(b)];
+        for (int64_t b = 0; b < out.n_blocks; ++b) {
+          const auto bs = static_cast<size_t>(b);
+          d[b * kGemmPanelRows + l] = xq.d[bs];
+          xsum_d[b * kGemmPanelRows + l] = xq.d[bs] * static_cast<float>(xq.half_sum[2 * bs] + xq.half_sum[2 * bs + 1]);
+        }
       }
     }
   });
@@ -91,40 +105,65 @@ void pack_panels(const float* x, int64_t n_tokens, int64_t n_cols, Panels& out, 
 // Rows [r0, r1) of w times every panel: y[t][r] for t < n_tokens.
 void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_t r0, int64_t r1, float* y) {
   const quant::Q8_0GemmKernels& kern = quant::q8_0_gemm_kernels();
+  const GemmUnpackFormat* uf = quant::find_gemm_unpack(w.type);  // nullptr: Q8_0 blocks (Q4_0 converted)
+  const int groups = uf && uf->split ? 2 : 1;
   const int64_t nr = r1 - r0;
-  thread_local std::vector<float> acc;     // [n_panels][kTaskRows][16]
-  thread_local std::vector<int32_t> bias;  // [kTaskRows][kChunkBlocks]
-  thread_local std::vector<float> dw;      // [kTaskRows][kChunkBlocks]
-  thread_local std::vector<uint8_t> q8;    // [kTaskRows][kChunkBlocks * 34]: Q4_0 rows unpacked
-  const bool unpack = w.type == GgmlType::kQ4_0;
+  thread_local std::vector<float> acc;      // [n_panels][kTaskRows][16]
+  thread_local std::vector<int32_t> bias;   // [kTaskRows][kChunkBlocks * groups]
+  thread_local std::vector<float> dw;       // [kTaskRows][kChunkBlocks * groups]
+  thread_local std::vector<float> offset;   // [kTaskRows][kChunkBlocks]
+  thread_local std::vector<uint8_t> codes;  // Q4_0: [kTaskRows][kChunkBlocks * 34]; uf: [kTaskRows][kChunkBlocks * 32]
+  const bool to_q8_0 = w.type == GgmlType::kQ4_0;
   const int64_t src_block = block_bytes_of(w.type);
-  if (unpack) q8.resize(static_cast<size_t>(kTaskRows * kChunkBlocks * kBlockBytes));
+  const int64_t ld = kChunkBlocks * groups;
+  codes.resize(static_cast<size_t>(kTaskRows * kChunkBlocks * kBlockBytes));
   acc.assign(static_cast<size_t>(xs.n_panels * kTaskRows * kGemmPanelRows), 0.0f);
-  bias.resize(static_cast<size_t>(kTaskRows * kChunkBlocks));
-  dw.resize(static_cast<size_t>(kTaskRows * kChunkBlocks));
+  bias.resize(static_cast<size_t>(kTaskRows * ld));
+  dw.resize(static_cast<size_t>(kTaskRows * ld));
+  if (uf && uf->offset) offset.resize(static_cast<size_t>(kTaskRows * kChunkBlocks));
   for (int64_t c0 = 0; c0 < xs.n_blocks; c0 += kChunkBlocks) {
     const int64_t nbc = std::min(kChunkBlocks, xs.n_blocks - c0);
-    // The chunk's rows as Q8_0 blocks: in place, or unpacked into q8 (rows kChunkBlocks blocks apart).
-    const uint8_t* chunk = w.data + r0 * w.row_bytes + c0 * src_block;
-    int64_t chunk_row_bytes = static_cast<int64_t>(w.row_bytes);
-    if (unpack) {
+    GemmWeightRows rows;
+    rows.split = groups == 2;
+    rows.ld = ld;
+    if (uf) {  // unpacked: rows kChunkBlocks * 32 codes apart
+      const int64_t per = uf->block_elems / kQk;  // 32-weight blocks per format block (c0, nbc are multiples)
+      const uint8_t* src = w.data + r0 * w.row_bytes + c0 / per * static_cast<int64_t>(uf->block_bytes);
       for (int64_t i = 0; i < nr; ++i)
-        for (int64_t b = 0; b < nbc; ++b)
-          q4_0_to_q8_0(chunk + i * w.row_bytes + b * kQ4BlockBytes, q8.data() + (i * kChunkBlocks + b) * kBlockBytes);
-      chunk = q8.data();
-      chunk_row_bytes = kChunkBlocks * kBlockBytes;
-    }
-    kern.block_terms(chunk, chunk_row_bytes, static_cast<int>(nr), nbc, bias.data(), dw.data(), kChunkBlocks);
-    for (int64_t i0 = 0; i0 < nr; i0 += kGemmMaxWeightRows) {
-      GemmWeightRows rows;
-      rows.w = chunk + i0 * chunk_row_bytes;
+        uf->unpack(src + i * w.row_bytes, nbc / per, reinterpret_cast<int8_t*>(codes.data() + i * kChunkBlocks * kQk),
+                   dw.data() + i * ld, bias.data() + i * ld, uf->offset ? offset.data() + i * kChunkBlocks : nullptr);
+      rows.w = codes.data();
+      rows.row_bytes = kChunkBlocks * kQk;
+      rows.block_stride = kQk;
+      rows.code_offset = 0;
+      rows.codes_0_63 = uf->codes_0_63;
+      if (uf->offset) {
+        rows.offset = offset.data();
+        rows.ld_offset = kChunkBlocks;
+      }
+    } else {  // Q8_0 blocks: in place, or Q4_0 converted into codes (rows kChunkBlocks blocks apart)
+      const uint8_t* chunk = w.data + r0 * w.row_bytes + c0 * src_block;
+      int64_t chunk_row_bytes = static_cast<int64_t>(w.row_bytes);
+      if (to_q8_0) {
+        for (int64_t i = 0; i < nr; ++i)
+          for (int64_t b = 0; b < nbc; ++b)
+            q4_0_to_q8_0(chunk + i * w.row_bytes + b * kQ4BlockBytes, codes.data() + (i * kChunkBlocks + b) * kBlockBytes);
+        chunk = codes.data();
+        chunk_row_bytes = kChunkBlocks * kBlockBytes;
+      }
+      kern.block_terms(chunk, chunk_row_bytes, static_cast<int>(nr), nbc, bias.data(), dw.data(), kChunkBlocks);
+      rows.w = chunk;
       rows.row_bytes = chunk_row_bytes;
+    }
+    const uint8_t* chunk_w = rows.w;
+    for (int64_t i0 = 0; i0 < nr; i0 += kGemmMaxWeightRows) {
+      rows.w = chunk_w + i0 * rows.row_bytes;
       rows.n_rows = static_cast<int>(std::min<int64_t>(kGemmMaxWeightRows, nr - i0));
-      rows.bias = bias.data() + i0 * kChunkBlocks;
-      rows.dw = dw.data() + i0 * kChunkBlocks;
-      rows.ld = kChunkBlocks;
+      rows.bias = bias.data() + i0 * ld;
+      rows.dw = dw.data() + i0 * ld;
+      if (rows.offset) rows.offset = offset.data() + i0 * kChunkBlocks;
       for (int64_t p = 0; p < xs.n_panels; ++p)
-        kern.tile(rows, xs.codes_at(p, c0), xs.d_at(p, c0), nbc, acc.data() + (p * kTaskRows + i0) * kGemmPanelRows);
+        kern.tile(rows, xs.at(p, c0), nbc, acc.data() + (p * kTaskRows + i0) * kGemmPanelRows);
     }
   }
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -136,13 +175,17 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
 }  // namespace
 
 bool gemm_q8_applies(const WeightMatrix& w) {
-  const int64_t bb = block_bytes_of(w.type);
-  return w.round_activations_q8 && bb > 0 && w.n_cols > 0 && w.n_cols % kQk == 0 &&
-         w.row_bytes >= static_cast<size_t>(w.n_cols / kQk * bb);
+  if (!w.round_activations_q8 || w.n_cols <= 0) return false;
+  int64_t elems = kQk, bytes = block_bytes_of(w.type);
+  if (const GemmUnpackFormat* uf = quant::find_gemm_unpack(w.type)) {
+    elems = uf->block_elems;
+    bytes = static_cast<int64_t>(uf->block_bytes);
+  }
+  return bytes > 0 && w.n_cols % elems == 0 && w.row_bytes >= static_cast<size_t>(w.n_cols / elems * bytes);
 }
 
 void gemm_q8(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  VLKV_CHECK_MSG(gemm_q8_applies(w), "gemm_q8: the matrix does not round activations or is not Q8_0 / Q4_0");
+  VLKV_CHECK_MSG(gemm_q8_applies(w), "gemm_q8: the matrix does not round activations or its format has no int8 GEMM");
   if (n_tokens <= 0 || w.n_rows <= 0) return;
   thread_local Panels caller_panels;
   const Panels& xs = caller_panels;  // a reference: inside a task the name would mean the worker's own

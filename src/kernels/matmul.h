@@ -21,7 +21,7 @@ struct WeightMatrix {
   // Decode (one token) rounds x to 8-bit blocks and uses the format's integer dot, as
   // llama.cpp's CPU matmul does: several times less compute per weight byte, so decode
   // stays memory-bound. Prefill (many tokens) rounds them too where the format has an
-  // int8 GEMM (kernels/gemm_q8.h: Q8_0, Q4_0), as llama.cpp's prefill does. Off (--exact-matmul):
+  // int8 GEMM (kernels/gemm_q8.h: the quantized block formats), as llama.cpp's prefill does. Off (--exact-matmul):
   // exact dequantization with f32 math.
   bool round_activations_q8 = false;
 };

@@ -10,19 +10,25 @@
 namespace vlkv::quant {
 namespace {
 
-void tile_scalar(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_t n_blocks, float* acc) {
+void tile_scalar(const GemmWeightRows& w, const GemmPanel& x, int64_t n_blocks, float* acc) {
+  const int groups = w.split ? 2 : 1;
+  const int k_per_group = 8 / groups;  // dwords of codes per scale group
   for (int i = 0; i < w.n_rows; ++i) {
-    const uint8_t* row = w.w + i * w.row_bytes;
+    const uint8_t* row = w.w + i * w.row_bytes + w.code_offset;
     for (int l = 0; l < kGemmPanelRows; ++l) {
       float a = acc[i * kGemmPanelRows + l];
       for (int64_t b = 0; b < n_blocks; ++b) {
-        const auto* wq = reinterpret_cast<const int8_t*>(row + b * q8lanes::kBytes + 2);
-        int32_t s = -w.bias[i * w.ld + b];
-        for (int k = 0; k < 8; ++k) {
-          const uint32_t x4 = codes[(b * 8 + k) * kGemmPanelRows + l];
-          for (int j = 0; j < 4; ++j) s += static_cast<int32_t>((x4 >> (8 * j)) & 0xFF) * wq[4 * k + j];
+        const auto* wq = reinterpret_cast<const int8_t*>(row + b * w.block_stride);
+        const float dx = x.d[b * kGemmPanelRows + l];
+        for (int g = 0; g < groups; ++g) {
+          int32_t s = -w.bias[i * w.ld + b * groups + g];
+          for (int k = g * k_per_group; k < (g + 1) * k_per_group; ++k) {
+            const uint32_t x4 = x.codes[(b * 8 + k) * kGemmPanelRows + l];
+            for (int j = 0; j < 4; ++j) s += static_cast<int32_t>((x4 >> (8 * j)) & 0xFF) * wq[4 * k + j];
+          }
+          a = std::fma(static_cast<float>(s), w.dw[i * w.ld + b * groups + g] * dx, a);
         }
-        a = std::fma(static_cast<float>(s), w.dw[i * w.ld + b] * d[b * kGemmPanelRows + l], a);
+        if (w.offset) a = std::fma(w.offset[i * w.ld_offset + b], x.xsum_d[b * kGemmPanelRows + l], a);
       }
       acc[i * kGemmPanelRows + l] = a;
     }

@@ -1,7 +1,10 @@
 // The 256-bit kernel of q8_0_gemm.h, for AVX-VNNI (kVnni: vpdpbusd on x + 128, started at
 // -bias) and plain AVX2 (the codes un-biased, then llama.cpp's sign trick: vpmaddubsw of |w|
 // with x signed by w, vpmaddwd by 1; a pair sum is at most 2 * 128 * 127 and never saturates).
-// A panel's 16 lanes as two halves; 4 weight rows per pass. Block sums are exact either way.
+// With codes in [0, 63] (kU63) AVX2 multiplies them directly as vpmaddubsw's unsigned operand
+// with the signed codes (a pair sum is at most 2 * 63 * 128). A panel's 16 lanes as two halves;
+// 4 weight rows per pass. Block sums are exact either way.
+// Split blocks and offsets as in q8_0_gemm_avx512vnni.cpp.
 // Included only inside a VLKV_TARGET_BEGIN region (q8_0_gemm_avx2.cpp, q8_0_gemm_avx2vnni.cpp):
 // everything here is in an unnamed namespace so each file's copy keeps its own target.
 #pragma once
@@ -35,61 +38,87 @@ void block_terms_256(const uint8_t* blocks, int64_t row_bytes, int n_rows, int64
     }
 }
 
-template <bool kVnni, int R>
-void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const uint32_t* codes, const float* d,
-                int64_t n_blocks, float* acc, int i0) {
+template <bool kVnni, int R, bool kSplit, bool kOffset, bool kU63 = false>
+void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const GemmPanel& x, int64_t n_blocks, float* acc,
+                int i0) {
+  constexpr int kGroups = kSplit ? 2 : 1;
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 a[R][2];
   for (int i = 0; i < R; ++i)
     for (int h = 0; h < 2; ++h) a[i][h] = _mm256_loadu_ps(acc + i * kGemmPanelRows + 8 * h);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint32_t* xb = codes + b * 8 * kGemmPanelRows;
-    const __m256 dx0 = _mm256_loadu_ps(d + b * kGemmPanelRows), dx1 = _mm256_loadu_ps(d + b * kGemmPanelRows + 8);
+    const uint32_t* xb = x.codes + b * 8 * kGemmPanelRows;
+    __m256i xs[kU63 ? 8 : 1][2];  // kU63: the block's signed codes, shared by the R rows
+    if constexpr (kU63)
+      for (int k = 0; k < 8; ++k)
+        for (int h = 0; h < 2; ++h)
+          xs[k][h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows + 8 * h)), flip);
+    const __m256 dx0 = _mm256_loadu_ps(x.d + b * kGemmPanelRows), dx1 = _mm256_loadu_ps(x.d + b * kGemmPanelRows + 8);
     for (int i = 0; i < R; ++i) {
-      const uint8_t* wb = wbase + i * w.row_bytes + b * q8lanes::kBytes + 2;
-      __m256i s0, s1;
-      if constexpr (kVnni) {
-        s0 = s1 = _mm256_set1_epi32(-w.bias[(i0 + i) * w.ld + b]);
-      } else {
-        s0 = s1 = _mm256_setzero_si256();
-      }
-      for (int k = 0; k < 8; ++k) {
-        const __m256i wv = _mm256_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k)));
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows + 8));
+      const uint8_t* wb = wbase + i * w.row_bytes + b * w.block_stride;
+      for (int g = 0; g < kGroups; ++g) {
+        __m256i s0, s1;
         if constexpr (kVnni) {
-          s0 = _mm256_dpbusd_avx_epi32(s0, x0, wv);
-          s1 = _mm256_dpbusd_avx_epi32(s1, x1, wv);
+          s0 = s1 = _mm256_set1_epi32(-w.bias[(i0 + i) * w.ld + b * kGroups + g]);
         } else {
-          const __m256i aw = _mm256_sign_epi8(wv, wv);
-          s0 = _mm256_add_epi32(
-              s0, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x0, flip), wv)), ones));
-          s1 = _mm256_add_epi32(
-              s1, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x1, flip), wv)), ones));
+          s0 = s1 = _mm256_setzero_si256();
         }
+        for (int k = g * 8 / kGroups; k < (g + 1) * 8 / kGroups; ++k) {
+          const __m256i wv = _mm256_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k)));
+          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows));
+          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows + 8));
+          if constexpr (kVnni) {
+            s0 = _mm256_dpbusd_avx_epi32(s0, x0, wv);
+            s1 = _mm256_dpbusd_avx_epi32(s1, x1, wv);
+          } else if constexpr (kU63) {
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xs[k][0]), ones));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xs[k][1]), ones));
+          } else {
+            const __m256i aw = _mm256_sign_epi8(wv, wv);
+            s0 = _mm256_add_epi32(
+                s0, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x0, flip), wv)), ones));
+            s1 = _mm256_add_epi32(
+                s1, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x1, flip), wv)), ones));
+          }
+        }
+        const __m256 dw = _mm256_set1_ps(w.dw[(i0 + i) * w.ld + b * kGroups + g]);
+        a[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(dw, dx0), a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(dw, dx1), a[i][1]);
       }
-      const __m256 dw = _mm256_set1_ps(w.dw[(i0 + i) * w.ld + b]);
-      a[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(dw, dx0), a[i][0]);
-      a[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(dw, dx1), a[i][1]);
+      if constexpr (kOffset) {
+        const __m256 o = _mm256_set1_ps(w.offset[(i0 + i) * w.ld_offset + b]);
+        a[i][0] = _mm256_fmadd_ps(o, _mm256_loadu_ps(x.xsum_d + b * kGemmPanelRows), a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(o, _mm256_loadu_ps(x.xsum_d + b * kGemmPanelRows + 8), a[i][1]);
+      }
     }
   }
   for (int i = 0; i < R; ++i)
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(acc + i * kGemmPanelRows + 8 * h, a[i][h]);
 }
 
-template <bool kVnni>
-void tile_256(const GemmWeightRows& w, const uint32_t* codes, const float* d, int64_t n_blocks, float* acc) {
+template <bool kVnni, bool kSplit, bool kOffset, bool kU63 = false>
+void tile_256_v(const GemmWeightRows& w, const GemmPanel& x, int64_t n_blocks, float* acc) {
   for (int i0 = 0; i0 < w.n_rows; i0 += 4) {
-    const uint8_t* wb = w.w + i0 * w.row_bytes;
+    const uint8_t* wb = w.w + w.code_offset + i0 * w.row_bytes;
     float* o = acc + i0 * kGemmPanelRows;
     switch (std::min(4, w.n_rows - i0)) {
-      case 4: tile_256_r<kVnni, 4>(w, wb, codes, d, n_blocks, o, i0); break;
-      case 3: tile_256_r<kVnni, 3>(w, wb, codes, d, n_blocks, o, i0); break;
-      case 2: tile_256_r<kVnni, 2>(w, wb, codes, d, n_blocks, o, i0); break;
-      default: tile_256_r<kVnni, 1>(w, wb, codes, d, n_blocks, o, i0);
+      case 4: tile_256_r<kVnni, 4, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0); break;
+      case 3: tile_256_r<kVnni, 3, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0); break;
+      case 2: tile_256_r<kVnni, 2, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0); break;
+      default: tile_256_r<kVnni, 1, kSplit, kOffset, kU63>(w, wb, x, n_blocks, o, i0);
     }
   }
+}
+
+template <bool kVnni>
+void tile_256(const GemmWeightRows& w, const GemmPanel& x, int64_t n_blocks, float* acc) {
+  if constexpr (!kVnni) {  // the unsigned-code formats (Q4_1, Q5_1, Q4_K, Q5_K) have offsets and one scale
+    if (w.codes_0_63 && w.offset && !w.split) return tile_256_v<false, false, true, true>(w, x, n_blocks, acc);
+  }
+  if (w.split)
+    return w.offset ? tile_256_v<kVnni, true, true>(w, x, n_blocks, acc) : tile_256_v<kVnni, true, false>(w, x, n_blocks, acc);
+  return w.offset ? tile_256_v<kVnni, false, true>(w, x, n_blocks, acc) : tile_256_v<kVnni, false, false>(w, x, n_blocks, acc);
 }
 
 }  // namespace

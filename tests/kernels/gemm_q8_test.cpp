@@ -230,7 +230,11 @@ TEST_F(GemmQ8Test, RefusesAMatrixWithoutRoundedActivations) {
   EXPECT_FALSE(gemm_q8_applies(m.w));
   WeightMatrix f32{GgmlType::kF32, m.w.data, 8, 8, 32, true};
   EXPECT_FALSE(gemm_q8_applies(f32));
-  WeightMatrix q4k{GgmlType::kQ4_K, m.w.data, 1, 256, 144, true};  // no GEMM kernel yet: exact tiles
+  WeightMatrix f16{GgmlType::kF16, m.w.data, 8, 16, 32, true};  // no int8 GEMM: exact tiles
+  EXPECT_FALSE(gemm_q8_applies(f16));
+  WeightMatrix q4k{GgmlType::kQ4_K, m.w.data, 1, 256, 144, true};
+  EXPECT_TRUE(gemm_q8_applies(q4k));
+  q4k.row_bytes = 143;  // rows shorter than their blocks
   EXPECT_FALSE(gemm_q8_applies(q4k));
   ThreadPool pool(1);
   std::vector<float> x(2 * 64), y(16);

@@ -39,6 +39,41 @@ std::vector<char> slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The K_M mix as llama.cpp's quantize writes Q4_K_M: Q6_K output, and attn_v and ffn_down on
+// use_more_bits layers (16 layers: 0, 1, 4, 7, 10, 13, 14, 15), Q4_K elsewhere; file type 15.
+TEST(RandomModel, Q4KMMixHasLlamaCppsQ6KTensors) {
+  const std::string path = temp_path("vlkv_random_llama_q4_k_m.gguf");
+  RandomModelSpec spec = tiny(GgmlType::kQ4_K);
+  spec.n_embd = 256;
+  spec.head_dim = 64;
+  spec.n_ff = 256;
+  spec.n_layers = 16;
+  spec.k_m_mix = true;
+  ASSERT_TRUE(write_random_llama(spec, path).is_ok());
+  {
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    const GgufFile& g = **f;
+    EXPECT_EQ(g.get_u64("general.file_type").value(), 15u);
+    EXPECT_EQ(g.find_tensor("output.weight")->type, GgmlType::kQ6_K);
+    EXPECT_EQ(g.find_tensor("token_embd.weight")->type, GgmlType::kQ4_K);
+    const std::set<int> more_bits = {0, 1, 4, 7, 10, 13, 14, 15};
+    for (int l = 0; l < 16; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      const GgmlType want = more_bits.count(l) ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+      EXPECT_EQ(g.find_tensor(p + "attn_v.weight")->type, want) << l;
+      EXPECT_EQ(g.find_tensor(p + "ffn_down.weight")->type, want) << l;
+      EXPECT_EQ(g.find_tensor(p + "attn_q.weight")->type, GgmlType::kQ4_K) << l;
+      EXPECT_EQ(g.find_tensor(p + "ffn_up.weight")->type, GgmlType::kQ4_K) << l;
+    }
+  }
+  std::filesystem::remove(path);
+  spec.weight_type = GgmlType::kQ8_0;  // the mix is for Q4_K / Q5_K only
+  const Status st = write_random_llama(spec, path);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("K_M mix"), std::string::npos) << st.message();
+}
+
 TEST(RandomModel, TinyF32ModelReadsBack) {
   const std::string path = temp_path("vlkv_random_llama_f32.gguf");
   const RandomModelSpec spec = tiny(GgmlType::kF32);
