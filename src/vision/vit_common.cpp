@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/attention_f32.h"
 #include "kernels/ops.h"
 #include "quant/weight_format.h"
 
@@ -223,36 +224,7 @@ void vit_activation(VitFfnOp op, float* x, int64_t n) {
 
 void vit_attention(const float* q, const float* k, const float* v, int64_t n, int64_t n_heads, int64_t head_dim,
                    float scale, float* out, ThreadPool& pool) {
-  const int64_t dim = n_heads * head_dim;
-  std::vector<float> qh(n * head_dim);   // [n, head_dim] this head's queries
-  std::vector<float> kh(n * head_dim);   // [n, head_dim] keys: a matrix of n rows
-  std::vector<float> vt(head_dim * n);   // [head_dim, n] values transposed: head_dim rows
-  std::vector<float> scores(n * n);      // [n queries, n keys]
-  std::vector<float> oh(n * head_dim);   // [n, head_dim]
-  for (int64_t h = 0; h < n_heads; ++h) {
-    for (int64_t t = 0; t < n; ++t) {
-      std::memcpy(&qh[t * head_dim], q + t * dim + h * head_dim, sizeof(float) * head_dim);
-      std::memcpy(&kh[t * head_dim], k + t * dim + h * head_dim, sizeof(float) * head_dim);
-      for (int64_t d = 0; d < head_dim; ++d) vt[d * n + t] = v[t * dim + h * head_dim + d];
-    }
-    const WeightMatrix km{GgmlType::kF32, reinterpret_cast<const uint8_t*>(kh.data()), n, head_dim,
-                          sizeof(float) * static_cast<size_t>(head_dim)};
-    matmul(km, qh.data(), n, scores.data(), pool);
-    // As ggml_soft_max_ext: logits scaled first, then the softmax.
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) {
-        float* row = &scores[t * n];
-        for (int64_t j = 0; j < n; ++j) row[j] *= scale;
-        softmax(row, n);
-      }
-    }, /*min_per_thread=*/16);
-    const WeightMatrix vm{GgmlType::kF32, reinterpret_cast<const uint8_t*>(vt.data()), head_dim, n,
-                          sizeof(float) * static_cast<size_t>(n)};
-    matmul(vm, scores.data(), n, oh.data(), pool);
-    for (int64_t t = 0; t < n; ++t) {
-      std::memcpy(out + t * dim + h * head_dim, &oh[t * head_dim], sizeof(float) * head_dim);
-    }
-  }
+  attention_f32(q, k, v, n, n_heads, head_dim, scale, out, pool);
 }
 
 void vit_layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b, int64_t n,

@@ -95,8 +95,8 @@ void vit_norm_rows(const VitHparams& hp, const float* x, const std::vector<float
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
                const std::vector<int64_t>* windows = nullptr);
 
-// Full softmax attention of every query over every key, per head.
-// q, k, v: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
+// Full softmax attention of every query over every key, per head (kernels/attention_f32.h:
+// blocked, no n x n score matrix). q, k, v: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
 void vit_attention(const float* q, const float* k, const float* v, int64_t n, int64_t n_heads, int64_t head_dim,
                    float scale, float* out, ThreadPool& pool);
 
