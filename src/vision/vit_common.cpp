@@ -246,22 +246,34 @@ void vit_norm_rows(const VitHparams& hp, const float* x, const std::vector<float
   add_bias_rows(out, b, n, d);
 }
 
+namespace {
+
+// fn(begin, end) over row ranges of [0, n) on the pool's threads: the block's row-wise passes
+// (norms, biases, activations, residual adds) cost ~10% of a 2-thread encode when run alone.
+void for_rows(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(b, e); }, /*min_per_thread=*/16);
+}
+
+}  // namespace
+
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
                const std::vector<int64_t>* windows) {
-  const int64_t d = hp.n_embd;
+  const int64_t d = hp.n_embd, n_ff = hp.n_ff;
   std::vector<float> xn(n * d);        // [n, n_embd] normalized
   std::vector<float> q(n * d), k(n * d), v(n * d);  // [n, n_heads, head_dim]
   std::vector<float> attn(n * d);      // [n, n_heads, head_dim]
   std::vector<float> proj(n * d);      // [n, n_embd]
-  std::vector<float> up(n * hp.n_ff);  // [n, n_ff]
+  std::vector<float> up(n * n_ff);     // [n, n_ff]
 
-  vit_norm_rows(hp, x, l.ln1_w, l.ln1_b, n, xn.data());
+  for_rows(pool, n, [&](int64_t b, int64_t e) { vit_norm_rows(hp, x + b * d, l.ln1_w, l.ln1_b, e - b, &xn[b * d]); });
   matmul(l.wq, xn.data(), n, q.data(), pool);
   matmul(l.wk, xn.data(), n, k.data(), pool);
   matmul(l.wv, xn.data(), n, v.data(), pool);
-  add_bias_rows(q.data(), l.bq, n, d);
-  add_bias_rows(k.data(), l.bk, n, d);
-  add_bias_rows(v.data(), l.bv, n, d);
+  for_rows(pool, n, [&](int64_t b, int64_t e) {
+    add_bias_rows(&q[b * d], l.bq, e - b, d);
+    add_bias_rows(&k[b * d], l.bk, e - b, d);
+    add_bias_rows(&v[b * d], l.bv, e - b, d);
+  });
   if (rope) {
     rope(q.data(), n);
     rope(k.data(), n);
@@ -280,26 +292,35 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
     vit_attention(q.data(), k.data(), v.data(), n, hp.n_heads, hp.head_dim, scale, attn.data(), pool);
   }
   matmul(l.wo, attn.data(), n, proj.data(), pool);
-  add_bias_rows(proj.data(), l.bo, n, d);
-  scale_rows(proj.data(), l.ls1, n, d);
-  add_inplace(x, proj.data(), n * d);
-
-  vit_norm_rows(hp, x, l.ln2_w, l.ln2_b, n, xn.data());
+  // Residual and the second norm, row by row: x += ls1 * (proj + bo); xn = N2(x).
+  for_rows(pool, n, [&](int64_t b, int64_t e) {
+    add_bias_rows(&proj[b * d], l.bo, e - b, d);
+    scale_rows(&proj[b * d], l.ls1, e - b, d);
+    add_inplace(x + b * d, &proj[b * d], (e - b) * d);
+    vit_norm_rows(hp, x + b * d, l.ln2_w, l.ln2_b, e - b, &xn[b * d]);
+  });
   matmul(l.ffn_up, xn.data(), n, up.data(), pool);
-  add_bias_rows(up.data(), l.ffn_up_b, n, hp.n_ff);
   if (l.ffn_gate.n_rows > 0) {
-    std::vector<float> gate(n * hp.n_ff);  // [n, n_ff]
+    std::vector<float> gate(n * n_ff);  // [n, n_ff]
     matmul(l.ffn_gate, xn.data(), n, gate.data(), pool);
-    add_bias_rows(gate.data(), l.ffn_gate_b, n, hp.n_ff);
-    vit_activation(hp.ffn_op, gate.data(), n * hp.n_ff);
-    for (int64_t i = 0; i < n * hp.n_ff; ++i) up[i] *= gate[i];
+    for_rows(pool, n, [&](int64_t b, int64_t e) {
+      add_bias_rows(&up[b * n_ff], l.ffn_up_b, e - b, n_ff);
+      add_bias_rows(&gate[b * n_ff], l.ffn_gate_b, e - b, n_ff);
+      vit_activation(hp.ffn_op, &gate[b * n_ff], (e - b) * n_ff);
+      for (int64_t i = b * n_ff; i < e * n_ff; ++i) up[i] *= gate[i];
+    });
   } else {
-    vit_activation(hp.ffn_op, up.data(), n * hp.n_ff);
+    for_rows(pool, n, [&](int64_t b, int64_t e) {
+      add_bias_rows(&up[b * n_ff], l.ffn_up_b, e - b, n_ff);
+      vit_activation(hp.ffn_op, &up[b * n_ff], (e - b) * n_ff);
+    });
   }
   matmul(l.ffn_down, up.data(), n, proj.data(), pool);
-  add_bias_rows(proj.data(), l.ffn_down_b, n, d);
-  scale_rows(proj.data(), l.ls2, n, d);
-  add_inplace(x, proj.data(), n * d);
+  for_rows(pool, n, [&](int64_t b, int64_t e) {
+    add_bias_rows(&proj[b * d], l.ffn_down_b, e - b, d);
+    scale_rows(&proj[b * d], l.ls2, e - b, d);
+    add_inplace(x + b * d, &proj[b * d], (e - b) * d);
+  });
 }
 
 void vit_patch_embed(const ImageTensor& img, int64_t patch, const WeightMatrix& kernel, float* out, ThreadPool& pool) {
