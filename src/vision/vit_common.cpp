@@ -257,13 +257,17 @@ void for_rows(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int
 }  // namespace
 
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
-               const std::vector<int64_t>* windows) {
+               const std::vector<int64_t>* windows, VitScratch* scratch) {
   const int64_t d = hp.n_embd, n_ff = hp.n_ff;
-  std::vector<float> xn(n * d);        // [n, n_embd] normalized
-  std::vector<float> q(n * d), k(n * d), v(n * d);  // [n, n_heads, head_dim]
-  std::vector<float> attn(n * d);      // [n, n_heads, head_dim]
-  std::vector<float> proj(n * d);      // [n, n_embd]
-  std::vector<float> up(n * n_ff);     // [n, n_ff]
+  VitScratch local;
+  VitScratch& sc = scratch ? *scratch : local;
+  // Every element of each buffer is written before it is read (matmul outputs, norms).
+  sc.xn.resize(n * d);                           // [n, n_embd] normalized
+  sc.q.resize(n * d), sc.k.resize(n * d), sc.v.resize(n * d);  // [n, n_heads, head_dim]
+  sc.attn.resize(n * d);                         // [n, n_heads, head_dim]
+  sc.proj.resize(n * d);                         // [n, n_embd]
+  sc.up.resize(n * n_ff);                        // [n, n_ff]
+  std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &proj = sc.proj, &up = sc.up;
 
   for_rows(pool, n, [&](int64_t b, int64_t e) { vit_norm_rows(hp, x + b * d, l.ln1_w, l.ln1_b, e - b, &xn[b * d]); });
   matmul(l.wq, xn.data(), n, q.data(), pool);
@@ -301,7 +305,8 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   });
   matmul(l.ffn_up, xn.data(), n, up.data(), pool);
   if (l.ffn_gate.n_rows > 0) {
-    std::vector<float> gate(n * n_ff);  // [n, n_ff]
+    std::vector<float>& gate = sc.gate;  // [n, n_ff]
+    gate.resize(n * n_ff);
     matmul(l.ffn_gate, xn.data(), n, gate.data(), pool);
     for_rows(pool, n, [&](int64_t b, int64_t e) {
       add_bias_rows(&up[b * n_ff], l.ffn_up_b, e - b, n_ff);
