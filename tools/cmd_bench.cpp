@@ -23,8 +23,10 @@
 
 #include "base/cpu_features.h"
 #include "base/process_cpu_time.h"
+#include "bench_media.h"
 #include "commands.h"
 #include "kv_flags.h"
+#include "media_flags.h"
 #include "param_flags.h"
 #include "param_json.h"
 #include "vlkv/engine.h"
@@ -50,6 +52,8 @@ struct BenchOptions {
   // --parallel: sequences decoding together ("max": as many as --kv-budget admits); empty:
   // one session decoding alone through Session::eval (the rows' parallel is 1).
   std::string parallel;
+  // --image/--video (with --mmproj): time to first token of one media question instead (bench_media.h).
+  BenchMediaOptions media;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -416,6 +420,16 @@ int bench(const BenchOptions& o_in) {
   Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
   if (!budget.is_ok()) return report_error(budget.status());
   o.engine.kv_budget_bytes = *budget;
+  if (!o.media.images.empty() || !o.media.videos.empty()) {
+    o.media.engine = o.engine;
+    o.media.methods = split_kv_method_list(o.methods);
+    o.media.repetitions = o.repetitions;
+    o.media.json = o.json;
+    return bench_media(o.media);
+  }
+  if (!o.engine.mmproj_path.empty())
+    return report_error(invalid_argument("--mmproj: give the --image or --video to time (without them bench runs the "
+                                         "text model alone)"));
   std::vector<int64_t> contexts;
   for (const std::string& c : split(o.contexts, ',')) {
     Result<int64_t> v = parse_count(c);
@@ -496,7 +510,16 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "Comma-separated counts of sequences decoding together (batched steps), or max: as many as "
                   "--kv-budget admits, e.g. 1,4,16,max; decode t/s is then the aggregate")
       ->capture_default_str();
-  app->add_flag("--json", o->json, "One JSON object per line per (method, ctx, parallel)");
+  add_param_flags(*app, o->engine, {"mmproj", "max_frames", "max_image_pixels"});
+  app->add_option("--image", o->media.images,
+                  "With --mmproj: time one question about this image instead of the text rows (repeatable): "
+                  "encode ms (vision encoder + projector), prefill t/s of the whole prompt, time to first token")
+      ->check(CLI::ExistingFile);
+  app->add_option("--video", o->media.videos, "With --mmproj: as --image, for a video (repeatable)")
+      ->check(CLI::ExistingFile);
+  add_video_sampling_flags(*app, o->media.frames, o->media.fps);
+  app->add_option("-p,--prompt", o->media.prompt, "With --image/--video: the question's text")->capture_default_str();
+  app->add_flag("--json", o->json, "One JSON object per line per (method, ctx, parallel), or per method with --image/--video");
   app->add_flag("--no-bandwidth", o->no_bandwidth, "Skip the read-bandwidth measurement (no roofline column)");
   commands.push_back({app, [o] { return bench(*o); }});
 }

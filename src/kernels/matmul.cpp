@@ -1,8 +1,7 @@
 // matmul over any weight format in the quant table. Decode (one token) streams
 // each weight row once through the format's fused dot; prefill of a matrix that rounds
-// activations takes the int8 GEMM (kernels/gemm_q8.h) where its format has one, else
-// dequantizes a block of rows once into a thread-local f32 tile and multiplies it with
-// every token using a register-blocked f32 micro-kernel (rows x tokens dot products).
+// activations takes the int8 GEMM (kernels/gemm_q8.h) where its format has one, else the
+// exact f32 GEMM (kernels/gemm_f32.h: weight panels dequantized once, register-blocked tiles).
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -12,16 +11,12 @@
 
 #include "base/check.h"
 #include "kernels/gemm_q8.h"
-#include "kernels/matmul_tile.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/ops.h"
 #include "quant/weight_format.h"
 
 namespace vlkv {
 namespace {
-
-constexpr int64_t kRowBlock = 16;     // weight rows dequantized together (one task)
-constexpr int64_t kColChunk = 2048;   // columns per tile: a multiple of every block size
-constexpr int64_t kTileStride = kColChunk + 16;  // padded so rows do not alias in cache sets
 
 const WeightFormat& format_of(const WeightMatrix& w) {
   const WeightFormat* fmt = find_weight_format(w.type);
@@ -135,39 +130,10 @@ void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r
     for (int64_t t = 0; t < xs.n_x; ++t) y[(r - r0) * ldy_r + t * ldy] = row_dot(w, fmt, q8, r, xs.row(t), xs.rounded(t));
 }
 
-// Prefill: for rows [r0, r1) (at most kRowBlock) and every token, y[t][r] = w[r] . x[t].
-void matmul_row_block(const WeightMatrix& w, const WeightFormat& fmt, const float* x,
-                      int64_t n_tokens, float* y, int64_t r0, int64_t r1, const TileKernels& kern,
-                      std::vector<float>& tile) {
-  const int64_t nr = r1 - r0;
-  for (int64_t t = 0; t < n_tokens; ++t) std::fill_n(y + t * w.n_rows + r0, nr, 0.0f);
-  const size_t block_bytes = fmt.block_bytes;
-  for (int64_t k0 = 0; k0 < w.n_cols; k0 += kColChunk) {
-    const int64_t kn = std::min(kColChunk, w.n_cols - k0);
-    // The weight tile [nr, kn], rows kTileStride apart. f32 rows are copied too (cheap next
-    // to n_tokens dots), so rows with a power-of-two row_bytes do not alias in cache sets.
-    const size_t byte_offset = static_cast<size_t>(k0 / fmt.block_elems) * block_bytes;
-    for (int64_t r = 0; r < nr; ++r)
-      fmt.dequantize_row(w.data + (r0 + r) * w.row_bytes + byte_offset,
-                         tile.data() + r * kTileStride, kn);
-    const float* wt = tile.data();
-    const int64_t ldw = kTileStride;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kern.max_tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(kern.max_tokens, n_tokens - t0));
-      for (int64_t rr = 0; rr < nr; rr += kern.max_rows) {
-        const int nrr = static_cast<int>(std::min<int64_t>(kern.max_rows, nr - rr));
-        kern.get(nrr, nt)(wt + rr * ldw, ldw, x + t0 * w.n_cols + k0, w.n_cols, kn,
-                          y + t0 * w.n_rows + r0 + rr, w.n_rows);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   if (n_tokens <= 0 || w.n_rows <= 0) return;
-  const WeightFormat& fmt = format_of(w);
   if (n_tokens == 1) {
     matmul_decode(w, x, 1, y, pool);
     return;
@@ -176,17 +142,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     gemm_q8(w, x, n_tokens, y, pool);
     return;
   }
-  const TileKernels& kern = tile_kernels();
-  const int64_t n_blocks = (w.n_rows + kRowBlock - 1) / kRowBlock;
-  pool.parallel_for(n_blocks, [&](int64_t b0, int64_t b1, int) {
-    thread_local std::vector<float> tile;
-    if (tile.size() < static_cast<size_t>(kRowBlock * kTileStride)) tile.resize(kRowBlock * kTileStride);
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * kRowBlock;
-      const int64_t r1 = std::min(w.n_rows, r0 + kRowBlock);
-      matmul_row_block(w, fmt, x, n_tokens, y, r0, r1, kern, tile);
-    }
-  });
+  gemm_f32(w, x, n_tokens, y, pool);  // exact: panels dequantized once, blocked f32 micro-kernels
 }
 
 void matmul_decode(const WeightMatrix& w, const float* x, int64_t n_x, float* y, ThreadPool& pool) {

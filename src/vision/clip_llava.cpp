@@ -171,9 +171,10 @@ class ClipMlpModel final : public VisionModel {
 
     const std::set<int64_t> wanted(hp_.feature_layers.begin(), hp_.feature_layers.end());
     std::vector<std::vector<float>> stack;  // each [n, n_embd]
+    VitScratch scratch;  // one set of block buffers for every layer
     for (int64_t il = 0; il < n_run_; ++il) {
       if (wanted.count(il)) stack.push_back(x);
-      vit_block(hp_, layers_[static_cast<size_t>(il)], x.data(), n, VitRope(), pool);
+      vit_block(hp_, layers_[static_cast<size_t>(il)], x.data(), n, VitRope(), pool, nullptr, &scratch);
     }
     if (!post_ln_w_.empty()) vit_layer_norm_rows(x.data(), post_ln_w_, post_ln_b_, n, e, hp_.eps, x.data());
     if (wanted.empty() || wanted.count(n_run_)) stack.push_back(x);

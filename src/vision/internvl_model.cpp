@@ -220,7 +220,8 @@ Status InternvlProjector::encode_tile(const ImageTensor& tile, std::vector<float
     add_inplace(&x[static_cast<size_t>(t * e)], pos.data(), e);
   }
   if (!pre_ln_w_.empty()) vit_norm_rows(hp_, x.data(), pre_ln_w_, pre_ln_b_, n, x.data());
-  for (const VitLayer& l : layers_) vit_block(hp_, l, x.data(), n, VitRope(), pool);
+  VitScratch scratch;  // one set of block buffers for every layer
+  for (const VitLayer& l : layers_) vit_block(hp_, l, x.data(), n, VitRope(), pool, nullptr, &scratch);
   if (!post_ln_w_.empty()) vit_norm_rows(hp_, x.data(), post_ln_w_, post_ln_b_, n, x.data());
 
   // Class token dropped (the first n_patches rows kept), then the pixel shuffle: each output

@@ -263,8 +263,10 @@ Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
       }
     }, /*min_per_thread=*/16);
   };
+  VitScratch scratch;  // one set of block buffers for every layer
   for (size_t il = 0; il < layers_.size(); ++il) {
-    vit_block(hp_, layers_[il], x.data(), n, rope, pool, layer_is_full(static_cast<int64_t>(il)) ? nullptr : &windows);
+    vit_block(hp_, layers_[il], x.data(), n, rope, pool, layer_is_full(static_cast<int64_t>(il)) ? nullptr : &windows,
+              &scratch);
   }
   if (!post_ln_w_.empty()) vit_norm_rows(hp_, x.data(), post_ln_w_, post_ln_b_, n, x.data());
 

@@ -252,8 +252,9 @@ Status Qwen3VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
     for (int64_t r = 0; r < n_out; ++r) std::copy_n(&part[r * e], e, &embd[r * width + slot * e]);
   };
   size_t next_ds = 0;
+  VitScratch scratch;  // one set of block buffers for every layer
   for (size_t il = 0; il < layers_.size(); ++il) {
-    vit_block(hp_, layers_[il], x.data(), n, rope, pool);
+    vit_block(hp_, layers_[il], x.data(), n, rope, pool, nullptr, &scratch);
     if (next_ds < deepstack_.size() && deepstack_[next_ds].layer == static_cast<int64_t>(il)) {
       const Deepstack& ds = deepstack_[next_ds];
       merge_mlp(x.data(), n_out, &ds.norm_w, &ds.norm_b, ds.fc1, ds.fc1_b, ds.fc2, ds.fc2_b, part.data(), pool);

@@ -35,7 +35,8 @@ Status SiglipEncoder::encode(const ImageTensor& img, std::vector<float>& out, Th
     get_row(pos_embd_, p, pos.data());
     add_inplace(&x[p * d], pos.data(), d);
   }
-  for (const VitLayer& l : layers_) vit_block(hp_, l, x.data(), n, VitRope(), pool);
+  VitScratch scratch;  // one set of block buffers for every layer
+  for (const VitLayer& l : layers_) vit_block(hp_, l, x.data(), n, VitRope(), pool, nullptr, &scratch);
   out.resize(static_cast<size_t>(n * d));
   for (int64_t p = 0; p < n; ++p) layer_norm(&x[p * d], post_ln_w_.data(), post_ln_b_.data(), d, hp_.eps, &out[p * d]);
   return Status::ok();

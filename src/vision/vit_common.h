@@ -92,11 +92,16 @@ void vit_norm_rows(const VitHparams& hp, const float* x, const std::vector<float
 // The layer scales multiply only when present (llama.cpp's build_vit: ls1/ls2 optional).
 // windows: lengths of consecutive token runs that attend only within themselves
 // (window attention, a block-diagonal mask); null or empty: full attention.
+// scratch: the block's buffers, kept by the caller across the layers of one encode (tens to
+// hundreds of MB: allocating them per layer costs page faults and zeroing); null: local ones.
+struct VitScratch {
+  std::vector<float> xn, q, k, v, attn, proj, up, gate;
+};
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
-               const std::vector<int64_t>* windows = nullptr);
+               const std::vector<int64_t>* windows = nullptr, VitScratch* scratch = nullptr);
 
-// Full softmax attention of every query over every key, per head.
-// q, k, v: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
+// Full softmax attention of every query over every key, per head (kernels/attention_f32.h:
+// blocked, no n x n score matrix). q, k, v: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
 void vit_attention(const float* q, const float* k, const float* v, int64_t n, int64_t n_heads, int64_t head_dim,
                    float scale, float* out, ThreadPool& pool);
 
