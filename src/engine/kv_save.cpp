@@ -225,8 +225,8 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
     if (!r.ok() || !r.at_end()) return malformed(kSectionMethod);
     VLKV_ASSIGN_OR_RETURN(std::string want, canonical_method(e, kv_method));
     if (spec != want)
-      return invalid_argument("it holds KV method " + spec + ", this session uses " + want + " (load it with --kv " +
-                              spec + ")");
+      return invalid_argument("it holds KV method " + spec + ", this session uses " + want + " (load it under " +
+                              spec + ": --kv, or /kv in vlkv chat)");
     const uint64_t budget = e.kv->budget_bytes(), used = e.kv->bytes_in_use();
     if (page_bytes > budget - std::min(budget, used))
       return out_of_memory("its KV cache takes " + format_bytes(page_bytes) + ", more than the " +
