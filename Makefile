@@ -9,7 +9,7 @@ JOBS     ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
             nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
             libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
-            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium
+            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium zlib1g-dev
 
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static cmake ninja-build libgtest-dev libgmock-dev
@@ -85,12 +85,13 @@ FUZZ_SEED         ?= 1
 GGUF_FUZZ_RUNS    ?= 2000000
 IMAGE_FUZZ_RUNS   ?= 150000
 REQUEST_FUZZ_RUNS ?= 150000
+KV_FILE_FUZZ_RUNS ?= 100000
 fuzz-smoke: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVLKV_BUILD_FUZZ=ON -DVLKV_BUILD_TESTS=OFF -DVLKV_BUILD_BENCH=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gguf_fuzzer image_fuzzer request_fuzzer
-	@rm -rf $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request
-	@mkdir -p $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gguf_fuzzer image_fuzzer request_fuzzer kv_file_fuzzer
+	@rm -rf $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file
+	@mkdir -p $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file
 	./$(FUZZ_BUILD)/fuzz/gguf_fuzzer -seed=$(FUZZ_SEED) -runs=$(GGUF_FUZZ_RUNS) -max_total_time=180 -max_len=65536 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus-gguf fuzz/corpus/gguf
@@ -100,6 +101,9 @@ fuzz-smoke: deps
 	./$(FUZZ_BUILD)/fuzz/request_fuzzer -seed=$(FUZZ_SEED) -runs=$(REQUEST_FUZZ_RUNS) -max_total_time=30 -max_len=16384 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus-request fuzz/corpus/request
+	./$(FUZZ_BUILD)/fuzz/kv_file_fuzzer -seed=$(FUZZ_SEED) -runs=$(KV_FILE_FUZZ_RUNS) -max_total_time=30 -max_len=65536 \
+	  -artifact_prefix=$(FUZZ_BUILD)/ \
+	  $(FUZZ_BUILD)/corpus-kv-file fuzz/corpus/kv_file
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD) $(ARM_BUILD)

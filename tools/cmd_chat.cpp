@@ -34,14 +34,14 @@ struct ChatOptions {
 
 class ChatLoop {
  public:
-  ChatLoop(const ChatOptions& o, Engine& e, Conversation& c) : o_(o), engine_(e), chat_(c) {}
+  ChatLoop(const ChatOptions& o, Engine& e, std::unique_ptr<Conversation> c) : o_(o), engine_(e), chat_(std::move(c)) {}
 
   // Reads lines until /quit or the end of input; errors in a line are reported and the
   // conversation goes on.
   int run() {
     const bool interactive = isatty(STDIN_FILENO);
     if (interactive) std::fprintf(stderr, "vlkv chat: %s, KV method %s\n%s", engine_.info().name.c_str(),
-                                  chat_.kv_method().c_str(), chat_help_text());
+                                  chat_->kv_method().c_str(), chat_help_text());
     std::string raw;
     for (;;) {
       if (interactive) std::fputs("> ", stderr);
@@ -70,13 +70,17 @@ class ChatLoop {
         return attach_video(line.arg);
       case ChatLine::Kind::kClear:
         pending_.clear();
-        if (Status st = chat_.clear(); !st.is_ok()) return (void)report_error(st);
+        if (Status st = chat_->clear(); !st.is_ok()) return (void)report_error(st);
         if (!o_.quiet) std::fprintf(stderr, "vlkv: conversation cleared\n");
         return;
       case ChatLine::Kind::kStats:
         return print_stats();
       case ChatLine::Kind::kKvMethod:
         return switch_method(line.arg);
+      case ChatLine::Kind::kSave:
+        return save(line.arg);
+      case ChatLine::Kind::kLoad:
+        return load(line.arg);
       case ChatLine::Kind::kMessage:
         return ask(line.arg);
     }
@@ -106,7 +110,7 @@ class ChatLoop {
   void ask(const std::string& message) {
     AnswerPrinter printer(o_.quiet);
     TurnStats st;
-    const Status s = chat_.ask(message, std::move(pending_), o_.gen, printer.on_piece(), &st, printer.on_progress());
+    const Status s = chat_->ask(message, std::move(pending_), o_.gen, printer.on_piece(), &st, printer.on_progress());
     pending_.clear();
     printer.end(s.is_ok());
     if (!s.is_ok()) return (void)report_error(s);
@@ -119,31 +123,52 @@ class ChatLoop {
                  "%.0f ms | %lld generated, %.1f tok/s | kv %s: %.1f KiB held\n",
                  static_cast<long long>(g.n_prompt_tokens), static_cast<long long>(g.n_visual_tokens),
                  static_cast<long long>(st.n_cached_tokens), ttft_ms, static_cast<long long>(g.n_generated), dc,
-                 method_name().c_str(), chat_.session().kv_stored_bytes() / 1024.0);
+                 method_name().c_str(), chat_->session().kv_stored_bytes() / 1024.0);
   }
 
   void switch_method(const std::string& method) {
     if (Status st = check_kv_method_flag(method, "/kv"); !st.is_ok()) return (void)report_error(st);
     ProgressBar bar(!o_.quiet && isatty(STDERR_FILENO));
     const Status st =
-        chat_.switch_kv_method(method, [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); });
+        chat_->switch_kv_method(method, [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); });
     bar.finish();
     if (!st.is_ok()) return (void)report_error(check_kv_load_error(st, method, "/kv"));
     if (!o_.quiet) print_stats();
   }
 
+  void save(const std::string& path) {
+    if (!pending_.empty())
+      return (void)report_error(invalid_argument("/save: attached media wait for a message; send it first"));
+    if (Status st = chat_->save(path); !st.is_ok()) return (void)report_error(st);
+    if (!o_.quiet)
+      std::fprintf(stderr, "vlkv: saved %zu messages, %lld tokens (KV method %s) to %s\n", chat_->turns().size(),
+                   static_cast<long long>(chat_->session().n_past()), method_name().c_str(), path.c_str());
+  }
+
+  // The file's conversation replaces this one (kept as it was when the file is refused).
+  void load(const std::string& path) {
+    Result<std::unique_ptr<Conversation>> loaded = Conversation::load(engine_, path, chat_->kv_method());
+    if (!loaded.is_ok()) return (void)report_error(loaded.status());
+    chat_ = std::move(loaded).value();
+    pending_.clear();
+    if (!o_.quiet) {
+      std::fprintf(stderr, "vlkv: loaded %s\n", path.c_str());
+      print_stats();
+    }
+  }
+
   void print_stats() const {
-    const Session& s = chat_.session();
+    const Session& s = chat_->session();
     std::fprintf(stderr, "vlkv: %zu messages, %lld tokens in the cache, KV method %s, %.1f KiB held (%.0f B/token)\n",
-                 chat_.turns().size(), static_cast<long long>(s.n_past()), method_name().c_str(),
+                 chat_->turns().size(), static_cast<long long>(s.n_past()), method_name().c_str(),
                  s.kv_stored_bytes() / 1024.0, s.n_past() > 0 ? s.kv_stored_bytes() / s.n_past() : 0.0);
   }
 
-  std::string method_name() const { return chat_.kv_method().empty() ? o_.engine.kv_method : chat_.kv_method(); }
+  std::string method_name() const { return chat_->kv_method().empty() ? o_.engine.kv_method : chat_->kv_method(); }
 
   const ChatOptions& o_;
   Engine& engine_;
-  Conversation& chat_;
+  std::unique_ptr<Conversation> chat_;  // replaced by /load
   std::vector<MediaItem> pending_;  // attached with /image, /video: go with the next message
 };
 
@@ -164,7 +189,7 @@ int run(const ChatOptions& o_in) {
   co.system_prompt = o.system_prompt;
   Result<std::unique_ptr<Conversation>> chat = Conversation::start(e, co);
   if (!chat.is_ok()) return report_error(chat.status());
-  return ChatLoop(o, e, **chat).run();
+  return ChatLoop(o, e, std::move(chat).value()).run();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // diagnostics, a progress bar (on a terminal) and timings go to stderr.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -12,6 +13,7 @@
 #include "kv_flags.h"
 #include "media_flags.h"
 #include "param_flags.h"
+#include "vlkv/conversation.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {
@@ -32,6 +34,8 @@ struct RunOptions {
   bool quiet = false;
   bool list_kv = false;
   bool count_only = false;
+  std::string save_kv;  // write the conversation (prompt + answer) and its KV cache here
+  std::string load_kv;  // continue the conversation in this file: the prompt is its next turn
 };
 
 // The prompt's size from the media files' headers (no pixel decoded): printed with
@@ -125,20 +129,53 @@ int run(const RunOptions& o_in) {
     if (!frames.is_ok()) return report_error(frames.status());
     media.push_back(MediaItem{std::move(frames).value(), true, rate});
   }
-  const Prompt prompt = e.user_prompt(o.prompt, std::move(media), use_template);
-  Result<std::unique_ptr<Session>> session = e.new_session();
-  if (!session.is_ok()) return report_error(session.status());
-
   AnswerPrinter printer(o.quiet);
   GenerateStats stats;
   Status st;
-  if (e.has_vision()) {
-    st = (*session)->generate(prompt, o.gen, printer.on_piece(), &stats, printer.on_progress());
-  } else {
-    st = (*session)->generate(prompt.text, o.gen, printer.on_piece(), &stats);
+  // KV files: the prompt is one turn of a conversation, which continues the file's
+  // (--load-kv: its cache loaded, not evaluated again) and is saved after the answer
+  // (--save-kv): the same turn texts as `vlkv chat`, so either command continues the other's files.
+  std::unique_ptr<Conversation> conversation;
+  int64_t n_loaded = 0;
+  if (!o.save_kv.empty() || !o.load_kv.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::unique_ptr<Conversation>> c = o.load_kv.empty()
+                                                  ? Conversation::start(e, ConversationOptions{"", use_template, ""})
+                                                  : Conversation::load(e, o.load_kv);
+    if (!c.is_ok()) return report_error(c.status());
+    conversation = std::move(c).value();
+    n_loaded = conversation->session().n_past();
+    if (!o.quiet && !o.load_kv.empty())
+      std::fprintf(stderr, "vlkv: loaded %lld tokens from %s in %.3f s\n", static_cast<long long>(n_loaded),
+                   o.load_kv.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    TurnStats turn;
+    st = conversation->ask(o.prompt, std::move(media), o.gen, printer.on_piece(), &turn, printer.on_progress());
+    stats = turn.generation;
+    printer.end(st.is_ok());
+    if (!st.is_ok()) return report_error(st);
+    if (!o.save_kv.empty()) {
+      const auto t1 = std::chrono::steady_clock::now();
+      if (Status sv = conversation->save(o.save_kv); !sv.is_ok()) return report_error(sv);
+      if (!o.quiet)
+        std::fprintf(stderr, "vlkv: saved %lld tokens and the answer's turn to %s in %.3f s\n",
+                     static_cast<long long>(conversation->session().n_past()), o.save_kv.c_str(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+    }
   }
-  printer.end(st.is_ok());
-  if (!st.is_ok()) return report_error(st);
+  std::unique_ptr<Session> session;
+  if (!conversation) {
+    const Prompt prompt = e.user_prompt(o.prompt, std::move(media), use_template);
+    Result<std::unique_ptr<Session>> s = e.new_session();
+    if (!s.is_ok()) return report_error(s.status());
+    session = std::move(s).value();
+    if (e.has_vision()) {
+      st = session->generate(prompt, o.gen, printer.on_piece(), &stats, printer.on_progress());
+    } else {
+      st = session->generate(prompt.text, o.gen, printer.on_piece(), &stats);
+    }
+    printer.end(st.is_ok());
+    if (!st.is_ok()) return report_error(st);
+  }
   if (!o.quiet) {
     const double pf = stats.prefill_seconds > 0 ? stats.n_prompt_tokens / stats.prefill_seconds : 0;
     const double dc = stats.decode_seconds > 0 && stats.n_generated > 1
@@ -151,14 +188,15 @@ int run(const RunOptions& o_in) {
       media = buf;
     }
     // held: what this session's tokens really cost (kinds, windows, its own grouping).
-    const Session& s = **session;
+    const Session& s = conversation ? conversation->session() : *session;
     const double held = s.n_past() > 0 ? s.kv_stored_bytes() / static_cast<double>(s.n_past()) : 0.0;
     std::string decided = s.kv_description();
     if (!decided.empty()) decided = ", " + decided;
     std::fprintf(stderr,
-                 "vlkv: %s | %lld prompt tokens%s, %.1f tok/s prefill | %lld generated, %.1f tok/s decode%s | "
+                 "vlkv: %s | %lld prompt tokens%s%s, %.1f tok/s prefill | %lld generated, %.1f tok/s decode%s | "
                  "kv %s: %.2f bits/elem, %.0f B/token, held %.0f B/token%s, %.1f KiB of pages in use | %d threads\n",
-                 e.info().name.c_str(), static_cast<long long>(stats.n_prompt_tokens), media.c_str(), pf,
+                 e.info().name.c_str(), static_cast<long long>(stats.n_prompt_tokens), media.c_str(),
+                 n_loaded > 0 ? (" after " + std::to_string(n_loaded) + " loaded").c_str() : "", pf,
                  static_cast<long long>(stats.n_generated), dc, stats.stopped_at_eos ? " (end of text)" : "",
                  o.engine.kv_method.c_str(), e.kv_bits_per_element(), e.kv_bytes_per_token(), held, decided.c_str(),
                  e.kv_bytes_in_use() / 1024.0, e.n_threads());
@@ -195,6 +233,12 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_flag("--count-tokens", o->count_only,
                 "Print the prompt's token count (prompt_tokens=N visual_tokens=M) from the media files' headers, "
                 "without decoding them, and exit");
+  app->add_option("--save-kv", o->save_kv,
+                  "After answering, write the conversation (prompt, answer) and its KV cache to this file (a KV file, "
+                  "docs/kv_file.md): ingest a long video once, ask about it later with --load-kv or vlkv chat's /load");
+  app->add_option("--load-kv", o->load_kv,
+                  "Continue the conversation in this KV file (same model, mmproj and --kv): the prompt is its next "
+                  "turn; the file's tokens are not evaluated again");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);
   commands.push_back({app, [o] { return run(*o); }});
 }

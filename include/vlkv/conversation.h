@@ -40,6 +40,18 @@ class Conversation {
              const std::function<bool(const std::string&)>& on_piece, TurnStats* stats,
              const ProgressCallback& progress = {});
 
+  // Writes the conversation to a KV file (docs/kv_file.md): its cache as Session::save_kv
+  // writes it, plus the turns and what each fed (texts, generated ids, media content hashes;
+  // not the media's pixels), so a loaded conversation continues exactly. `vlkv chat`'s /save.
+  Status save(const std::string& path) const;
+  // A conversation continuing from a file Conversation::save wrote, under kv_method ("": the
+  // engine's; a file of another method is refused, as are files of another model or mmproj,
+  // truncated or corrupted ones: one line naming the file). Its turns, system prompt and
+  // template use are the file's. /kv afterwards needs the media again and is refused where a
+  // turn had some.
+  static Result<std::unique_ptr<Conversation>> load(Engine& engine, const std::string& path,
+                                                    const std::string& kv_method = "");
+
   // Forgets every turn and frees the cache (the system prompt stays).
   Status clear();
 
@@ -57,6 +69,7 @@ class Conversation {
   struct FedTurn {
     Prompt prompt;                    // the turn's text with its media
     std::vector<int32_t> generated;   // then these tokens, as generated (end token excluded)
+    std::vector<uint64_t> media_not_kept;  // loaded from a file: its media items' content hashes (no pixels)
   };
   Conversation(Engine& engine, ConversationOptions options);
   std::string turn_text(const ChatTurn& user) const;

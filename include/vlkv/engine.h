@@ -138,6 +138,8 @@ struct PromptChunk {
   // kMedia: the tokens' grid [grid_t, grid_h, grid_w] (Qwen2-VL M-RoPE positions come from it).
   int32_t grid_t = 1, grid_h = 0, grid_w = 0;
   double t_step = 1.0;  // kMedia: M-RoPE temporal positions per temporal patch (Qwen2.5-VL video)
+  int32_t media_index = -1;  // kMedia: the Prompt's media item it encodes
+  uint64_t media_hash = 0;   // kMedia: that item's content hash (pixels, sizes, fps), recorded in KV files
 };
 
 struct PreparedPrompt {
@@ -162,8 +164,11 @@ struct ChatTurn {
 
 class Session;
 class Sampler;
+struct SessionHistory;
+struct SessionFile;
 struct LayerQk;
 struct PromptLayout;
+struct FeedSegment;
 
 class Engine {
  public:
@@ -201,6 +206,11 @@ class Engine {
 
   // A session whose KV pages use kv_method ("": the engine's; else a spec such as "kivi:bits=2").
   Result<std::unique_ptr<Session>> new_session(const std::string& kv_method = "");
+  // A session continuing from a KV file written by Session::save_kv (docs/kv_file.md): its
+  // cache, tokens and position as saved. The file is checked whole first (size, checksums,
+  // model and mmproj identity, KV method: kv_method, "" the engine's) and refused with one
+  // line (InvalidFile, or OutOfMemory over the KV budget) before the cache is touched.
+  Result<std::unique_ptr<Session>> load_session(const std::string& path, const std::string& kv_method = "");
 
   // One batched forward pass: session i (distinct sessions of this engine) takes one more
   // token, tokens[i], and logits[i] receives its [n_vocab] logits, as eval({tokens[i]})
@@ -275,6 +285,11 @@ class Session {
   // a shared prefix evaluated once. OutOfMemory when the copy does not fit the budget.
   Result<std::unique_ptr<Session>> fork() const;
 
+  // Writes the cache (codec bytes as stored), the tokens it holds with their kinds and
+  // positions, media hashes and the model's identity to path (docs/kv_file.md). Unsupported
+  // naming the KV method where its per-sequence state cannot be saved exactly.
+  Status save_kv(const std::string& path) const;
+
   int64_t n_past() const;   // tokens in the cache
   int64_t n_vocab() const;
   // Exact bytes of the KV codec blocks this session holds now (page tails excluded): what
@@ -294,10 +309,12 @@ class Session {
 
  private:
   friend class Engine;
+  friend struct SessionFile;
   Session(Engine::Impl* engine, int32_t seq);
   Status feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
               const ProgressCallback& progress);
   Status check_room(int64_t n_tokens, const char* what) const;
+  void record_rows(const PromptLayout& layout, const FeedSegment& sg, int64_t begin, int64_t n);
   // Once per engine: a warning when the KV method degrades on a first prompt without visual tokens.
   void warn_if_text_only(int64_t n_visual_tokens);
   Status sample_loop(Sampler& sampler, std::vector<float>& logits, const GenerateParams& params,
@@ -307,6 +324,7 @@ class Session {
   int64_t n_past_ = 0;
   std::function<void(const LayerQk&)> observer_;  // empty: none
   int64_t next_pos_ = 0;  // RoPE position of the next token (M-RoPE media advance it by less than their tokens)
+  std::unique_ptr<SessionHistory> history_;  // the rows the cache holds (KV files)
 };
 
 // "512M", "4G", "1.5GiB", "1048576" → bytes. InvalidArgument on junk or overflow.

@@ -21,7 +21,10 @@ CpuFeatures detect() {
   __builtin_cpu_init();
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
-  f.f16c = __builtin_cpu_supports("f16c");
+  // F16C: CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c";
+  // the fuzz build uses clang).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d)) f.f16c = (c >> 29) & 1;
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
@@ -32,7 +35,6 @@ CpuFeatures detect() {
   f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   // AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports lacks it).
   // The OS saves YMM state whenever AVX2 is usable, which __builtin_cpu_supports checked.
-  unsigned a = 0, b = 0, c = 0, d = 0;
   if (f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = (a >> 4) & 1;
 #elif defined(__aarch64__) && defined(__linux__)
   const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "engine/kv_save.h"
 
 namespace vlkv {
 namespace {
@@ -69,6 +70,7 @@ Status Session::fill_kv_for_benchmark(int64_t n_tokens, uint64_t seed) {
     kv.commit(seq_, n);
     n_past_ += n;
     next_pos_ += n;
+    history_->synthetic = true;
   }
   return Status::ok();
 }

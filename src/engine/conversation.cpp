@@ -38,7 +38,7 @@ Status Conversation::clear() {
   fed_.clear();
   if (options_.system_prompt.empty()) return Status::ok();
   const ChatTurn system{"system", options_.system_prompt};
-  FedTurn fed{Prompt{turn_text(system), {}}, {}};
+  FedTurn fed{Prompt{turn_text(system), {}}, {}, {}};
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt prepared, engine_.prepare_prompt(fed.prompt, /*add_bos=*/true));
   std::vector<float> logits;
   VLKV_RETURN_IF_ERROR(session_->eval_prompt(prepared, &logits));
@@ -51,7 +51,7 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
                          const std::function<bool(const std::string&)>& on_piece, TurnStats* stats,
                          const ProgressCallback& progress) {
   const ChatTurn user{"user", with_media_markers(message, media.size())};
-  FedTurn fed{Prompt{turn_text(user), media}, {}};
+  FedTurn fed{Prompt{turn_text(user), media}, {}, {}};
   if (fed.prompt.text.empty()) return unsupported("the chat template rewrote an earlier turn; /clear to start over");
   TurnStats local;
   TurnStats& st = stats ? *stats : local;
@@ -88,6 +88,10 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
 }
 
 Status Conversation::switch_kv_method(const std::string& kv_method, const ProgressCallback& progress) {
+  for (const FedTurn& turn : fed_)
+    if (!turn.media_not_kept.empty())
+      return unsupported("this conversation was loaded from a KV file, which holds no images or videos: switching "
+                         "the KV method needs them to encode them again (/clear to start over)");
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> fresh, engine_.new_session(kv_method));  // checks the spec
   std::vector<float> logits;
   for (const FedTurn& turn : fed_) {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "engine/engine_impl.h"
+#include "engine/kv_save.h"
 
 namespace vlkv {
 
@@ -171,6 +172,7 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
       c.grid_h = p.embd.grid_h;
       c.grid_w = p.embd.grid_w;
       c.t_step = p.embd.t_step;
+      c.media_index = static_cast<int32_t>(i);
       if (with_data && static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
         return Status(StatusCode::kInternal, "vision model returned embeddings of the wrong size");
       }
@@ -235,6 +237,11 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
   };
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt out,
                         assemble(e, prompt.text, prompt.media.size(), encode, /*with_data=*/true, add_bos));
+  std::vector<uint64_t> hashes(prompt.media.size());  // each item's content hash, once (KV files record them)
+  for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = media_content_hash(prompt.media[i]);
+  for (PromptChunk& c : out.chunks)
+    if (c.kind == PromptChunk::Kind::kMedia && c.media_index >= 0 && static_cast<size_t>(c.media_index) < hashes.size())
+      c.media_hash = hashes[static_cast<size_t>(c.media_index)];
   out.encode_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
 }

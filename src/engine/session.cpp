@@ -4,11 +4,13 @@
 #include "base/log.h"
 #include "engine/decoder_feed.h"
 #include "engine/engine_impl.h"
+#include "engine/kv_save.h"
 #include "engine/sampler.h"
 
 namespace vlkv {
 
-Session::Session(Engine::Impl* engine, int32_t seq) : engine_(engine), seq_(seq) {}
+Session::Session(Engine::Impl* engine, int32_t seq)
+    : engine_(engine), seq_(seq), history_(std::make_unique<SessionHistory>()) {}
 
 Session::~Session() {
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
@@ -29,6 +31,7 @@ Result<std::unique_ptr<Session>> Session::fork() const {
   std::unique_ptr<Session> s(new Session(engine_, seq));
   s->n_past_ = n_past_;
   s->next_pos_ = next_pos_;
+  *s->history_ = *history_;
   return s;
 }
 
@@ -79,6 +82,17 @@ Status Session::check_room(int64_t n_tokens, const char* what) const {
                           " exceed the context size of " + std::to_string(n_ctx) + " (raise --ctx-size)");
 }
 
+// Rows [begin, begin + n) of segment sg, now in the cache, into the history (KV files).
+void Session::record_rows(const PromptLayout& layout, const FeedSegment& sg, int64_t begin, int64_t n) {
+  SessionHistory& h = *history_;
+  for (int64_t i = begin; i < begin + n; ++i) {
+    h.ids.push_back(layout.tokens[i]);
+    h.kinds.push_back(static_cast<uint8_t>(layout.kinds[i]));
+    h.pos.push_back(layout.positions[i]);
+    for (int c = 0; c < 3; ++c) h.mrope.push_back(sg.mrope.empty() ? -1 : sg.mrope[(i - sg.begin) * 3 + c]);
+  }
+}
+
 // A laid-out prompt through the decoder, n_batch rows at most per forward pass and never
 // across a segment (text ids / one media item). logits: null (none); every row's appended
 // (all_logits); else the last row's.
@@ -100,6 +114,7 @@ Status Session::feed(const PromptLayout& layout, bool all_logits, std::vector<fl
                                                     : LogitsMode::kNone;
       VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
       n_past_ += n;
+      record_rows(layout, sg, begin, n);
       if (mode != LogitsMode::kNone) logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
       if (progress) progress("prefill", begin + n, n_rows);
     }
@@ -130,7 +145,15 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
   // VidKV's salient visual tokens need each visual token's similarity to the prompt's text.
   VLKV_ASSIGN_OR_RETURN(PromptLayout layout,
                         lay_out_prompt(*engine_, prompt, next_pos_, engine_->kv->uses_visual_similarity()));
-  return feed(layout, false, last_logits, progress);
+  const int64_t first_row = n_past_;
+  const Status st = feed(layout, false, last_logits, progress);
+  int64_t row = first_row;  // the media items now in the cache, by content hash
+  for (const PromptChunk& c : prompt.chunks) {
+    if (c.kind == PromptChunk::Kind::kMedia && row + c.n_tokens <= n_past_)
+      history_->media.push_back(MediaRecord{c.media_hash, row, c.n_tokens, c.grid_t, c.grid_h, c.grid_w});
+    row += c.n_tokens;
+  }
+  return st;
 }
 
 Status Session::sample_loop(Sampler& sampler, std::vector<float>& logits, const GenerateParams& params,
@@ -246,6 +269,11 @@ Status Engine::decode_batch(const std::vector<Session*>& sessions, const std::ve
   Status first = Status::ok();
   for (size_t i = 0; i < n; ++i) {
     if (batch[i].status.is_ok()) {
+      SessionHistory& h = *sessions[i]->history_;
+      h.ids.push_back(tokens[i]);
+      h.kinds.push_back(static_cast<uint8_t>(TokenKind::kText));
+      h.pos.push_back(sessions[i]->next_pos_);
+      h.mrope.insert(h.mrope.end(), 3, -1);
       ++sessions[i]->n_past_;
       ++sessions[i]->next_pos_;
     } else if (first.is_ok()) {

@@ -10,6 +10,7 @@
 #include "kv/attention.h"
 #include "kv/attention_stats.h"
 #include "kv/codec_registry.h"
+#include "kv/kv_sequence_io.h"
 #include "kv/method_registry.h"
 #include "kv/page_table.h"
 #include "kv/window_trim.h"
@@ -148,6 +149,16 @@ class KvCacheImpl final : public KvCache {
               bytes += static_cast<double>(st->block_bytes) *
                        static_cast<double>(s.n_tokens / st->codec->tokens_per_block() - st->n_freed_pages * st->blocks_per_page);
     return bytes;
+  }
+  Status save_sequence(SeqId seq, std::string* out) const override {
+    return save_sequence_cache(get(seq), config_.geometry, out);
+  }
+  Result<SeqId> load_sequence(const std::string& spec, const uint8_t* data, size_t size) override {
+    VLKV_ASSIGN_OR_RETURN(const Method* method, method_for(spec));
+    SequenceCache seq;
+    VLKV_RETURN_IF_ERROR(
+        load_sequence_cache(data, size, *method, config_.geometry, config_.max_tokens_per_seq, pool_, &seq));
+    return table_.add(std::move(seq));
   }
   uint64_t sequence_bytes(SeqId seq) const override {
     return table_.n_bytes(seq);

@@ -125,6 +125,16 @@ class KvCache {
   // it folds a window. What a scheduler reserves; InvalidArgument for a bad spec.
   virtual Result<uint64_t> max_bytes_for_tokens(int64_t n_tokens, const std::string& method = "") = 0;
   virtual uint32_t page_bytes() const = 0;
+
+  // ---- saving a sequence to a file (kv_sequence_io.h) ----
+  // Appends seq's cache (segments, codec blocks as stored, the method's state) to out;
+  // Unsupported naming the method when its state cannot be saved exactly.
+  virtual Status save_sequence(SeqId /*seq*/, std::string* /*out*/) const { return unsupported("saving a KV sequence"); }
+  // A new sequence stored with `method` from bytes save_sequence wrote, checked whole before
+  // a page is taken (InvalidFile, or OutOfMemory when it does not fit the free budget).
+  virtual Result<SeqId> load_sequence(const std::string& /*method*/, const uint8_t* /*data*/, size_t /*size*/) {
+    return unsupported("loading a KV sequence");
+  }
 };
 
 }  // namespace vlkv

@@ -12,6 +12,10 @@
 
 namespace vlkv {
 
+class ByteWriter;
+class ByteReader;
+struct LayerCache;
+
 // The K or the V rows of one segment. codec == nullptr: the stream is absent (a layer
 // that reads another layer's keys stores no K: LayerPlan::stores_k).
 struct Stream {
@@ -74,6 +78,13 @@ class LayerState {
  public:
   virtual ~LayerState() = default;
   virtual std::unique_ptr<LayerState> clone() const = 0;
+  // Saving a sequence to a file (kv_sequence_io.h): writes everything the method will read
+  // again; false where the state cannot be saved exactly yet (the file is then refused).
+  virtual bool save(ByteWriter& /*w*/) const { return false; }
+  // Restores what save() wrote into a fresh state (the method's new_*_state()); false for
+  // bytes save() cannot have written: the reader is bounds-checked, and the state checks its
+  // sizes against the layer's loaded segments (layer: null for a per-sequence state).
+  virtual bool load(ByteReader& /*r*/, const LayerCache* /*layer*/) { return false; }
 };
 
 struct LayerCache {

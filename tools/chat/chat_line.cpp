@@ -19,6 +19,8 @@ const char* chat_help_text() {
   return "  /image PATH   attach an image to the next message\n"
          "  /video PATH   attach a video to the next message\n"
          "  /kv METHOD    evaluate the conversation again under another KV method (e.g. kivi:bits=2)\n"
+         "  /save FILE    write the conversation and its KV cache to FILE (a KV file, docs/kv_file.md)\n"
+         "  /load FILE    continue the conversation saved in FILE (same model, mmproj and KV method)\n"
          "  /stats        the cache: tokens, method, bits/element, bytes held\n"
          "  /clear        forget the conversation\n"
          "  /help         this list\n"
@@ -39,7 +41,8 @@ ChatLine parse_chat_line(const std::string& raw) {
   };
   static constexpr Entry kCommands[] = {
       {"/image", ChatLine::Kind::kImage, "an image file"}, {"/video", ChatLine::Kind::kVideo, "a video file"},
-      {"/kv", ChatLine::Kind::kKvMethod, "a KV method"},   {"/clear", ChatLine::Kind::kClear, nullptr},
+      {"/kv", ChatLine::Kind::kKvMethod, "a KV method"},   {"/save", ChatLine::Kind::kSave, "a file"},
+      {"/load", ChatLine::Kind::kLoad, "a file"},          {"/clear", ChatLine::Kind::kClear, nullptr},
       {"/stats", ChatLine::Kind::kStats, nullptr},         {"/help", ChatLine::Kind::kHelp, nullptr},
       {"/quit", ChatLine::Kind::kQuit, nullptr},           {"/exit", ChatLine::Kind::kQuit, nullptr},
   };

@@ -7,7 +7,7 @@
 namespace vlkv::cli {
 
 struct ChatLine {
-  enum class Kind { kEmpty, kMessage, kImage, kVideo, kKvMethod, kClear, kStats, kHelp, kQuit, kBad };
+  enum class Kind { kEmpty, kMessage, kImage, kVideo, kKvMethod, kSave, kLoad, kClear, kStats, kHelp, kQuit, kBad };
   Kind kind = Kind::kEmpty;
   std::string arg;  // the message, the path, the method spec, or (kBad) what is wrong
 };

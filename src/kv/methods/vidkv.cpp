@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/kv_bytes.h"
 #include "kv/codecs/sign1_codecs.h"
 #include "kv/method_registry.h"
 #include "kv/methods/vidkv_salient.h"
@@ -49,6 +50,20 @@ constexpr uint32_t kMain = 0, kWindow = 1, kSalient = 2, kStageMain = 3, kStageS
 class VidkvState final : public LayerState {
  public:
   std::unique_ptr<LayerState> clone() const override { return std::make_unique<VidkvState>(*this); }
+  bool save(ByteWriter& w) const override {
+    w.vec(window_salient);
+    return true;
+  }
+  bool load(ByteReader& r, const LayerCache* layer) override {
+    window_salient = r.vec<uint8_t>();
+    if (!r.ok() || !layer) return false;
+    for (const HeadCache& h : layer->heads) {  // one flag per window token of every head
+      int64_t w = 0;
+      for (const Segment& s : h.segments) w += s.tag == kWindow ? s.n_tokens : 0;
+      if (w != static_cast<int64_t>(window_salient.size())) return false;
+    }
+    return std::all_of(window_salient.begin(), window_salient.end(), [](uint8_t f) { return f <= 1; });
+  }
   std::vector<uint8_t> window_salient;  // [window tokens]
 };
 

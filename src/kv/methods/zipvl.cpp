@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/kv_bytes.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/window_fold.h"
@@ -57,6 +58,45 @@ constexpr int kMinSparseStep = 64;
 class ZipvlState final : public LayerState {
  public:
   std::unique_ptr<LayerState> clone() const override { return std::make_unique<ZipvlState>(*this); }
+  bool save(ByteWriter& w) const override {
+    w.vec(window_pos);
+    w.vec(window_seen);
+    for (const auto& m : window_mass) w.vec(m);
+    for (const auto& head : pos)
+      for (const auto& p : head) w.vec(p);
+    return true;
+  }
+  // Sizes as the segments hold tokens (every position within the layer's tokens): what
+  // stored_positions and the statistics index by.
+  bool load(ByteReader& r, const LayerCache* layer) override {
+    if (!layer || window_mass.size() != layer->heads.size() || pos.size() != layer->heads.size()) return false;
+    const int64_t n = layer->n_tokens;
+    auto in_range = [n](const std::vector<int64_t>& v) {
+      return std::all_of(v.begin(), v.end(), [n](int64_t p) { return p >= 0 && p < n; });
+    };
+    window_pos = r.vec<int64_t>();
+    window_seen = r.vec<double>();
+    const size_t w = window_pos.size();
+    if (!r.ok() || window_seen.size() != w || !in_range(window_pos)) return false;
+    for (auto& m : window_mass) {
+      m = r.vec<double>();
+      if (!r.ok() || m.size() != w) return false;
+    }
+    for (size_t h = 0; h < pos.size(); ++h) {
+      int64_t tokens[kTags] = {};
+      for (const Segment& s : layer->heads[h].segments) {
+        if (s.tag >= kTags) return false;
+        tokens[s.tag] += s.n_tokens;
+      }
+      if (tokens[kWindow] != static_cast<int64_t>(w)) return false;
+      for (int t = 0; t < kTags; ++t) {
+        pos[h][t] = r.vec<int64_t>();
+        if (!r.ok() || !in_range(pos[h][t])) return false;
+        if (t != kWindow && static_cast<int64_t>(pos[h][t].size()) != tokens[t]) return false;
+      }
+    }
+    return true;
+  }
   // Window tokens, sequence order (the same tokens for every kv head).
   std::vector<int64_t> window_pos;         // [w] positions
   std::vector<double> window_seen;         // [w] probes that saw each token so far

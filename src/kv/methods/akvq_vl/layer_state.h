@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kv/codec.h"
+#include "kv/kv_bytes.h"
 #include "kv/layer_editor.h"
 #include "kv/methods/akvq_vl/saliency.h"
 
@@ -37,6 +38,26 @@ class PosRuns {
     n_ += to - from;
   }
   int64_t size() const { return n_; }
+  void save(ByteWriter& w) const {
+    w.vec(start_);
+    w.vec(len_);
+    w.put<int64_t>(n_);
+  }
+  // Runs as append() leaves them (positive lengths, increasing non-touching starts, n_ their
+  // sum), every position in [0, max_pos).
+  bool load(ByteReader& r, int64_t max_pos) {
+    start_ = r.vec<int64_t>();
+    len_ = r.vec<int64_t>();
+    n_ = r.get<int64_t>();
+    if (!r.ok() || len_.size() != start_.size()) return false;
+    int64_t sum = 0, end = 0;
+    for (size_t i = 0; i < start_.size(); ++i) {
+      if (len_[i] <= 0 || start_[i] < end || (i > 0 && start_[i] == end) || len_[i] > max_pos - start_[i]) return false;
+      end = start_[i] + len_[i];
+      sum += len_[i];
+    }
+    return sum == n_;
+  }
   // Appends entries [from, to) (0-based, in append order) to out.
   void expand(int64_t from, int64_t to, std::vector<int64_t>* out) const {
     int64_t first = 0;  // entry index of run r's first position
@@ -69,6 +90,50 @@ struct AkvqHead {
 class AkvqState final : public LayerState {
  public:
   std::unique_ptr<LayerState> clone() const override { return std::make_unique<AkvqState>(*this); }
+  bool save(ByteWriter& w) const override {
+    w.put<uint8_t>(decided ? 1 : 0);
+    w.put<uint8_t>(static_cast<uint8_t>(pattern));
+    w.put<uint8_t>(stats_seen ? 1 : 0);
+    kinds.save(w);
+    w.put<uint64_t>(heads.size());
+    for (const AkvqHead& h : heads) {
+      w.vec(h.window_pivot);
+      w.put<int32_t>(h.n_pivots);
+      for (const KindRuns& k : h.folded) k.save(w);
+      for (const PosRuns& p : h.folded_pos) p.save(w);
+    }
+    return true;
+  }
+  // Sizes as the layer's segments hold rows: the kinds of every token, per head the window's
+  // pivot flags and each class's kinds and positions (its code and staging segments' rows).
+  bool load(ByteReader& r, const LayerCache* layer) override {
+    if (!layer) return false;
+    const uint8_t d = r.get<uint8_t>(), p = r.get<uint8_t>(), s = r.get<uint8_t>();
+    if (!r.ok() || d > 1 || p > 1 || s > 1 || !kinds.load(r) || kinds.size() != layer->n_tokens) return false;
+    decided = d == 1;
+    pattern = static_cast<Pattern>(p);
+    stats_seen = s == 1;
+    const uint64_t n_heads = r.get<uint64_t>();
+    if (!r.ok() || (n_heads != 0 && n_heads != layer->heads.size())) return false;
+    if (n_heads == 0) return layer->n_tokens == 0;
+    heads.resize(n_heads);
+    for (size_t h = 0; h < n_heads; ++h) {
+      AkvqHead& hs = heads[h];
+      int64_t rows[kNumTags] = {};
+      for (const Segment& seg : layer->heads[h].segments) {
+        if (seg.tag >= kNumTags) return false;
+        rows[class_of_tag(seg.tag)] += seg.n_tokens;
+      }
+      hs.window_pivot = r.vec<uint8_t>();
+      hs.n_pivots = r.get<int32_t>();
+      if (!r.ok() || static_cast<int64_t>(hs.window_pivot.size()) != rows[kTagWindow] || hs.n_pivots < 0) return false;
+      for (int c = 0; c < 3; ++c)
+        if (!hs.folded[c].load(r) || hs.folded[c].size() != rows[c]) return false;
+      for (int c = 0; c < 3; ++c)
+        if (!hs.folded_pos[c].load(r, layer->n_tokens) || hs.folded_pos[c].size() != rows[c]) return false;
+    }
+    return true;
+  }
   bool decided = false;          // pattern set from statistics (auto) at least once
   Pattern pattern = Pattern::kPsa;
   bool stats_seen = false;       // a prefill step brought statistics (no first-tokens fallback)

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "kv/kv_bytes.h"
 #include "kv/token_kind.h"
 
 namespace vlkv::akvq {
@@ -66,6 +67,27 @@ class KindRuns {
       kind_.push_back(kind);
     }
     n_ += n;
+  }
+  void save(ByteWriter& w) const {
+    w.vec(start_);
+    w.vec(std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(kind_.data()),
+                               reinterpret_cast<const uint8_t*>(kind_.data()) + kind_.size()));
+    w.put<int64_t>(n_);
+  }
+  // Runs as append_run leaves them: starting at 0, increasing, kinds valid, n_ past the last start.
+  bool load(ByteReader& r) {
+    start_ = r.vec<int64_t>();
+    const std::vector<uint8_t> kinds = r.vec<uint8_t>();
+    n_ = r.get<int64_t>();
+    if (!r.ok() || kinds.size() != start_.size() || n_ < 0) return false;
+    if (!start_.empty() && (start_[0] != 0 || start_.back() >= n_)) return false;
+    if (start_.empty() && n_ != 0) return false;
+    kind_.clear();
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      if (kinds[i] > static_cast<uint8_t>(TokenKind::kSpecial) || (i > 0 && start_[i] <= start_[i - 1])) return false;
+      kind_.push_back(static_cast<TokenKind>(kinds[i]));
+    }
+    return true;
   }
 
  private:

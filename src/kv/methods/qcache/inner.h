@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "kv/kv_bytes.h"
 #include "kv/method.h"
 #include "kv/page_pool.h"
 #include "kv/page_table.h"
@@ -24,6 +25,35 @@ class PartitionState final : public LayerState {
       c->n_cached[p] = n_cached[p];
     }
     return c;
+  }
+  bool save(ByteWriter& w) const override {
+    for (int p = 0; p < 2; ++p) {
+      w.put<int64_t>(n_cached[p]);
+      if (inner[p] && !inner[p]->save(w)) return false;
+    }
+    return true;
+  }
+  // Each space's inner state is checked against the segments of that space alone.
+  bool load(ByteReader& r, const LayerCache* layer) override {
+    if (!layer) return false;
+    for (int p = 0; p < 2; ++p) {
+      n_cached[p] = r.get<int64_t>();
+      if (!r.ok() || n_cached[p] < 0 || n_cached[p] > layer->n_tokens) return false;
+      LayerCache space;
+      space.n_tokens = n_cached[p];
+      space.heads.resize(layer->heads.size());
+      for (size_t h = 0; h < layer->heads.size(); ++h) {
+        int64_t tokens = 0;
+        for (const Segment& s : layer->heads[h].segments)
+          if (s.space == static_cast<uint32_t>(p + 1)) {
+            space.heads[h].segments.push_back(s);
+            tokens += s.n_tokens;
+          }
+        if (tokens != n_cached[p]) return false;
+      }
+      if (inner[p] && !inner[p]->load(r, &space)) return false;
+    }
+    return n_cached[0] + n_cached[1] == layer->n_tokens;
   }
   std::unique_ptr<LayerState> inner[2];
   int64_t n_cached[2] = {0, 0};

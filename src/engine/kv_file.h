@@ -1,0 +1,57 @@
+// The container of a KV file (docs/kv_file.md): a fixed header, a section table and
+// sections, each with its own CRC32 (zlib), versioned. Knows nothing of what sections hold;
+// kv_save.cpp fills and reads them. Parsing never reads past the bytes it is given.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vlkv/status.h"
+
+namespace vlkv {
+
+inline constexpr char kKvFileMagic[8] = {'V', 'L', 'K', 'V', '-', 'K', 'V', '\n'};
+inline constexpr uint32_t kKvFileVersion = 1;
+inline constexpr size_t kKvFileHeaderBytes = 32;   // magic, version, n_sections, file_size, header crc
+inline constexpr size_t kKvFileEntryBytes = 24;    // id, crc, offset, size
+inline constexpr uint32_t kKvFileMaxSections = 16;
+
+// Section ids (each at most once).
+enum KvFileSectionId : uint32_t {
+  kSectionIdentity = 1,      // model (and mmproj) identity, geometry
+  kSectionMethod = 2,        // KV method spec, page bytes the cache takes
+  kSectionTokens = 3,        // token ids, kinds, positions, next position
+  kSectionMedia = 4,         // media items: content hash and rows
+  kSectionKv = 5,            // the sequence's cache (kv_sequence_io.h)
+  kSectionConversation = 6,  // vlkv chat's turns (optional)
+};
+
+struct KvFileSection {
+  uint32_t id = 0;
+  std::string bytes;
+};
+
+// The whole file image of these sections.
+std::string build_kv_file(const std::vector<KvFileSection>& sections);
+
+// A parsed file: section bytes point into the data given to parse_kv_file.
+struct KvFileSectionView {
+  uint32_t id = 0;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+// Checks magic, version, the size the header claims, the header's and every section's CRC,
+// and that sections lie within the data without overlapping; InvalidFile naming the first
+// problem ("truncated: ...", "bad checksum of section tokens", ...).
+Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t size);
+
+// Writes the image to path (to path.tmp first, then renamed: a reader never sees half a file).
+Status write_kv_file(const std::string& path, const std::string& image);
+// Reads a file whose header claims at most max_bytes: the header is read and its size checked
+// against the file's before the rest is read (and allocated).
+Result<std::vector<uint8_t>> read_kv_file(const std::string& path, uint64_t max_bytes);
+
+const char* kv_file_section_name(uint32_t id);
+
+}  // namespace vlkv

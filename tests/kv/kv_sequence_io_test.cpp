@@ -1,0 +1,216 @@
+// KvCache::save_sequence / load_sequence (kv_sequence_io.h) for every method of the fuzz
+// list (fuzz/kv_file_fuzz_targets.h: one spec per registered method, windows small enough to
+// fold): a loaded sequence reads back and attends bit for bit as the saved one, the bytes are
+// the same at every SIMD tier, every truncation is refused without a page left taken, and a
+// section over the free budget is refused before allocating. Also writes the fuzzer's seeds.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../fuzz/kv_file_fuzz_targets.h"
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "kv/method_registry.h"
+#include "kv_test_util.h"
+
+namespace vlkv {
+namespace {
+
+using kvfuzz::geometry;
+using kvfuzz::kSpecs;
+
+constexpr float kScale = 0.17f;
+
+// One step of n tokens on every layer (random q, k, v from seed; kinds given), committed.
+void step(KvCache& c, SeqId seq, const std::vector<TokenKind>& kinds, uint32_t seed, ThreadPool& pool,
+          std::vector<float>* outs = nullptr) {
+  const KvGeometry g = geometry();
+  const int n = static_cast<int>(kinds.size());
+  for (int l = 0; l < g.n_layers; ++l) {
+    const auto q = kvtest::random_vec(static_cast<size_t>(n) * g.n_heads * g.head_dim, seed * 31 + l);
+    const auto k = kvtest::random_vec(static_cast<size_t>(n) * g.n_kv_heads * g.head_dim, seed * 37 + l);
+    const auto v = kvtest::random_vec(k.size(), seed * 41 + l);
+    std::vector<float> out(q.size());
+    ASSERT_TRUE(c.attend(seq, l, q.data(), k.data(), v.data(), kinds.data(), n, kScale, out.data(), pool).is_ok());
+    if (outs) outs->insert(outs->end(), out.begin(), out.end());
+  }
+  c.commit(seq, n);
+}
+
+// A prompt (text, 24 visual, text) and three decode steps.
+void fill(KvCache& c, SeqId seq, ThreadPool& pool) {
+  std::vector<TokenKind> prompt(4, TokenKind::kSpecial);
+  prompt.insert(prompt.end(), 24, TokenKind::kVisual);
+  prompt.insert(prompt.end(), 12, TokenKind::kText);
+  step(c, seq, prompt, 1, pool);
+  for (uint32_t s = 2; s < 5; ++s) step(c, seq, {TokenKind::kText}, s, pool);
+}
+
+std::string saved(const std::string& spec, ThreadPool& pool) {
+  auto c = kvtest::small_page_cache(spec, geometry());
+  if (!c) return {};
+  Result<SeqId> seq = c->add_sequence();
+  EXPECT_TRUE(seq.is_ok());
+  fill(*c, *seq, pool);
+  std::string bytes;
+  EXPECT_TRUE(c->save_sequence(*seq, &bytes).is_ok());
+  return bytes;
+}
+
+TEST(KvSequenceIo, FuzzListCoversEveryMethod) {
+  for (const MethodInfo* m : list_methods()) {
+    bool found = false;
+    for (const char* s : kSpecs) found = found || std::string(s).rfind(m->name, 0) == 0;
+    EXPECT_TRUE(found) << m->name << " is missing from fuzz/kv_file_fuzz_targets.h";
+  }
+}
+
+TEST(KvSequenceIo, LoadedSequenceReadsBackAndAttendsBitForBit) {
+  ThreadPool pool(1);
+  const KvGeometry g = geometry();
+  for (const char* spec : kSpecs) {
+    SCOPED_TRACE(spec);
+    auto c = kvtest::small_page_cache(spec, g);
+    ASSERT_TRUE(c);
+    Result<SeqId> a = c->add_sequence();
+    ASSERT_TRUE(a.is_ok());
+    fill(*c, *a, pool);
+    std::string bytes;
+    ASSERT_TRUE(c->save_sequence(*a, &bytes).is_ok());
+    Result<SeqId> b = c->load_sequence(c->sequence_method(*a), reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    ASSERT_TRUE(b.is_ok()) << b.status().message();
+    EXPECT_EQ(c->n_tokens(*b), c->n_tokens(*a));
+    EXPECT_EQ(c->stored_bytes(*b), c->stored_bytes(*a));
+    EXPECT_EQ(c->sequence_bytes(*b), c->sequence_bytes(*a));
+    EXPECT_EQ(c->describe_sequence(*b), c->describe_sequence(*a));
+    for (int l = 0; l < g.n_layers; ++l) {
+      std::vector<float> ka, va, kb, vb;
+      ASSERT_TRUE(c->read_back(*a, l, 0, &ka, &va).is_ok());
+      ASSERT_TRUE(c->read_back(*b, l, 0, &kb, &vb).is_ok());
+      EXPECT_TRUE(ka == kb && va == vb) << "layer " << l;
+    }
+    // The next steps (a decode step, then a longer one that folds) attend and store the same.
+    for (const std::vector<TokenKind>& kinds :
+         {std::vector<TokenKind>{TokenKind::kText}, std::vector<TokenKind>(20, TokenKind::kVisual)}) {
+      std::vector<float> oa, ob;
+      step(*c, *a, kinds, 9, pool, &oa);
+      step(*c, *b, kinds, 9, pool, &ob);
+      EXPECT_EQ(std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)), 0);
+    }
+    std::string again_a, again_b;
+    ASSERT_TRUE(c->save_sequence(*a, &again_a).is_ok());
+    ASSERT_TRUE(c->save_sequence(*b, &again_b).is_ok());
+    EXPECT_TRUE(again_a == again_b);
+  }
+}
+
+// What a file holds is what the pages hold, and those are the same bytes at every SIMD tier
+// (tests/kv/codec_test.cpp checks the codecs' encoders; this checks whole sequences, the
+// methods' choices from attention statistics included). Methods whose state keeps the
+// statistics themselves (zipvl's accumulated attention mass, Q Cache's JSD sums: floats from
+// the SIMD softmax, which rounds differently per tier) save other state bytes per tier; their
+// stored rows (every layer and head, decoded) and codec bytes per sequence are still equal.
+TEST(KvSequenceIo, SameBytesAtEverySimdTier) {
+  kvtest::SimdLevelGuard guard;
+  ThreadPool pool(1);
+  const KvGeometry g = geometry();
+  for (const char* spec : kSpecs) {
+    SCOPED_TRACE(spec);
+    const std::string name(spec);
+    const bool float_state = name.rfind("zipvl", 0) == 0 || name.rfind("qcache", 0) == 0;
+    std::string reference;
+    std::vector<std::vector<float>> ref_rows;
+    double ref_stored = 0;
+    for (SimdTier tier : kvtest::simd_tiers()) {
+      set_simd_tier_for_testing(tier);
+      auto c = kvtest::small_page_cache(spec, g);
+      ASSERT_TRUE(c);
+      Result<SeqId> seq = c->add_sequence();
+      ASSERT_TRUE(seq.is_ok());
+      fill(*c, *seq, pool);
+      std::string bytes;
+      ASSERT_TRUE(c->save_sequence(*seq, &bytes).is_ok());
+      std::vector<std::vector<float>> rows;  // decoded at one tier (vidkv's inverse FFT rounds per tier)
+      set_simd_tier_for_testing(SimdTier::kScalar);
+      for (int l = 0; l < g.n_layers; ++l) {
+        std::vector<float> k, v;
+        ASSERT_TRUE(c->read_back(*seq, l, 0, &k, &v).is_ok());
+        rows.push_back(k);
+        rows.push_back(v);
+      }
+      if (reference.empty()) {
+        reference = bytes;
+        ref_rows = rows;
+        ref_stored = c->stored_bytes(*seq);
+        continue;
+      }
+      if (!float_state) {
+        EXPECT_TRUE(bytes == reference) << "tier " << static_cast<int>(tier) << " stores other bytes";
+      }
+      EXPECT_TRUE(rows == ref_rows) << "tier " << static_cast<int>(tier) << " stores other rows";
+      EXPECT_EQ(c->stored_bytes(*seq), ref_stored);
+    }
+  }
+}
+
+TEST(KvSequenceIo, EveryTruncationAndAForeignMethodAreRefused) {
+  ThreadPool pool(1);
+  for (const char* spec : {"f16", "kivi2:residual=4,g=8", "zipvl:rescore=8,g=8", "akvq_vl:window=8", "qcache_vla:grouping=prefill,n_lazy=1"}) {
+    SCOPED_TRACE(spec);
+    const std::string bytes = saved(spec, pool);
+    auto c = kvtest::small_page_cache(spec, geometry());
+    ASSERT_TRUE(c);
+    const std::string method = c->method_name();
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+    for (size_t n = 0; n < bytes.size(); n += n < 512 ? 1 : 61) {
+      Result<SeqId> s = c->load_sequence(method, p, n);
+      ASSERT_FALSE(s.is_ok()) << "accepted " << n << " of " << bytes.size() << " bytes";
+      EXPECT_EQ(s.status().code(), StatusCode::kInvalidFile);
+      ASSERT_EQ(c->bytes_in_use(), 0u);
+    }
+    ASSERT_TRUE(c->load_sequence(method, p, bytes.size()).is_ok());
+    // Under another method the codecs or states do not match.
+    const std::string other = std::string(spec) == "f16" ? "int8" : "f16";
+    Result<SeqId> s = c->load_sequence(other, p, bytes.size());
+    EXPECT_FALSE(s.is_ok());
+  }
+}
+
+TEST(KvSequenceIo, OverTheFreeBudgetRefusedBeforeAllocating) {
+  ThreadPool pool(1);
+  const std::string bytes = saved("f16", pool);
+  auto c = kvtest::small_page_cache("f16", geometry(), 8192);
+  ASSERT_TRUE(c);
+  Result<SeqId> s = c->load_sequence("f16", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(s.status().message().find("raise --kv-budget"), std::string::npos) << s.status().message();
+  EXPECT_EQ(c->bytes_in_use(), 0u);
+}
+
+// The fuzzer's seed corpus: VLKV_KV_FUZZ_SEEDS=fuzz/corpus/kv_file ./build/tests/kv_tests
+// --gtest_filter=KvSequenceIo.FuzzSeeds writes one seed per spec (its index byte, then the
+// sequence's bytes).
+TEST(KvSequenceIo, FuzzSeeds) {
+  const char* dir = std::getenv("VLKV_KV_FUZZ_SEEDS");
+  if (!dir) GTEST_SKIP() << "set VLKV_KV_FUZZ_SEEDS=DIR to write the seeds";
+  ThreadPool pool(1);
+  for (int i = 0; i < kvfuzz::kNumSpecs; ++i) {
+    const std::string bytes = saved(kSpecs[i], pool);
+    const std::string path = std::string(dir) + "/seq_" + std::to_string(i) + ".bin";
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << path;
+    const uint8_t sel = static_cast<uint8_t>(i);
+    EXPECT_EQ(std::fwrite(&sel, 1, 1, f), 1u);
+    EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    std::fclose(f);
+  }
+}
+
+}  // namespace
+}  // namespace vlkv
