@@ -80,6 +80,7 @@ struct GenerateStats {
   // the next turn, as llama-mtmd-cli does with every non-end token.
   int32_t unevaluated_token = -1;
   std::vector<int32_t> tokens;  // the generated tokens in order (the end-of-generation token excluded)
+  int64_t n_cached_tokens = 0;  // prompt tokens taken from a prefix cache, not evaluated (serve's batch backend)
 };
 
 struct ModelInfo {
