@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/content_hash.h"
 #include "engine/prefix_cache.h"
 #include "kv/kv_cache.h"
 #include "vlkv/engine.h"
@@ -313,6 +314,35 @@ TEST(PrefixCache, EntriesAreEvictedBeforeRequestsWait) {
     EXPECT_EQ(st.n_preemptions, 0) << "reserve " << reserve;
     EXPECT_LE(st.kv_bytes_in_use, p.kv_budget_bytes);
   }
+}
+
+// FIPS 180-4's examples: one block, two blocks, and a million 'a's fed in odd pieces.
+TEST(PrefixCache, Sha256MatchesTheStandardsVectors) {
+  auto hex = [](const std::array<uint8_t, 32>& d) {
+    std::string s;
+    char buf[3];
+    for (uint8_t b : d) {
+      std::snprintf(buf, sizeof buf, "%02x", b);
+      s += buf;
+    }
+    return s;
+  };
+  Sha256 a;
+  a.update("abc", 3);
+  EXPECT_EQ(hex(a.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 b;
+  const std::string two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  b.update(two.data(), two.size());
+  EXPECT_EQ(hex(b.finish()), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 c;
+  const std::string piece(997, 'a');
+  size_t left = 1000000;
+  while (left > 0) {
+    const size_t n = std::min(left, piece.size());
+    c.update(piece.data(), n);
+    left -= n;
+  }
+  EXPECT_EQ(hex(c.finish()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 // ---- the cache's bookkeeping alone, on a small KvCache ----
