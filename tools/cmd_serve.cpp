@@ -27,6 +27,7 @@ struct ServeOptions {
   std::string kv = "f16";
   std::string kv_allow;
   std::string kv_budget = "2G";
+  std::string cache_budget = "1G";
   std::string max_body = "32M";
   std::string alias;
   int shutdown_grace_ms = 3000;
@@ -48,6 +49,10 @@ int serve(const ServeOptions& o_in) {
   Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
   if (!budget.is_ok()) return report_error(budget.status());
   o.backend.engine.kv_budget_bytes = *budget;
+  Result<uint64_t> cache_budget = parse_byte_size(o.cache_budget);
+  if (!cache_budget.is_ok()) return report_error(invalid_argument("--cache-budget: " + cache_budget.status().message()));
+  o.backend.cache_budget_bytes = *cache_budget;
+  if (*cache_budget == 0) o.backend.engine.media_cache_bytes = 0;  // no cache of any kind: every request pays in full
   Result<uint64_t> max_body = parse_byte_size(o.max_body);
   if (!max_body.is_ok()) return report_error(invalid_argument("--max-body: " + max_body.status().message()));
   o.http.transport.max_body_bytes = *max_body;
@@ -149,6 +154,11 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "KV methods a request may pick with \"kv\" (comma-separated; --kv is always allowed). --backend "
                   "batch: all in one pool; sessions: one model instance per method, each with its own --kv-budget");
   app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget (e.g. 512M, 4G): the pool every request shares (--backend sessions: per KV method)")
+      ->capture_default_str();
+  app->add_option("--cache-budget", o->cache_budget,
+                  "Prefix cache (--backend batch): KV of earlier prompts' prefixes kept by content (tokens, image "
+                  "pixels) for later turns and questions, at most SIZE of the --kv-budget, evicted first when "
+                  "requests need pages (0: off, and the vision encoder's output cache too)")
       ->capture_default_str();
   app->add_option("--parallel", o->backend.n_slots, "Requests generating at once (also -np)")
       ->check(CLI::Range(1, 1024))->capture_default_str();

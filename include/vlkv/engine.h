@@ -30,6 +30,9 @@ struct EngineParams {
   // false: decode (and prefill of Q8_0 / Q4_0 weights) rounds activations to 8-bit blocks
   // and uses integer dot products, as llama.cpp does (faster); true: exact f32 math everywhere.
   bool exact_matmul = false;
+  // Vision encoder outputs kept by content hash (LRU), so a media item sent again (every
+  // turn of an OpenAI conversation) is not encoded again; 0: none.
+  uint64_t media_cache_bytes = 256ull << 20;
 
   // The parameter table (DESIGN.md): calls v(field, ParamField) for every field, in order;
   // the default is the field's value in EngineParams{}. Drives the commands' flags
@@ -52,6 +55,7 @@ struct EngineParams {
     v(p.exact_matmul, ParamField{"--exact-matmul", "exact_matmul",
                                 "Exact f32 matmuls (default: decode, and prefill of the quantized block formats, round "
                                 "activations to 8 bits, as llama.cpp)"});
+    v(p.media_cache_bytes, ParamField{"", "media_cache_bytes", "Vision encoder outputs kept by content hash (bytes; 0: none)"});
   }
 };
 
@@ -76,6 +80,7 @@ struct GenerateStats {
   // the next turn, as llama-mtmd-cli does with every non-end token.
   int32_t unevaluated_token = -1;
   std::vector<int32_t> tokens;  // the generated tokens in order (the end-of-generation token excluded)
+  int64_t n_cached_tokens = 0;  // prompt tokens taken from a prefix cache, not evaluated (serve's batch backend)
 };
 
 struct ModelInfo {
@@ -140,6 +145,10 @@ struct PromptChunk {
   double t_step = 1.0;  // kMedia: M-RoPE temporal positions per temporal patch (Qwen2.5-VL video)
   int32_t media_index = -1;  // kMedia: the Prompt's media item it encodes
   uint64_t media_hash = 0;   // kMedia: that item's content hash (pixels, sizes, fps), recorded in KV files
+  // kMedia: 128 bits of a SHA-256 over the item's pixels, its preprocessing parameters, the
+  // mmproj's identity and the piece's index (src/engine/media_cache.h): what the prefix
+  // cache keys media rows by, never their placeholder ids. {0, 0}: unknown (not cached).
+  uint64_t content_hi = 0, content_lo = 0;
 };
 
 struct PreparedPrompt {

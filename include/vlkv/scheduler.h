@@ -49,6 +49,7 @@ struct TokenEvent {
   FinishReason reason = FinishReason::kNone;
   Status error;             // reason kError: why
   double kv_stored_bytes = 0;  // the end event: exact codec bytes its cache held then (0 if none)
+  int64_t n_cached_tokens = 0; // the end event: prompt tokens taken from the prefix cache
 };
 // Return false to stop the request (it ends with kStopped). Called without the
 // scheduler's lock held: it may call submit/cancel/poll, but not step().
@@ -62,6 +63,9 @@ struct RequestStatus {
   std::string text;                 // their pieces, concatenated
   int64_t n_prompt_tokens = 0;
   int n_preemptions = 0;            // times it was preempted and recomputed
+  // Prompt tokens its first admission took from the prefix cache (not evaluated again):
+  // OpenAI's usage.prompt_tokens_details.cached_tokens.
+  int64_t n_cached_tokens = 0;
 };
 
 struct SchedulerParams {
@@ -72,6 +76,24 @@ struct SchedulerParams {
   // more than its bound. false: admitted by its prompt alone (vLLM's policy): more requests
   // run at once, and the newest is preempted (recomputed later) when the pool runs dry.
   bool reserve_max_tokens = true;
+  // The prefix cache (docs/prefix_cache.md): KV of evaluated prompt prefixes kept, by
+  // content and KV method, for later requests that start with the same tokens and media
+  // (a conversation's next turn, another question about the same image), at most this many
+  // bytes of pages. They count against the KV budget and are evicted, least recently used
+  // first, before any running request waits or is preempted. 0: no prefix cache.
+  uint64_t cache_budget_bytes = 0;
+};
+
+// The prefix cache's counters for one KV method (canonical spec).
+struct PrefixCacheMethodStats {
+  std::string method;
+  int64_t hits = 0;            // admissions that took a prefix from the cache
+  int64_t misses = 0;          // admissions that found none
+  int64_t cached_tokens = 0;   // prompt tokens taken from it, summed over hits
+  int64_t inserted = 0, evicted = 0;
+  int64_t entries = 0;         // held now
+  int64_t tokens = 0;          // their tokens
+  uint64_t bytes = 0;          // their pages
 };
 
 struct SchedulerStats {
@@ -79,6 +101,11 @@ struct SchedulerStats {
   uint64_t kv_bytes_in_use = 0, kv_budget_bytes = 0;
   uint64_t kv_bytes_reserved = 0;  // admitted requests' worst-case need (admission's ledger)
   int64_t n_steps = 0, n_generated = 0, n_preemptions = 0;
+  uint64_t prefix_cache_bytes = 0, prefix_cache_budget_bytes = 0;  // pages its entries hold (in kv_bytes_in_use)
+  std::vector<PrefixCacheMethodStats> prefix_cache;                // per method it has seen
+  // The engine's vision encoder output cache (EngineParams::media_cache_bytes).
+  int64_t media_cache_hits = 0, media_cache_misses = 0, media_cache_entries = 0;
+  uint64_t media_cache_bytes = 0;
 };
 
 // What one step did.

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "engine/engine_impl.h"
+#include "engine/media_cache.h"
 #include "kv/page_pool.h"  // format_bytes
 
 namespace vlkv {
@@ -64,6 +65,10 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
                               std::to_string(impl->hparams.n_deepstack_layers) +
                               " deepstack layers); this mmproj belongs to another model)");
     }
+    const Digest128 id = mmproj_identity(*impl->mmproj);
+    impl->mmproj_id_hi = id.hi;
+    impl->mmproj_id_lo = id.lo;
+    if (params.media_cache_bytes > 0) impl->media_cache = std::make_shared<MediaCache>(params.media_cache_bytes);
   }
 
   if (impl->params.n_ctx == 0) impl->params.n_ctx = impl->hparams.n_ctx_train;

@@ -18,6 +18,10 @@
 #include "vlkv/engine.h"
 
 namespace vlkv {
+class MediaCache;
+}
+
+namespace vlkv {
 
 struct Engine::Impl {
   EngineParams params;
@@ -36,6 +40,10 @@ struct Engine::Impl {
   std::mutex forward_mutex;
   // The KV method degrades without visual tokens: warned once per engine (Session).
   std::atomic<bool> warned_text_only{false};
+  // Encoder outputs by content (media_cache.h); null without an mmproj or with
+  // media_cache_bytes 0. mmproj_id: the mmproj's identity in media digests.
+  std::shared_ptr<MediaCache> media_cache;
+  uint64_t mmproj_id_hi = 0, mmproj_id_lo = 0;
 };
 
 // Engine::prepare_prompt, callable from a Session (src/engine/prompt.cpp).

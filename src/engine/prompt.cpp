@@ -10,6 +10,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/kv_save.h"
+#include "engine/media_cache.h"
 
 namespace vlkv {
 
@@ -108,8 +109,11 @@ using MediaPieces = std::function<Result<MediaEmbedding>(size_t index)>;
 // prepare_prompt and count_prompt_tokens in one: the text split at markers and tokenized piece
 // by piece, each item's pieces in its place, BOS/EOS last. with_data: the runs carry
 // embeddings (checked against n_embd_inp); else only their token counts.
+// digests (may be null): item i's content digest, once media_pieces(i) has returned; each of
+// its embedding runs gets media_piece_digest(digest, run index).
 Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text, size_t n_media,
-                                const MediaPieces& media_pieces, bool with_data, bool add_bos) {
+                                const MediaPieces& media_pieces, bool with_data, bool add_bos,
+                                const std::vector<Digest128>* digests = nullptr) {
   if (n_media > 0 && !e.vision) {
     return invalid_argument("this model has no vision encoder: " + std::to_string(n_media) +
                             " image/video input(s) given to the text-only model " + e.params.model_path +
@@ -153,6 +157,7 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
     if (i + 1 == parts.size()) break;
     Result<MediaEmbedding> emb = media_pieces(i);
     if (!emb.is_ok()) return emb.status().with_context("media input " + std::to_string(i + 1));
+    size_t run = 0;
     for (MediaPiece& p : emb->pieces) {
       if (p.kind == MediaPiece::Kind::kText) {
         add_text(p.text);
@@ -173,6 +178,12 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
       c.grid_w = p.embd.grid_w;
       c.t_step = p.embd.t_step;
       c.media_index = static_cast<int32_t>(i);
+      if (digests && i < digests->size() && !(*digests)[i].is_zero()) {
+        const Digest128 d = media_piece_digest((*digests)[i], run);
+        c.content_hi = d.hi;
+        c.content_lo = d.lo;
+      }
+      ++run;
       if (with_data && static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
         return Status(StatusCode::kInternal, "vision model returned embeddings of the wrong size");
       }
@@ -197,6 +208,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const int64_t n_media = static_cast<int64_t>(prompt.media.size());
+  std::vector<Digest128> digests(prompt.media.size());
   auto encode = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaItem& item = prompt.media[i];
     if (item.frames.empty()) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
@@ -204,6 +216,15 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
       if (!f.valid()) return invalid_argument("media input " + std::to_string(i + 1) + " is an empty or broken image");
     }
     const Image& first = item.frames[0];
+    // A media item seen before (the same pixels and preprocessing) is not encoded again.
+    const double t_step = item.is_video ? e.vision->video_t_step(item.fps) : 1.0;
+    digests[i] = media_digest(Digest128{e.mmproj_id_hi, e.mmproj_id_lo}, item, t_step);
+    if (e.media_cache) {
+      if (std::optional<MediaEmbedding> kept = e.media_cache->find(digests[i])) {
+        if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
+        return std::move(*kept);
+      }
+    }
     // What count_prompt_tokens says for this item: the encoding must agree with it, since
     // requests are admitted or refused on the count before their media are decoded.
     VLKV_ASSIGN_OR_RETURN(MediaEmbedding layout, layout_media(*e.vision, first.width, first.height,
@@ -230,13 +251,14 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
                                                std::to_string(layout.n_visual_tokens()));
     }
     if (item.is_video) {
-      for (MediaPiece& p : emb->pieces) p.embd.t_step = e.vision->video_t_step(item.fps);
+      for (MediaPiece& p : emb->pieces) p.embd.t_step = t_step;
     }
+    if (e.media_cache) e.media_cache->insert(digests[i], *emb);
     if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
     return emb;
   };
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt out,
-                        assemble(e, prompt.text, prompt.media.size(), encode, /*with_data=*/true, add_bos));
+                        assemble(e, prompt.text, prompt.media.size(), encode, /*with_data=*/true, add_bos, &digests));
   std::vector<uint64_t> hashes(prompt.media.size());  // each item's content hash, once (KV files record them)
   for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = media_content_hash(prompt.media[i]);
   for (PromptChunk& c : out.chunks)

@@ -14,6 +14,9 @@
 #include "base/check.h"
 #include "engine/decoder_feed.h"
 #include "engine/engine_impl.h"
+#include "engine/media_cache.h"
+#include "engine/prefix_cache.h"
+#include "engine/prefix_keys.h"
 #include "engine/sampler.h"
 #include "kv/page_pool.h"
 
@@ -43,6 +46,30 @@ struct Active {
   int64_t admitted_at = 0; // admission order: the highest is the newest
   bool cancel = false;
   std::vector<float> logits;  // [n_vocab] after the last fed token, when it is to be sampled
+  // Prefix cache (docs/prefix_cache.md). canon: the passes a request alone feeds its prompt
+  // in (canonical_feeds); n_canonical: how many of `feeds` lead equal to them. Entries are
+  // kept and used only where every pass so far was canonical, so a hit stores no other bit.
+  std::vector<int64_t> canon;
+  size_t n_canonical = 0;
+  std::vector<int64_t> snapshots;  // prompt rows at which an entry is kept (ascending)
+  std::vector<RowKey> row_keys;    // the prompt's rows keyed by content, once its method is known
+  std::string method_spec;         // canonical, once admitted
+
+  // Rows covered by the leading canonical feeds.
+  int64_t canonical_rows() const {
+    int64_t n = 0;
+    for (size_t i = 0; i < n_canonical; ++i) n += canon[i];
+    return n;
+  }
+  // Whether n rows end a canonical pass.
+  bool canonical_boundary(int64_t n) const {
+    int64_t at = 0;
+    for (int64_t c : canon) {
+      at += c;
+      if (at >= n) return at == n;
+    }
+    return false;
+  }
 
   explicit Active(const SamplerParams& sp) : sampler(sp) {}
   // The tokens the cache must hold before the next sample: the prompt and every generated
@@ -70,6 +97,8 @@ struct Scheduler::Impl {
   int64_t admissions = 0;
   uint64_t reserved = 0;
   SchedulerStats counters;
+  std::unique_ptr<PrefixCache> cache;  // null: off (cache_budget_bytes 0)
+  int64_t chunk = 0;                   // the canonical pass size: min(max_step_prompt_tokens, n_batch)
 
   std::thread worker;
   bool stop_worker = false;
@@ -110,6 +139,7 @@ struct Scheduler::Impl {
     ev.error = error;
     ev.index = static_cast<int64_t>(a.status.tokens.size());
     ev.kv_stored_bytes = stored;
+    ev.n_cached_tokens = a.status.n_cached_tokens;
     events.push_back(ev);
   }
   void preempt(Active& a) {
@@ -121,6 +151,35 @@ struct Scheduler::Impl {
     queue.push_front(&a);
   }
   void admit(std::vector<TokenEvent>& events);
+  // Prefix cache, forward lock held: the bytes the cache may hold now (its entries
+  // included) without touching running requests' reservations or pages.
+  uint64_t cache_room() const {
+    const uint64_t in_use = e->kv->bytes_in_use();
+    const uint64_t running_in_use = in_use - std::min(in_use, cache->bytes());
+    const uint64_t budget = e->kv->budget_bytes();
+    const uint64_t held = std::max(reserved, running_in_use);
+    return budget > held ? budget - held : 0;
+  }
+  // The longest usable entry for a newly admitted request (its sequence exists, empty);
+  // forward lock held.
+  PrefixCache::Hit find_prefix(Active& a) {
+    if (a.row_keys.empty() && a.prompt.n_rows() > 0)
+      a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, e->kv->sequence_uses_visual_similarity(a.seq));
+    // Never the whole prompt: its last row's logits are needed. After a preemption, only as
+    // far as its own passes were canonical (it then replays exactly what it fed before).
+    int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
+    if (!a.feeds.empty()) max_n = std::min(max_n, a.canonical_rows());
+    return cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); });
+  }
+  // After a pass: keeps an entry when the request's rows reached one of its snapshot points
+  // by canonical passes. Lock held (the forward lock is taken here).
+  void maybe_snapshot(Active& a) {
+    if (!cache || !std::binary_search(a.snapshots.begin(), a.snapshots.end(), a.n_fed)) return;
+    if (a.n_fed > static_cast<int64_t>(a.row_keys.size()) || a.canonical_rows() < a.n_fed) return;
+    std::lock_guard<std::mutex> lock(e->forward_mutex);
+    cache->insert(a.seq, a.method_spec, chunk, std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.n_fed)),
+                  cache_room());
+  }
   void deliver(const std::vector<TokenEvent>& events);
 };
 
@@ -135,6 +194,8 @@ Scheduler::~Scheduler() {
       if (a->status.state != RequestState::kFinished) impl_->finish(*a, FinishReason::kCancelled, Status::ok(), events);
   }
   impl_->deliver(events);
+  std::lock_guard<std::mutex> lock(impl_->e->forward_mutex);
+  impl_->cache.reset();  // its entries' sequences go back to the pool
 }
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(Engine& engine, const SchedulerParams& params) {
@@ -145,6 +206,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Engine& engine, const Sched
   impl->engine = &engine;
   impl->e = &engine.impl();
   impl->params = params;
+  impl->chunk = std::min(params.max_step_prompt_tokens, impl->e->params.n_batch);
+  if (params.cache_budget_bytes > 0) impl->cache = std::make_unique<PrefixCache>(*impl->e->kv, params.cache_budget_bytes);
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
 }
 
@@ -198,6 +261,22 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   a->kv_method = request.kv_method;
   a->on_token = std::move(on_token);
   a->status.n_prompt_tokens = a->prompt.n_rows();
+  if (s.cache) {
+    // Entries at the end of the prompt's last media item (every later question about it,
+    // every later turn of the conversation starts with it) and at the last canonical pass
+    // boundary before the prompt's end (a long text prefix, earlier turns' text).
+    a->canon = canonical_feeds(a->prompt, s.chunk);
+    int64_t media_end = 0;
+    for (const FeedSegment& sg : a->prompt.segments)
+      if (sg.embeddings) media_end = sg.end;
+    if (media_end > 0) a->snapshots.push_back(media_end);
+    int64_t at = 0, last = 0;
+    for (int64_t c : a->canon) {
+      at += c;
+      if (at < a->prompt.n_rows() && at > media_end) last = at;
+    }
+    if (last > 0) a->snapshots.push_back(last);
+  }
   std::lock_guard<std::mutex> lock(s.mutex);
   a->id = s.next_id++;
   const RequestId id = a->id;
@@ -265,6 +344,18 @@ SchedulerStats Scheduler::stats() const {
   st.kv_bytes_in_use = impl_->e->kv->bytes_in_use();
   st.kv_budget_bytes = impl_->e->kv->budget_bytes();
   st.kv_bytes_reserved = impl_->reserved;
+  if (impl_->cache) {
+    st.prefix_cache_bytes = impl_->cache->bytes();
+    st.prefix_cache_budget_bytes = impl_->cache->max_bytes();
+    st.prefix_cache = impl_->cache->stats();
+  }
+  if (impl_->e->media_cache) {
+    const MediaCache::Stats m = impl_->e->media_cache->stats();
+    st.media_cache_hits = m.hits;
+    st.media_cache_misses = m.misses;
+    st.media_cache_entries = m.entries;
+    st.media_cache_bytes = m.bytes;
+  }
   return st;
 }
 
@@ -285,11 +376,13 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
       continue;
     }
     // Running requests may hold more than they reserved (admitted by their prompt alone).
-    const uint64_t in_use = [&] {
-      std::lock_guard<std::mutex> lock(e->forward_mutex);
-      return e->kv->bytes_in_use();
-    }();
-    if (std::max(reserved, in_use) + *bytes > budget && !running.empty()) break;
+    if (!cache) {
+      const uint64_t in_use = [&] {
+        std::lock_guard<std::mutex> lock(e->forward_mutex);
+        return e->kv->bytes_in_use();
+      }();
+      if (std::max(reserved, in_use) + *bytes > budget && !running.empty()) break;
+    }
     Result<SeqId> seq = [&]() -> Result<SeqId> {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
       return e->kv->add_sequence(a.kv_method);
@@ -298,10 +391,44 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
       finish(a, FinishReason::kError, seq.status(), events);
       continue;
     }
-    queue.pop_front();
     a.seq = *seq;
+    int64_t n_cached = 0;
+    if (cache) {
+      std::lock_guard<std::mutex> lock(e->forward_mutex);
+      a.method_spec = e->kv->sequence_method(a.seq);
+      PrefixCache::Hit hit = find_prefix(a);
+      // Idle entries give way to the reservation, least recently used first (the one this
+      // request is about to copy last).
+      auto fits = [&] { return cache_room() >= cache->bytes() + *bytes; };
+      while (!fits() && cache->evict_lru(hit.id)) {
+      }
+      if (!fits() && hit.id >= 0) {
+        cache->evict_lru();
+        hit = {};
+      }
+      if (!fits() && !running.empty()) {
+        e->kv->remove_sequence(a.seq);
+        a.seq = -1;
+        break;
+      }
+      if (hit.id >= 0 && e->kv->copy_sequence(hit.seq, a.seq).is_ok()) n_cached = hit.n_tokens;
+      cache->count_lookup(a.method_spec, n_cached);
+    }
+    queue.pop_front();
     a.n_fed = 0;
     a.n_replayed = 0;
+    if (n_cached > 0) {
+      // The entry holds what the canonical passes over these rows store: the request goes
+      // on from there, and a replay after a preemption replays those passes.
+      a.n_fed = n_cached;
+      size_t k = 0;
+      for (int64_t at = 0; at < n_cached; at += a.canon[k++]) {
+      }
+      if (a.feeds.empty()) a.feeds.assign(a.canon.begin(), a.canon.begin() + static_cast<std::ptrdiff_t>(k));
+      a.n_replayed = k;
+      a.n_canonical = std::max(a.n_canonical, k);
+    }
+    if (a.status.n_preemptions == 0) a.status.n_cached_tokens = n_cached;
     a.reserved = *bytes;
     reserved += *bytes;
     a.admitted_at = ++admissions;
@@ -415,6 +542,10 @@ Result<StepResult> Scheduler::step() {
         a.n_fed += b.in.n_tokens;
         if (a.n_replayed == a.feeds.size()) a.feeds.push_back(b.in.n_tokens);
         ++a.n_replayed;
+        if (a.n_canonical + 1 == a.n_replayed && a.n_canonical < a.canon.size() &&
+            a.feeds[a.n_canonical] == a.canon[a.n_canonical])
+          ++a.n_canonical;
+        s.maybe_snapshot(a);
         if (b.mode == LogitsMode::kNone) continue;
         // Sample the next token.
         const int32_t next = sample_step(a.sampler, a.params.logits_processor.get(), a.logits.data(),
@@ -440,6 +571,19 @@ Result<StepResult> Scheduler::step() {
       }
       // The pool ran dry: preempt the newest sequence (it recomputes later); the sequences
       // that failed retry next step. A sequence that fails alone can never fit.
+      // Idle prefix-cache entries go first (least recently used first): the sequences that
+      // failed retry next step with their pages free.
+      uint64_t wanted = 0;
+      if (!no_room.is_ok() && s.cache && s.cache->n_entries() > 0) {
+        std::lock_guard<std::mutex> lock(s.e->forward_mutex);
+        for (size_t i = 0; i < who.size(); ++i) {
+          if (batch[i].status.code() != StatusCode::kOutOfMemory) continue;
+          Result<uint64_t> need = s.e->kv->max_bytes_for_tokens(who[i]->n_fed + batch[i].in.n_tokens, who[i]->kv_method);
+          const uint64_t held = s.e->kv->sequence_bytes(who[i]->seq);
+          wanted += need.is_ok() && *need > held ? *need - held : s.e->kv->page_bytes();
+        }
+        if (s.cache->evict_bytes(wanted) > 0) no_room = Status::ok();
+      }
       if (!no_room.is_ok()) {
         Active* newest = nullptr;
         for (Active* a : s.running)

@@ -127,6 +127,7 @@ class KvCacheImpl final : public KvCache {
   double bits_per_element() const override { return method_->bits_per_element(); }
   std::string method_name() const override { return method_->spec(); }
   bool uses_visual_similarity() const override { return method_->uses_visual_similarity(); }
+  bool sequence_uses_visual_similarity(SeqId seq) const override { return get(seq).method->uses_visual_similarity(); }
   std::string without_visual_tokens() const override { return method_->without_visual_tokens(); }
   std::string describe_sequence(SeqId seq) const override {
     const SequencePolicy* policy = get(seq).method->sequence_policy();

@@ -90,6 +90,9 @@ class KvCache {
   virtual std::string method_name() const = 0;
   // The method reads attend()'s visual_similarity (else the caller may pass null).
   virtual bool uses_visual_similarity() const { return false; }
+  // The same for the method one sequence is stored with (the prefix cache keys its visual
+  // rows by the similarity then).
+  virtual bool sequence_uses_visual_similarity(SeqId /*seq*/) const { return uses_visual_similarity(); }
   // Method::describe_sequence for one sequence ("" when the method decides nothing per sequence).
   virtual std::string describe_sequence(SeqId /*seq*/) const { return {}; }
   // Method::without_visual_tokens: how the method degrades on a text-only sequence ("" if not).

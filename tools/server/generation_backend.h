@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vlkv/engine.h"
+#include "vlkv/scheduler.h"  // PrefixCacheMethodStats
 #include "vlkv/status.h"
 
 namespace vlkv::server {
@@ -65,7 +66,12 @@ struct KvMethodLoad {
 struct BackendLoad {
   int64_t running = 0;
   int64_t queued = 0;
-  std::vector<KvMethodLoad> kv;  // one per method
+  std::vector<KvMethodLoad> kv;  // one per method: pages held by requests (prefix-cache entries apart)
+  // The batch backend's prefix cache (docs/prefix_cache.md) and vision encoder cache.
+  uint64_t prefix_cache_bytes = 0, prefix_cache_budget_bytes = 0;
+  std::vector<PrefixCacheMethodStats> prefix_cache;
+  int64_t media_cache_hits = 0, media_cache_misses = 0;
+  uint64_t media_cache_bytes = 0;
 };
 
 // What both backends are built from (vlkv serve's flags).
@@ -75,6 +81,7 @@ struct BackendOptions {
   int n_slots = 4;                      // requests generating at once (-np)
   int max_queue = 64;                   // requests waiting beyond the slots; more are refused
   int token_delay_ms = 0;               // testing aid: sleep after each generated token
+  uint64_t cache_budget_bytes = 0;      // --cache-budget: the batch backend's prefix cache (0: off)
 };
 
 class GenerationBackend {

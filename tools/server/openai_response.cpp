@@ -28,9 +28,11 @@ ResponseIds make_response_ids(Endpoint endpoint, const std::string& model) {
 const char* finish_reason(GenerationEnd end) { return end == GenerationEnd::kLength ? "length" : "stop"; }
 
 json usage_json(const GenerationResult& r) {
+  // OpenAI's prompt caching field: prompt tokens served from the prefix cache.
   return {{"prompt_tokens", r.stats.n_prompt_tokens},
           {"completion_tokens", r.stats.n_generated},
-          {"total_tokens", r.stats.n_prompt_tokens + r.stats.n_generated}};
+          {"total_tokens", r.stats.n_prompt_tokens + r.stats.n_generated},
+          {"prompt_tokens_details", {{"cached_tokens", r.stats.n_cached_tokens}}}};
 }
 
 json kv_json(const KvUsage& kv) {

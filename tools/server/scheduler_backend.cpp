@@ -38,6 +38,7 @@ Result<std::unique_ptr<SchedulerBackend>> SchedulerBackend::create(const Backend
   }
   SchedulerParams sp;
   sp.max_sequences = options.n_slots;
+  sp.cache_budget_bytes = options.cache_budget_bytes;
   Result<std::unique_ptr<Scheduler>> s = Scheduler::create(*b->engine_, sp);
   if (!s.is_ok()) return s.status();
   b->scheduler_ = std::move(s).value();
@@ -133,6 +134,7 @@ bool SchedulerBackend::on_event(Job& job, const TokenEvent& ev) {
   const Clock::time_point now = Clock::now();
   r.stats.n_prompt_tokens = job.n_prompt;
   r.stats.n_generated = job.n_generated;
+  r.stats.n_cached_tokens = ev.n_cached_tokens;
   r.stats.stopped_at_eos = ev.reason == FinishReason::kEos;
   // Per-request times as the client sees them (batched steps have no per-request split).
   const Clock::time_point first = job.n_generated > 0 ? job.first_token : now;
@@ -182,7 +184,15 @@ BackendLoad SchedulerBackend::load() const {
   // One pool for every method: its bytes under the default method's name when it is the
   // only one, else under "all".
   const std::string& name = options_.kv_methods.size() == 1 ? options_.kv_methods.front() : std::string("all");
-  l.kv.push_back({name, s.kv_bytes_in_use, s.kv_budget_bytes, engine_->kv_bits_per_element()});
+  // Prefix-cache entries are idle pages (evicted first when requests need them): reported apart.
+  l.kv.push_back({name, s.kv_bytes_in_use - std::min(s.kv_bytes_in_use, s.prefix_cache_bytes), s.kv_budget_bytes,
+                  engine_->kv_bits_per_element()});
+  l.prefix_cache_bytes = s.prefix_cache_bytes;
+  l.prefix_cache_budget_bytes = s.prefix_cache_budget_bytes;
+  l.prefix_cache = s.prefix_cache;
+  l.media_cache_hits = s.media_cache_hits;
+  l.media_cache_misses = s.media_cache_misses;
+  l.media_cache_bytes = s.media_cache_bytes;
   return l;
 }
 

@@ -94,6 +94,42 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
   for (const auto& [method, m] : per_method_) value(o, "kv_prompt_tokens_total", "method=\"" + label(method) + "\"", static_cast<double>(m.prompt_tokens));
   metric(o, "kv_tokens_predicted_total", "counter", "Tokens generated, per KV method.");
   for (const auto& [method, m] : per_method_) value(o, "kv_tokens_predicted_total", "method=\"" + label(method) + "\"", static_cast<double>(m.generated_tokens));
+  metric(o, "prefix_cache_bytes", "gauge", "KV pages held by idle prefix-cache entries (within the KV budget).");
+  value(o, "prefix_cache_bytes", "", static_cast<double>(load.prefix_cache_bytes));
+  metric(o, "prefix_cache_budget_bytes", "gauge", "The prefix cache's cap (--cache-budget; 0: off).");
+  value(o, "prefix_cache_budget_bytes", "", static_cast<double>(load.prefix_cache_budget_bytes));
+  struct Counter {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const PrefixCacheMethodStats&);
+  };
+  const Counter counters[] = {
+      {"prefix_cache_hits_total", "counter", "Requests that took a prompt prefix from the cache, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.hits); }},
+      {"prefix_cache_misses_total", "counter", "Requests that found no cached prefix, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.misses); }},
+      {"prefix_cache_cached_tokens_total", "counter", "Prompt tokens taken from the cache (not evaluated), per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.cached_tokens); }},
+      {"prefix_cache_evictions_total", "counter", "Entries evicted, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.evicted); }},
+      {"prefix_cache_entries", "gauge", "Entries held now, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.entries); }},
+      {"prefix_cache_tokens", "gauge", "Tokens the entries hold, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.tokens); }},
+      {"prefix_cache_method_bytes", "gauge", "KV pages the entries hold, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.bytes); }},
+  };
+  for (const Counter& c : counters) {
+    metric(o, c.name, c.type, c.help);
+    for (const PrefixCacheMethodStats& m : load.prefix_cache) value(o, c.name, "method=\"" + label(m.method) + "\"", c.get(m));
+  }
+  metric(o, "media_cache_hits_total", "counter", "Images and videos whose vision encoding came from the cache.");
+  value(o, "media_cache_hits_total", "", static_cast<double>(load.media_cache_hits));
+  metric(o, "media_cache_misses_total", "counter", "Images and videos encoded.");
+  value(o, "media_cache_misses_total", "", static_cast<double>(load.media_cache_misses));
+  metric(o, "media_cache_bytes", "gauge", "Bytes of vision encoder outputs kept.");
+  value(o, "media_cache_bytes", "", static_cast<double>(load.media_cache_bytes));
   return o;
 }
 

@@ -1,0 +1,87 @@
+// MediaCache: an LRU of encoder outputs by content digest, and the digests themselves.
+#include "engine/media_cache.h"
+
+#include <algorithm>
+
+namespace vlkv {
+
+Digest128 mmproj_identity(const GgufFile& mmproj) {
+  Sha256 h;
+  h.update_string("vlkv mmproj v1");
+  h.update_value(static_cast<uint64_t>(mmproj.tensors().size()));
+  for (const GgufTensorInfo& t : mmproj.tensors()) {
+    h.update_string(t.name);
+    h.update_value(static_cast<uint32_t>(t.type));
+    h.update_value(static_cast<uint64_t>(t.dims.size()));
+    for (int64_t d : t.dims) h.update_value(d);
+    if (t.data) h.update(t.data, static_cast<size_t>(std::min<uint64_t>(t.n_bytes, 4096)));
+  }
+  return h.finish128();
+}
+
+Digest128 media_digest(const Digest128& mmproj, const MediaItem& item, double t_step) {
+  Sha256 h;
+  h.update_string("vlkv media v1");
+  h.update_value(mmproj.hi);
+  h.update_value(mmproj.lo);
+  h.update_value(static_cast<uint8_t>(item.is_video));
+  h.update_value(item.is_video ? t_step : 1.0);
+  h.update_value(static_cast<uint64_t>(item.frames.size()));
+  for (const Image& f : item.frames) {
+    h.update_value(f.width);
+    h.update_value(f.height);
+    h.update_value(static_cast<uint64_t>(f.pixels.size()));
+    h.update(f.pixels.data(), f.pixels.size());
+  }
+  return h.finish128();
+}
+
+Digest128 media_piece_digest(const Digest128& item, size_t index) {
+  Sha256 h;
+  h.update_string("vlkv media piece v1");
+  h.update_value(item.hi);
+  h.update_value(item.lo);
+  h.update_value(static_cast<uint64_t>(index));
+  return h.finish128();
+}
+
+uint64_t MediaCache::bytes_of(const MediaEmbedding& e) {
+  uint64_t n = 0;
+  for (const MediaPiece& p : e.pieces) n += p.embd.data.size() * sizeof(float) + p.text.size();
+  return n;
+}
+
+std::optional<MediaEmbedding> MediaCache::find(const Digest128& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    ++stats_.misses;
+    return std::nullopt;
+  }
+  ++stats_.hits;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void MediaCache::insert(const Digest128& key, const MediaEmbedding& embedding) {
+  const uint64_t bytes = bytes_of(embedding);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes > max_bytes_ || index_.count(key)) return;
+  while (!lru_.empty() && stats_.bytes + bytes > max_bytes_) {
+    stats_.bytes -= bytes_of(lru_.back().second);
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  lru_.emplace_front(key, embedding);
+  index_[key] = lru_.begin();
+  stats_.bytes += bytes;
+}
+
+MediaCache::Stats MediaCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stats s = stats_;
+  s.entries = static_cast<int64_t>(index_.size());
+  return s;
+}
+
+}  // namespace vlkv

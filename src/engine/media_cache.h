@@ -1,0 +1,62 @@
+// The vision encoder's outputs kept by content (issue 22): a media item that comes back
+// (an OpenAI client resends a conversation's images every turn) is not encoded again.
+// Keyed by media_digest(): the pixels, the preprocessing that depends on the request
+// (video or image, frame count, fps) and the mmproj's identity. LRU under a byte cap.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "engine/content_hash.h"
+#include "gguf/gguf_reader.h"
+#include "vision/vision_model.h"
+#include "vlkv/engine.h"
+
+namespace vlkv {
+
+// What identifies an mmproj's outputs: its tensor table (names, types, shapes) and the
+// first 4 KiB of every tensor's bytes (a fine-tune of the same architecture differs
+// there; hashing whole files of hundreds of MB at load would cost seconds).
+Digest128 mmproj_identity(const GgufFile& mmproj);
+
+// One media item's digest: mmproj identity, image/video, the fps-derived temporal step,
+// the frames' sizes and pixels. Two different pictures of the same size differ.
+Digest128 media_digest(const Digest128& mmproj, const MediaItem& item, double t_step);
+
+// The digest of piece `index` of an item (a video may be several embedding runs).
+Digest128 media_piece_digest(const Digest128& item, size_t index);
+
+class MediaCache {
+ public:
+  explicit MediaCache(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  // A copy of the kept encoding (most recently used now), or nothing.
+  std::optional<MediaEmbedding> find(const Digest128& key);
+  // Keeps an encoding (evicting the least recently used); one larger than the cap is not kept.
+  void insert(const Digest128& key, const MediaEmbedding& embedding);
+
+  struct Stats {
+    int64_t hits = 0, misses = 0, entries = 0;
+    uint64_t bytes = 0;
+  };
+  Stats stats() const;
+
+ private:
+  using Lru = std::list<std::pair<Digest128, MediaEmbedding>>;
+  struct Less {
+    bool operator()(const Digest128& a, const Digest128& b) const {
+      return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+    }
+  };
+  static uint64_t bytes_of(const MediaEmbedding& e);
+  uint64_t max_bytes_;
+  mutable std::mutex mutex_;
+  Lru lru_;  // most recent first
+  std::map<Digest128, Lru::iterator, Less> index_;
+  Stats stats_;
+};
+
+}  // namespace vlkv

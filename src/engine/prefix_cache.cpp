@@ -1,0 +1,187 @@
+// PrefixCache: entries (KvCache sequences) by content, an LRU list, a chain-hash index.
+#include "engine/prefix_cache.h"
+
+namespace vlkv {
+
+namespace {
+
+// splitmix64's finalizer: a well-mixed 64-bit index (not a security boundary: entries are
+// compared row by row, and media rows carry SHA-256 digests).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+PrefixCache::~PrefixCache() {
+  for (auto& [id, e] : entries_) kv_.remove_sequence(e.seq);
+}
+
+void PrefixCache::chain_hashes(const std::string& method, int64_t chunk, std::span<const RowKey> rows,
+                               std::vector<uint64_t>& out) {
+  uint64_t h = mix(static_cast<uint64_t>(chunk));
+  for (char c : method) h = mix(h ^ static_cast<uint8_t>(c));
+  out.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    h = mix(h ^ rows[i].a);
+    h = mix(h ^ rows[i].b);
+    out[i] = h;
+  }
+}
+
+PrefixCacheMethodStats& PrefixCache::method_stats(const std::string& method) {
+  PrefixCacheMethodStats& s = stats_[method];
+  s.method = method;
+  return s;
+}
+
+void PrefixCache::count_lookup(const std::string& method, int64_t n_cached) {
+  PrefixCacheMethodStats& s = method_stats(method);
+  if (n_cached > 0) {
+    ++s.hits;
+    s.cached_tokens += n_cached;
+  } else {
+    ++s.misses;
+  }
+}
+
+void PrefixCache::touch(int64_t id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+}
+
+void PrefixCache::erase(std::map<int64_t, Entry>::iterator it) {
+  Entry& e = it->second;
+  kv_.remove_sequence(e.seq);
+  bytes_ -= e.bytes;
+  PrefixCacheMethodStats& s = method_stats(e.method);
+  --s.entries;
+  s.tokens -= static_cast<int64_t>(e.rows.size());
+  s.bytes -= e.bytes;
+  lru_.erase(e.lru);
+  auto [lo, hi] = by_hash_.equal_range(e.hash);
+  for (auto h = lo; h != hi; ++h)
+    if (h->second == e.id) {
+      by_hash_.erase(h);
+      break;
+    }
+  auto lens = lengths_.find({e.method, e.chunk});
+  lens->second.erase(lens->second.find(static_cast<int64_t>(e.rows.size())));
+  if (lens->second.empty()) lengths_.erase(lens);
+  entries_.erase(it);
+}
+
+bool PrefixCache::evict_lru(int64_t keep) {
+  for (auto id = lru_.rbegin(); id != lru_.rend(); ++id) {
+    if (*id == keep) continue;
+    auto it = entries_.find(*id);
+    ++method_stats(it->second.method).evicted;
+    erase(it);
+    return true;
+  }
+  return false;
+}
+
+uint64_t PrefixCache::evict_bytes(uint64_t bytes, int64_t keep) {
+  const uint64_t before = bytes_;
+  while (before - bytes_ < bytes && evict_lru(keep)) {
+  }
+  return before - bytes_;
+}
+
+bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
+                         uint64_t room) {
+  if (!enabled() || rows.empty() || kv_.n_tokens(src) != static_cast<int64_t>(rows.size())) return false;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  Hit same = find(method, chunk, rows, n, [n](int64_t m) { return m == n; });
+  if (same.id >= 0) return false;  // kept already (find touched it)
+  // The copy allocates pages of the sizes src holds: exactly its bytes.
+  const uint64_t need = kv_.sequence_bytes(src);
+  const uint64_t cap = std::min(max_bytes_, room);
+  if (need > cap) return false;
+  while (bytes_ + need > cap && evict_lru()) {
+  }
+  if (bytes_ + need > cap) return false;
+  Result<SeqId> seq = kv_.add_sequence(method);
+  if (!seq.is_ok()) return false;
+  if (Status st = kv_.copy_sequence(src, *seq); !st.is_ok()) {
+    kv_.remove_sequence(*seq);
+    return false;
+  }
+  Entry e;
+  e.id = next_id_++;
+  e.seq = *seq;
+  e.method = method;
+  e.chunk = chunk;
+  e.rows.assign(rows.begin(), rows.end());
+  std::vector<uint64_t> h;
+  chain_hashes(method, chunk, rows, h);
+  e.hash = h.back();
+  e.bytes = kv_.sequence_bytes(*seq);
+  lru_.push_front(e.id);
+  e.lru = lru_.begin();
+  by_hash_.emplace(e.hash, e.id);
+  lengths_[{method, chunk}].insert(n);
+  bytes_ += e.bytes;
+  PrefixCacheMethodStats& s = method_stats(method);
+  ++s.inserted;
+  ++s.entries;
+  s.tokens += n;
+  s.bytes += e.bytes;
+  entries_.emplace(e.id, std::move(e));
+  return true;
+}
+
+std::vector<PrefixCacheMethodStats> PrefixCache::stats() const {
+  std::vector<PrefixCacheMethodStats> out;
+  for (const auto& [name, s] : stats_) out.push_back(s);
+  return out;
+}
+
+Status PrefixCache::check_invariants() const {
+  auto broken = [](const std::string& what) { return Status(StatusCode::kInternal, "prefix cache: " + what); };
+  uint64_t bytes = 0;
+  std::map<std::string, PrefixCacheMethodStats> per;
+  size_t n_lengths = 0;
+  for (const auto& [id, e] : entries_) {
+    if (e.id != id) return broken("an entry's id differs from its key");
+    if (kv_.n_tokens(e.seq) != static_cast<int64_t>(e.rows.size())) return broken("an entry's sequence lost tokens");
+    if (kv_.sequence_bytes(e.seq) != e.bytes) return broken("an entry's bytes differ from its sequence's pages");
+    if (kv_.sequence_method(e.seq) != e.method) return broken("an entry's sequence has another method");
+    std::vector<uint64_t> h;
+    chain_hashes(e.method, e.chunk, e.rows, h);
+    if (h.back() != e.hash) return broken("an entry's hash differs from its rows'");
+    bool indexed = false;
+    auto [lo, hi] = by_hash_.equal_range(e.hash);
+    for (auto it = lo; it != hi; ++it) indexed = indexed || it->second == id;
+    if (!indexed) return broken("an entry is missing from the hash index");
+    auto lens = lengths_.find({e.method, e.chunk});
+    if (lens == lengths_.end() || !lens->second.count(static_cast<int64_t>(e.rows.size())))
+      return broken("an entry's length is missing from the length index");
+    bytes += e.bytes;
+    per[e.method].entries += 1;
+    per[e.method].tokens += static_cast<int64_t>(e.rows.size());
+    per[e.method].bytes += e.bytes;
+  }
+  for (const auto& [key, lens] : lengths_) n_lengths += lens.size();
+  if (n_lengths != entries_.size()) return broken("the length index holds other entries");
+  if (by_hash_.size() != entries_.size()) return broken("the hash index holds other entries");
+  if (lru_.size() != entries_.size()) return broken("the LRU list holds other entries");
+  for (int64_t id : lru_)
+    if (!entries_.count(id)) return broken("the LRU list names a removed entry");
+  if (bytes != bytes_) return broken("the byte count differs from the entries' sum");
+  if (bytes_ > max_bytes_) return broken("over the cache budget");
+  for (const auto& [name, s] : stats_) {
+    const PrefixCacheMethodStats& want = per[name];
+    if (s.entries != want.entries || s.tokens != want.tokens || s.bytes != want.bytes)
+      return broken("the per-method counts differ from the entries (" + name + ")");
+    if (s.inserted - s.evicted != s.entries) return broken("entries differ from inserted minus evicted (" + name + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace vlkv
