@@ -9,7 +9,8 @@ JOBS     ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
             nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
             libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
-            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium zlib1g-dev
+            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium zlib1g-dev \
+            libssl-dev
 
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static cmake ninja-build libgtest-dev libgmock-dev
@@ -68,12 +69,17 @@ test-sanitize: deps
 # Left out for now (VLKV_CORE_ONLY): kv/ and the layers above it (kv/codecs/int_codec.cpp and
 # kv/attention.cpp still hold x86 code outside per-ISA files), the tools, the benchmarks.
 # ~4 min cold on 2 cores (build 184 s, tests ~20 s per CPU level); CI runs it.
+# The KV layer has no NEON kernels yet (every ARM64 tier runs its scalar references), so its tests
+# run at one CPU level; the method-conformance sweeps and the three heaviest statistics tests take
+# ~45 min under qemu and are left out unless ARM_KV_EXCLUDE= is given.
+ARM_KV_EXCLUDE ?= -E '^(Registered/|ZipvlCache[.]|SparseAttention[.]|KeyMass[.])'
 test-arm64: deps-arm64
 	@test -f $(ARM_BUILD)/build.ninja || cmake -S . -B $(ARM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DVLKV_CORE_ONLY=ON -DVLKV_BUILD_BENCH=OFF
 	cmake --build $(ARM_BUILD) -j $(JOBS)
-	QEMU_CPU=max VLKV_EXPECT_TIER=i8mm ctest --test-dir $(ARM_BUILD) --output-on-failure -j $(JOBS) -LE slow
-	QEMU_CPU=cortex-a72 VLKV_EXPECT_TIER=neon ctest --test-dir $(ARM_BUILD) --output-on-failure -j $(JOBS) -LE slow
+	QEMU_CPU=max VLKV_EXPECT_TIER=i8mm ctest --test-dir $(ARM_BUILD) --output-on-failure -j $(JOBS) -LE 'slow|kv'
+	QEMU_CPU=cortex-a72 VLKV_EXPECT_TIER=neon ctest --test-dir $(ARM_BUILD) --output-on-failure -j $(JOBS) -LE 'slow|kv'
+	QEMU_CPU=max VLKV_EXPECT_TIER=i8mm ctest --test-dir $(ARM_BUILD) --output-on-failure -j $(JOBS) -L kv $(ARM_KV_EXCLUDE)
 
 # Bounded libFuzzer runs (clang, ASan + UBSan), each stopped by an execution cap or a time cap,
 # whichever comes first. The seed is fixed and the corpus folders start empty, so a run is

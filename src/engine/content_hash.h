@@ -1,4 +1,4 @@
-// Content digests for the prefix cache and the encoder cache: SHA-256 (FIPS 180-4) of
+// Content digests for the prefix cache and the encoder cache: SHA-256 (OpenSSL's libcrypto) of
 // media pixels and preprocessing parameters, so two different images never share a
 // cache entry even when a client crafts them to (a 64-bit FNV could be made to collide).
 #pragma once
@@ -6,7 +6,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace vlkv {
 
@@ -31,11 +34,7 @@ class Sha256 {
   Digest128 finish128();            // the first 16 bytes of finish()
 
  private:
-  void block(const uint8_t* p);
-  uint32_t h_[8];
-  uint8_t buf_[64];
-  size_t n_buf_ = 0;
-  uint64_t n_bytes_ = 0;
+  std::unique_ptr<evp_md_ctx_st, void (*)(evp_md_ctx_st*)> ctx_;
 };
 
 }  // namespace vlkv

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/content_hash.h"
 #include "engine/kv_file.h"
 #include "kv/kv_bytes.h"
 #include "kv/page_pool.h"
@@ -79,26 +80,15 @@ constexpr uint64_t kMaxMediaItems = 1 << 20;
 }  // namespace
 
 uint64_t media_content_hash(const MediaItem& item) {
-  uLong c = crc32(0L, Z_NULL, 0), a = adler32(0L, Z_NULL, 0);
-  auto mix = [&](const void* p, size_t n) {
-    const auto* b = static_cast<const Bytef*>(p);
-    while (n > 0) {
-      const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-      c = crc32(c, b, chunk);
-      a = adler32(a, b, chunk);
-      b += chunk;
-      n -= chunk;
-    }
-  };
-  const uint8_t video = item.is_video ? 1 : 0;
-  mix(&video, 1);
-  mix(&item.fps, sizeof item.fps);
+  Sha256 h;  // the prefix cache's digest (content_hash.h): two different pictures never share a hash
+  h.update_value(static_cast<uint8_t>(item.is_video ? 1 : 0));
+  h.update_value(item.fps);
   for (const Image& f : item.frames) {
-    mix(&f.width, sizeof f.width);
-    mix(&f.height, sizeof f.height);
-    mix(f.pixels.data(), f.pixels.size());
+    h.update_value(f.width);
+    h.update_value(f.height);
+    h.update(f.pixels.data(), f.pixels.size());
   }
-  return (static_cast<uint64_t>(c) << 32) | static_cast<uint32_t>(a);
+  return h.finish128().hi;
 }
 
 SessionHistory& SessionFile::history(Session& s) { return *s.history_; }

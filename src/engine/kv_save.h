@@ -31,8 +31,8 @@ struct SessionHistory {
   bool synthetic = false;       // fill_kv_for_benchmark stored rows with no tokens: not savable
 };
 
-// A 64-bit content hash of an item's decoded pixels, sizes, frame count and fps (zlib's
-// crc32 and adler32 of the same bytes).
+// A 64-bit content hash of an item's decoded pixels, sizes, frame count and fps (the first
+// 64 bits of their SHA-256, content_hash.h).
 uint64_t media_content_hash(const MediaItem& item);
 
 // Session's private state for the file code (Session befriends it).
