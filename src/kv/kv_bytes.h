@@ -80,7 +80,8 @@ class ByteReader {
     static_assert(std::is_arithmetic_v<T>);
     const uint64_t n = count(max_elements, sizeof(T));
     std::vector<T> v;
-    if (const uint8_t* p = take(n * sizeof(T))) {
+    const uint8_t* p = take(n * sizeof(T));
+    if (p && n > 0) {  // memcpy into an empty vector's null data() is undefined even for 0 bytes
       v.resize(n);
       std::memcpy(v.data(), p, n * sizeof(T));
     }
