@@ -107,7 +107,8 @@ void quantize_group(const float* x, int64_t stride, int n, int bits, double clip
   const float inv = s > 0.0f ? 1.0f / s : 0.0f;
   for (int k = 0; k < n; ++k) {
     const float c = std::nearbyint((x[k * stride] - mn) * inv);
-    codes[k * cstride] = static_cast<uint8_t>(std::clamp(c, 0.0f, static_cast<float>(qmax)));
+    // A NaN row (a hostile KV file's window, a diverged model) codes as 0: casting NaN is undefined.
+    codes[k * cstride] = c >= 0.0f ? static_cast<uint8_t>(std::min(c, static_cast<float>(qmax))) : 0;
   }
 }
 
