@@ -62,22 +62,12 @@ inline void add_kv_flags(CLI::App& app, std::string& method, std::string& budget
       ->capture_default_str();
 }
 
-// Before loading the model: the method's name and parameter keys (their values are
-// checked against the model's geometry when it loads: see check_kv_load_error).
+// Before loading the model: what needs no model - syntax, method names, keys, compositions
+// (check_method_spec; every SpecErrorKind it returns is the flag's). Values and head_dim are
+// checked when the model loads: see check_kv_load_error.
 inline Status check_kv_method_flag(const std::string& method, const char* flag = "--kv") {
-  Result<std::unique_ptr<Method>> m = create_method(method, KvGeometry{1, 8, 2, 128});
-  if (m.is_ok()) return Status::ok();
-  // A head_dim-128 refusal may be fine for the real model: only name/key/syntax errors are final here.
-  // Each part of a composition (qcache_vla:n_lazy=2+vidkv:window=0) is a spec of its own.
-  for (size_t begin = 0; begin <= method.size();) {
-    const size_t plus = std::min(method.find('+', begin), method.size());
-    Result<Spec> spec = Spec::parse(std::string_view(method).substr(begin, plus - begin));
-    if (!spec.is_ok()) return invalid_argument(std::string(flag) + " '" + method + "': " + spec.status().message());
-    begin = plus + 1;
-  }
-  const std::string msg = m.status().message();
-  if (msg.find("unknown KV method") != std::string::npos || msg.find("no parameter") != std::string::npos)
-    return invalid_argument(std::string(flag) + " '" + method + "': " + msg);
+  if (std::optional<SpecError> e = check_method_spec(method))
+    return invalid_argument(std::string(flag) + " '" + method + "': " + e->message);
   return Status::ok();
 }
 

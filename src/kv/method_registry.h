@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ bool register_method(MethodInfo info);
 // '+'; the outer method must wrap). InvalidArgument for an unknown method (listing the
 // valid ones), an unknown key (listing the valid keys) or a bad value.
 Result<std::unique_ptr<Method>> create_method(std::string_view spec, const KvGeometry& geometry);
+// The checks that need no model: syntax, method names (each part of a composition), keys
+// and whether an outer method wraps. Values and head_dim are checked by create_method.
+std::optional<SpecError> check_method_spec(std::string_view spec);
 // Sorted by name.
 std::vector<const MethodInfo*> list_methods();
 // One line per method with its parameters, for --help.

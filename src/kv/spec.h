@@ -12,6 +12,22 @@
 
 namespace vlkv {
 
+// What is wrong with a spec, as a kind that callers act on (the CLI names its flag from
+// it and checks syntax, names and keys before a model is loaded) and a message for people.
+enum class SpecErrorKind {
+  kSyntax,       // not name[:key=value,...]
+  kUnknownName,  // no method or codec of that name
+  kUnknownKey,   // a key the method or codec does not take
+  kBadValue,     // a value out of range or not one of the valid ones
+  kHeadDim,      // valid parameters that this model's head_dim cannot take
+  kComposition,  // "outer+inner" where the outer method does not wrap another
+};
+struct SpecError {
+  SpecErrorKind kind;
+  std::string message;
+  Status status() const { return invalid_argument(message); }
+};
+
 struct ParamInfo {
   std::string name;
   std::string default_value;

@@ -7,6 +7,34 @@
 
 namespace vlkv::quant {
 
+void quantize_scale_min_k(const float* src, int n_max, uint8_t* p, uint8_t* L) {
+  float scales[8], mins[8];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    scales[j] = fit_scale_min(src + 32 * j, 32, n_max, L + 32 * j, &mins[j]);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+    lm[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+  }
+  store_half(p, max_scale / 63.0f);
+  store_half(p + 2, max_min / 63.0f);
+  pack_scale_min_k4(ls, lm, p + 4);
+  const float d = load_half(p), dmin = load_half(p + 2);
+  for (int j = 0; j < 8; ++j) {
+    const float ds = d * ls[j], dm = dmin * lm[j];
+    for (int i = 0; i < 32; ++i) {
+      const int l = ds != 0.0f ? nearest_int((src[32 * j + i] + dm) / ds) : 0;
+      L[32 * j + i] = static_cast<uint8_t>(std::clamp(l, 0, n_max));
+    }
+  }
+}
+
 float fit_scale_min(const float* x, int n, int n_max, uint8_t* L, float* min_out) {
   float lo = x[0], hi = x[0];
   for (int i = 1; i < n; ++i) {

@@ -6,9 +6,6 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = Q4_0Layout::kBlockElems;
-constexpr size_t kBytes = Q4_0Layout::kBlockBytes;
-
 struct Traits : Q4_0Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     g->q = _mm256_sub_epi8(nibbles_lo_hi(p + 2), _mm256_set1_epi8(8));

@@ -6,9 +6,6 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = Q4_1Layout::kBlockElems;
-constexpr size_t kBytes = Q4_1Layout::kBlockBytes;
-
 struct Traits : Q4_1Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     g->q = nibbles_lo_hi(p + 4);

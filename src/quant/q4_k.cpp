@@ -31,37 +31,12 @@ void dequantize_ref(const void* src, float* dst, int64_t n) {
   }
 }
 
-// Per sub-block scale/min search (k_quant_search.h), then 6-bit scales relative to the
-// largest, then codes recomputed against the stored (rounded) scales.
+// Scales, mins and codes by quantize_scale_min_k (k_quant_search.h), codes packed in nibbles.
 void quantize_ref(const float* src, void* dst, int64_t n) {
   auto* p = static_cast<uint8_t*>(dst);
   for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
-    float scales[8], mins[8];
     uint8_t L[kQk];
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      scales[j] = fit_scale_min(src + 32 * j, 32, 15, L + 32 * j, &mins[j]);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-    uint8_t ls[8], lm[8];
-    for (int j = 0; j < 8; ++j) {
-      ls[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      lm[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-    }
-    store_half(p, max_scale / 63.0f);
-    store_half(p + 2, max_min / 63.0f);
-    pack_scale_min_k4(ls, lm, p + 4);
-    const float d = load_half(p), dmin = load_half(p + 2);
-    for (int j = 0; j < 8; ++j) {
-      const float ds = d * ls[j], dm = dmin * lm[j];
-      for (int i = 0; i < 32; ++i) {
-        const int l = ds != 0.0f ? nearest_int((src[32 * j + i] + dm) / ds) : 0;
-        L[32 * j + i] = static_cast<uint8_t>(std::clamp(l, 0, 15));
-      }
-    }
+    quantize_scale_min_k(src, 15, p, L);
     uint8_t* q = p + 16;
     for (int j = 0; j < kQk; j += 64, q += 32) {
       for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));

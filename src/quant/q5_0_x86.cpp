@@ -6,9 +6,6 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = Q5_0Layout::kBlockElems;
-constexpr size_t kBytes = Q5_0Layout::kBlockBytes;
-
 struct Traits : Q5_0Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     const __m256i codes = _mm256_or_si256(nibbles_lo_hi(p + 6), bits_to_0x10(load_u32(p + 2)));

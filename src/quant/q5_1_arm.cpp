@@ -6,9 +6,6 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = Q5_1Layout::kBlockElems;
-constexpr size_t kBytes = Q5_1Layout::kBlockBytes;
-
 struct Traits : Q5_1Layout {
   static void decode(const uint8_t* p, Group32Arm* g) {
     const uint8x16_t v = vld1q_u8(p + 8);

@@ -6,9 +6,6 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = Q5_1Layout::kBlockElems;
-constexpr size_t kBytes = Q5_1Layout::kBlockBytes;
-
 struct Traits : Q5_1Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     g->q = _mm256_or_si256(nibbles_lo_hi(p + 8), bits_to_0x10(load_u32(p + 4)));

@@ -1,18 +1,12 @@
 // Q6_K's x86 kernels (q6_k.cpp has the layout and the reference): its block decoder for the
 // AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+#include "quant/block_layouts.h"
 #include "quant/q8_dot_x86.h"
 
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = 256;
-constexpr size_t kBytes = 210;
-
-struct Traits {
-  static constexpr int64_t kBlockElems = kQk;
-  static constexpr size_t kBlockBytes = kBytes;
-  static constexpr int kGroups = 8;
-  static constexpr bool kBias = false;
+struct Traits : Q6_KLayout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     const float d = half_f16c(p + 208);
     const auto* sc = reinterpret_cast<const int8_t*>(p + 192);

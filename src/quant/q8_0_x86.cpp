@@ -8,9 +8,6 @@
 namespace vlkv::quant {
 namespace {
 
-constexpr int64_t kQk = q8lanes::kQk;
-constexpr size_t kBytes = q8lanes::kBytes;
-
 struct Traits : Q8_0Layout {
   VLKV_TARGET_AVX2 static void decode(const uint8_t* p, Group32* g) {
     g->q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));

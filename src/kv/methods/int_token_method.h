@@ -1,5 +1,5 @@
 // Shared by the per-token integer methods ("int8", "int4", ...): K and V with the per-token
-// integer codec intB (int_codec.cpp) - f16 scale + min per group of g channels, optional
+// integer codec intB (int_codec.h) - f16 scale + min per group of g channels, optional
 // clipping and Walsh-Hadamard rotation.
 //
 // At 2, 4 and 8 bits (head_dim and g multiples of 16, intt::tiles_pay) the codes live in
@@ -10,12 +10,12 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_codec.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/single_codec.h"
@@ -33,11 +33,12 @@ class TiledIntTokenMethod final : public Method {
   static constexpr uint32_t kTagTiles = 0, kTagStaging = 1;
   static constexpr int kTile = 16;
 
-  static Result<std::unique_ptr<Method>> create(const std::string& spec, const std::string& codec_spec,
-                                                const KvGeometry& geo) {
+  static Result<std::unique_ptr<Method>> create(const std::string& spec, IntCodecParams codec, const KvGeometry& geo) {
     auto m = std::unique_ptr<TiledIntTokenMethod>(new TiledIntTokenMethod());
-    VLKV_ASSIGN_OR_RETURN(m->k_, make_codec(codec_spec + ",layout=k"));
-    VLKV_ASSIGN_OR_RETURN(m->v_, make_codec(codec_spec + ",layout=v"));
+    codec.layout = IntLayout::kKeyTiles;
+    VLKV_ASSIGN_OR_RETURN(m->k_, make_int_codec(codec));
+    codec.layout = IntLayout::kValueTiles;
+    VLKV_ASSIGN_OR_RETURN(m->v_, make_int_codec(codec));
     VLKV_ASSIGN_OR_RETURN(m->w_, make_codec("f16"));
     for (const auto* c : {m->k_.get(), m->v_.get(), m->w_.get()}) VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim));
     m->spec_ = spec;
@@ -110,15 +111,16 @@ inline MethodInfo int_token_method_info(int bits) {
     VLKV_ASSIGN_OR_RETURN(double clip, spec.get_double("clip", 1.0, 0.05, 1.0));
     VLKV_ASSIGN_OR_RETURN(int64_t wht, spec.get_int("wht", 0, 0, 1));
     VLKV_ASSIGN_OR_RETURN(const int dot, intt::parse_dot_bits(spec, name));
-    char clip_text[32];
-    std::snprintf(clip_text, sizeof clip_text, "%g", clip);
-    const std::string params = ":g=" + std::to_string(g) + ",clip=" + clip_text;
-    const std::string method_spec = name + params + ",wht=" + std::to_string(wht) + intt::dot_suffix(dot);
-    const std::string codec_spec = std::string(wht ? "wht_" : "") + name + params;
+    const IntCodecParams codec{.bits = bits, .g = static_cast<int>(g), .clip = canonical_clip(clip), .wht = wht != 0};
+    const std::string method_spec = name + ":g=" + std::to_string(g) + ",clip=" + clip_text(clip) +
+                                    ",wht=" + std::to_string(wht) + intt::dot_suffix(dot);
     const int64_t group = g == 0 ? geo.head_dim : g;
-    if (intt::tiles_pay(bits, geo.head_dim, group))
-      return TiledIntTokenMethod::create(method_spec, codec_spec + intt::dot_suffix(dot), geo);
-    return SingleCodecMethod::create(method_spec, codec_spec, geo);
+    if (intt::tiles_pay(bits, geo.head_dim, group)) {
+      IntCodecParams tiled = codec;
+      tiled.dot_bits = dot;
+      return TiledIntTokenMethod::create(method_spec, tiled, geo);
+    }
+    return SingleCodecMethod::create(method_spec, make_int_codec(codec), geo);
   };
   return info;
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_codec.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/window_fold.h"
@@ -56,12 +57,13 @@ class KiviMethod final : public Method {
     // was not given explicitly (e.g. head_dim 8).
     const int64_t gv = spec.has("g") || geo.head_dim % g == 0 ? g : geo.head_dim;
     const std::string b = std::to_string(bits);
-    VLKV_ASSIGN_OR_RETURN(auto kc, make_codec("int" + b + "c:G=" + std::to_string(g) + dot_param));
+    VLKV_ASSIGN_OR_RETURN(auto kc, make_int_codec({.bits = static_cast<int>(bits), .G = static_cast<int>(g), .dot_bits = dot}));
     // Values in 16-token tiles (integer accumulate on the codes, int_tiles.h) whenever the
     // folds (whole groups of g tokens) fill whole tiles; else one token per block.
     const bool v_tiles = intt::tiles_pay(static_cast<int>(bits), geo.head_dim, gv) && g % intt::kTileTokens == 0;
-    VLKV_ASSIGN_OR_RETURN(auto vc, make_codec("int" + b + ":g=" + std::to_string(gv) + (v_tiles ? ",layout=v" : "") +
-                                              dot_param));
+    VLKV_ASSIGN_OR_RETURN(auto vc, make_int_codec({.bits = static_cast<int>(bits), .g = static_cast<int>(gv),
+                                                   .layout = v_tiles ? IntLayout::kValueTiles : IntLayout::kRows,
+                                                   .dot_bits = dot}));
     VLKV_ASSIGN_OR_RETURN(auto wc, make_codec(window));
     for (const auto* c : {kc.get(), vc.get(), wc.get()})
       VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method " + name));

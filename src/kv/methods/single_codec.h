@@ -15,7 +15,11 @@ class SingleCodecMethod final : public Method {
  public:
   static Result<std::unique_ptr<Method>> create(const std::string& spec, const std::string& codec_spec,
                                                 const KvGeometry& g) {
-    VLKV_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> codec, make_codec(codec_spec));
+    return create(spec, make_codec(codec_spec), g);
+  }
+  static Result<std::unique_ptr<Method>> create(const std::string& spec, Result<std::shared_ptr<const Codec>> made,
+                                                const KvGeometry& g) {
+    VLKV_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> codec, std::move(made));
     VLKV_RETURN_IF_ERROR(codec->check_head_dim(g.head_dim));
     return std::unique_ptr<Method>(new SingleCodecMethod(spec, std::move(codec), g));
   }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_codec.h"
 #include "kv/kv_bytes.h"
 #include "kv/codecs/sign1_codecs.h"
 #include "kv/method_registry.h"
@@ -82,7 +83,7 @@ class VidkvMethod final : public Method {
     auto m = std::unique_ptr<VidkvMethod>(new VidkvMethod());
     VLKV_ASSIGN_OR_RETURN(m->k_, make_mixk_codec(MixkParams{static_cast<int>(g), frac, fft}));
     VLKV_ASSIGN_OR_RETURN(m->v_, make_ternary_codec(TernaryParams{static_cast<int>(g), thr, vfit}));
-    VLKV_ASSIGN_OR_RETURN(m->vs_, make_codec("int2c:G=" + std::to_string(g)));
+    VLKV_ASSIGN_OR_RETURN(m->vs_, make_int_codec({.bits = 2, .G = static_cast<int>(g)}));
     VLKV_ASSIGN_OR_RETURN(m->w_, make_codec("f16"));
     for (const auto* c : {m->k_.get(), m->v_.get(), m->vs_.get(), m->w_.get()})
       VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method vidkv"));

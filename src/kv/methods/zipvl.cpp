@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_codec.h"
 #include "kv/kv_bytes.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
@@ -125,16 +126,17 @@ class ZipvlMethod final : public Method, public KeySelector {
     if (g % 8 != 0) return invalid_argument("'zipvl': g=" + std::to_string(g) + " is not a multiple of 8 in [8, 256]");
     const int64_t gv = spec.has("g") || geo.head_dim % g == 0 ? g : geo.head_dim;  // value channel group
     auto m = std::unique_ptr<ZipvlMethod>(new ZipvlMethod());
-    const std::string gs = std::to_string(g), gvs = std::to_string(gv);
-    VLKV_ASSIGN_OR_RETURN(m->k_hi_, make_codec("int" + std::to_string(hi) + "c:G=" + gs));
-    VLKV_ASSIGN_OR_RETURN(m->k_lo_, make_codec("int" + std::to_string(lo) + "c:G=" + gs));
+    VLKV_ASSIGN_OR_RETURN(m->k_hi_, make_int_codec({.bits = static_cast<int>(hi), .G = static_cast<int>(g)}));
+    VLKV_ASSIGN_OR_RETURN(m->k_lo_, make_int_codec({.bits = static_cast<int>(lo), .G = static_cast<int>(g)}));
     // Values in 16-token value tiles (VNNI accumulate on the codes, int_tiles.h) when the
     // groups of g tokens fill whole tiles and the bits allow; else one token per block.
-    auto v_layout = [&](int64_t bits) {
-      return intt::tiles_pay(static_cast<int>(bits), geo.head_dim, gv) && g % intt::kTileTokens == 0 ? ",layout=v" : "";
+    auto values = [&](int64_t bits) {
+      const bool tiles = intt::tiles_pay(static_cast<int>(bits), geo.head_dim, gv) && g % intt::kTileTokens == 0;
+      return make_int_codec({.bits = static_cast<int>(bits), .g = static_cast<int>(gv),
+                             .layout = tiles ? IntLayout::kValueTiles : IntLayout::kRows});
     };
-    VLKV_ASSIGN_OR_RETURN(m->v_hi_, make_codec("int" + std::to_string(hi) + ":g=" + gvs + v_layout(hi)));
-    VLKV_ASSIGN_OR_RETURN(m->v_lo_, make_codec("int" + std::to_string(lo) + ":g=" + gvs + v_layout(lo)));
+    VLKV_ASSIGN_OR_RETURN(m->v_hi_, values(hi));
+    VLKV_ASSIGN_OR_RETURN(m->v_lo_, values(lo));
     VLKV_ASSIGN_OR_RETURN(m->w_, make_codec("f16"));
     for (const Codec* c : m->codecs()) VLKV_RETURN_IF_ERROR(c->check_head_dim(geo.head_dim).with_context("KV method zipvl"));
     char text[200];

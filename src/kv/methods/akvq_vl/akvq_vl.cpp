@@ -3,7 +3,7 @@
 //    rotated by the codec's query transform, outputs un-rotated once per step), then
 //    asymmetric uniform per token in groups of g channels (default 128, or head_dim when
 //    smaller; f16 scale + min per group), clipping ratio `clip` (0.8 at 2 bits, 0.9 at 3,
-//    1.0 at 4: the group's [min, max] shrunk around its centre, int_codec.cpp).
+//    1.0 at 4: the group's [min, max] shrunk around its centre, int_codec_core.h).
 //    At 2, 4 and 8 bits (g and head_dim multiples of 16: intt::tiles_pay) a class's codes
 //    live in 16-token tiles - keys layout=k, values layout=v - so decode attention runs
 //    the int codecs' integer dots on them (queries / probabilities rounded to 15 / 14
@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/codecs/int_codec.h"
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/akvq_vl/layer_state.h"
@@ -113,19 +114,19 @@ class AkvqVlMethod final : public Method {
 
     // Tiles where they pay (the VNNI path); the dot rounding only exists there.
     auto codecs_for = [&](int64_t b, double c) -> Result<ClassCodecs> {
-      char text[96];
-      std::snprintf(text, sizeof text, "%sint%lld:g=%lld,clip=%g", wht ? "wht_" : "", static_cast<long long>(b),
-                    static_cast<long long>(g), c);
+      IntCodecParams p{.bits = static_cast<int>(b), .g = static_cast<int>(g), .clip = canonical_clip(c), .wht = wht != 0};
       ClassCodecs cc;
       cc.tiled = intt::tiles_pay(static_cast<int>(b), geo.head_dim, g);
       if (!cc.tiled) {
-        VLKV_ASSIGN_OR_RETURN(cc.k, make_codec(text));
+        VLKV_ASSIGN_OR_RETURN(cc.k, make_int_codec(p));
         cc.v = cc.k;
         return cc;
       }
-      const std::string dot_text = intt::dot_suffix(dot);
-      VLKV_ASSIGN_OR_RETURN(cc.k, make_codec(std::string(text) + ",layout=k" + dot_text));
-      VLKV_ASSIGN_OR_RETURN(cc.v, make_codec(std::string(text) + ",layout=v" + dot_text));
+      p.dot_bits = dot;
+      p.layout = IntLayout::kKeyTiles;
+      VLKV_ASSIGN_OR_RETURN(cc.k, make_int_codec(p));
+      p.layout = IntLayout::kValueTiles;
+      VLKV_ASSIGN_OR_RETURN(cc.v, make_int_codec(p));
       return cc;
     };
     auto m = std::unique_ptr<AkvqVlMethod>(new AkvqVlMethod());
@@ -271,7 +272,7 @@ class AkvqVlMethod final : public Method {
   // kLow, kLowStage, kText, kTextStage, kPivot, kWindow (+ a window or staging segment
   // being rebuilt within a step), K and V each.
   int max_streams_per_head() const override { return 14; }
-  // Per-token codes; in the rotated basis the bound grows by sqrt(g d) (int_codec.cpp),
+  // Per-token codes; in the rotated basis the bound grows by sqrt(g d) (int_codec_core.h),
   // true but loose (>= 1 for 2-bit codes); the f16 window adds its rounding to folded rows.
   double error_bound() const override {
     return std::max(low_.k->error_bound_at(geo_.head_dim), text_.k->error_bound_at(geo_.head_dim)) + 0x1p-10;
