@@ -7,10 +7,13 @@
 // tier (a change of an x86 kernel's bits shows up as a failure: the ARM64 port must follow)
 // and on ARM64 at every SIMD tier. Inputs come from a fixed integer generator (no <random>
 // distribution: libstdc++'s goes through long double, 80-bit on x86, 128-bit on ARM64).
+// The softmax helpers (softmax_kernels.h) are called through their x86 AVX2 / ARM64 NEON variants
+// directly (their dispatch table is internal to attention.cpp).
 // Left out: mixk and the FFT codecs (their per-block weights and the FFT product still run
 // scalar references on ARM64, which sum in another order than AVX2).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +26,7 @@
 
 #include "base/cpu_features.h"
 #include "kv/codec_registry.h"
+#include "kv/softmax_kernels.h"
 #include "kv_test_util.h"
 
 namespace vlkv {
@@ -93,6 +97,27 @@ std::string case_bits(const Case& k) {
   return buf;
 }
 
+// exp_sub_sum and max over logits spanning ~60 nats (the exp's polynomial, its clamp at -87,
+// the padded tail: n = 1003) with the variant of this architecture; "" where there is none.
+std::string softmax_bits() {
+  const attn::SoftmaxKernels* k = nullptr;
+#if defined(__x86_64__) || defined(__i386__)
+  if (cpu_features().avx2) k = &attn::kSoftmaxKernelsAvx2;
+#elif defined(__aarch64__)
+  k = &attn::kSoftmaxKernelsNeon;
+#endif
+  if (!k) return "";
+  std::vector<float> x = lcg_floats(1003, 3, -60.0f, 4.0f);
+  x[17] = -200.0f;  // below the clamp
+  const float m = k->max(x.data(), static_cast<int64_t>(x.size()));
+  const float sum = k->exp_sub_sum(x.data(), static_cast<int64_t>(x.size()), m);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "bytes=%08x scores=%08x out=%016llx", std::bit_cast<uint32_t>(m),
+                std::bit_cast<uint32_t>(sum), static_cast<unsigned long long>(fnv1a(x.data(), x.size() * 4)));
+  return buf;
+}
+constexpr const char* kSoftmaxKey = "softmax n=1003";
+
 const std::string kBitsFile = std::string(VLKV_SOURCE_DIR) + "/tests/data/kv_kernel_bits.txt";
 
 std::map<std::string, std::string> read_bits() {
@@ -123,6 +148,7 @@ TEST(KvKernelBits, MatchTheX86Avx2TierOnEveryArchitecture) {
     std::ofstream f(kBitsFile);
     f << "# FNV-1a hashes of stored bytes, scores and outputs at the x86 AVX2 tier (tests/kv/kernel_bits_test.cpp)\n";
     for (const Case& k : kCases) f << case_key(k) << " " << case_bits(k) << "\n";
+    f << kSoftmaxKey << " " << softmax_bits() << "\n";
     GTEST_SKIP() << "wrote " << kBitsFile;
   }
   const std::map<std::string, std::string> want = read_bits();
@@ -137,6 +163,9 @@ TEST(KvKernelBits, MatchTheX86Avx2TierOnEveryArchitecture) {
       EXPECT_EQ(case_bits(k), it->second) << case_key(k) << " at " << simd_tier_name(tier);
     }
   }
+  const auto it = want.find(kSoftmaxKey);
+  ASSERT_NE(it, want.end()) << kSoftmaxKey << " is not in " << kBitsFile;
+  EXPECT_EQ(softmax_bits(), it->second) << "softmax helpers";
 }
 
 }  // namespace

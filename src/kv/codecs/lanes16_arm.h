@@ -29,13 +29,6 @@ inline float hsum16(const Lanes16& a) {
   const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
   return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
 }
-// Lanes 0..7 (a: 0-3, b: 4-7) summed as float_hsum_x86.h's hsum8.
-inline float hsum8(float32x4_t a, float32x4_t b) {
-  const float32x4_t s = vaddq_f32(a, b);
-  const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
-  return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
-}
-
 // 4 f16 values at p (any alignment) as floats (exact, as vcvtph2ps).
 inline float32x4_t halves4(const uint8_t* p) { return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p))); }
 
