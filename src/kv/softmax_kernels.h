@@ -13,5 +13,6 @@ struct SoftmaxKernels {
 
 extern const SoftmaxKernels kSoftmaxKernelsAvx2;
 extern const SoftmaxKernels kSoftmaxKernelsAvx512;
+extern const SoftmaxKernels kSoftmaxKernelsNeon;  // softmax_kernels_arm.cpp (every ARM64 tier)
 
 }  // namespace vlkv::attn

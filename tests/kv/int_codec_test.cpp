@@ -461,6 +461,7 @@ TEST(IntCodec, TileKernelsAgreeBitForBitAcrossTiers) {
     auto c = codec(spec);
     for (int d : {64, 128})
       for (int n_q : {1, 3, 4, 6}) {
+        if (!c->check_head_dim(d).is_ok()) continue;  // g=128 does not divide 64: no valid block (stale scratch)
         const int tpb = c->tokens_per_block(), n = tpb * (100 / tpb + 1);
         expect_tiers_agree_bit_for_bit(*c, spec, tiers, d, n, n_q, outlier_data(n, d, 70 + d),
                                        random_vec(static_cast<size_t>(n_q) * d, 71 + n_q, -2.0f, 2.0f),

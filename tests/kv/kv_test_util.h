@@ -47,16 +47,9 @@ inline std::vector<SimdLevel> simd_levels() { return supported_simd_levels(); }
 // AVX-VNNI, avx512 without and with VNNI): loop over these to reach every kernel variant.
 inline std::vector<SimdTier> simd_tiers() { return supported_simd_tiers(); }
 
-// Whether the integer codecs' fused kernels (int_kernels.h, int_row_kernels.h) exist at a tier:
-// every x86 tier but scalar; none on ARM64 yet (every tier there takes the dequantizing reference).
-inline bool integer_kv_kernels_at(SimdTier tier) {
-#if defined(__x86_64__) || defined(__i386__)
-  return tier != SimdTier::kScalar;
-#else
-  (void)tier;
-  return false;
-#endif
-}
+// Whether the integer codecs' tile kernels (int_kernels.h) exist at a tier: every tier but
+// scalar (x86: avx2 .. avx512vnni; ARM64: neon, dotprod, i8mm).
+inline bool integer_kv_kernels_at(SimdTier tier) { return tier != SimdTier::kScalar; }
 
 // Restores the SIMD tier a test found when it ends.
 struct SimdLevelGuard {

@@ -8,7 +8,8 @@ const FloatKernels& float_kernels_table() {
   static const FloatKernels kScalar{scores_scalar<float>, scores_scalar<uint16_t>, accumulate_scalar<float>,
                                     accumulate_scalar<uint16_t>};
   static const SimdTable<FloatKernels> table(
-      {.scalar = &kScalar, .avx2 = VLKV_X86(&kFloatKernelsAvx2), .avx512 = VLKV_X86(&kFloatKernelsAvx512)});
+      {.scalar = &kScalar, .avx2 = VLKV_X86(&kFloatKernelsAvx2), .avx512 = VLKV_X86(&kFloatKernelsAvx512),
+       .neon = VLKV_ARM(&kFloatKernelsNeon)});
   return table.get();
 }
 

@@ -1,6 +1,6 @@
 // Fused scores/accumulate for codecs that store each token as head_dim plain floats
 // (f32) or IEEE halves (f16): one block = one token row. The scalar reference is here;
-// the AVX2 and AVX-512 variants live in float_kernels_avx2.cpp / float_kernels_avx512.cpp,
+// the AVX2, AVX-512 and NEON variants live in float_kernels_avx2.cpp, _avx512.cpp and _arm.cpp,
 // one dispatch table (base/simd_dispatch.h). Internal to codecs/.
 #pragma once
 
@@ -57,6 +57,7 @@ struct FloatKernels {
 };
 extern const FloatKernels kFloatKernelsAvx2;
 extern const FloatKernels kFloatKernelsAvx512;
+extern const FloatKernels kFloatKernelsNeon;  // float_kernels_arm.cpp (every ARM64 tier)
 const FloatKernels& float_kernels_table();  // the current tier's variant
 
 template <class Elem>

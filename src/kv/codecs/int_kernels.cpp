@@ -9,7 +9,9 @@ const IntTileKernels& int_tile_kernels() {
   static const SimdTable<IntTileKernels> table({.scalar = &kScalar,
                                                 .avx2 = VLKV_X86(&kIntTileKernelsAvx2),
                                                 .avx2_vnni = VLKV_X86(&kIntTileKernelsAvx2Vnni),
-                                                .avx512_vnni = VLKV_X86(&kIntTileKernelsAvx512Vnni)});
+                                                .avx512_vnni = VLKV_X86(&kIntTileKernelsAvx512Vnni),
+                                                .neon = VLKV_ARM(&kIntTileKernelsNeon),
+                                                .dotprod = VLKV_ARM(&kIntTileKernelsDotprod)});
   return table.get();
 }
 

@@ -40,6 +40,8 @@ struct IntTileKernels {
 extern const IntTileKernels kIntTileKernelsAvx2;
 extern const IntTileKernels kIntTileKernelsAvx2Vnni;
 extern const IntTileKernels kIntTileKernelsAvx512Vnni;
+extern const IntTileKernels kIntTileKernelsNeon;     // int_kernels_arm.cpp
+extern const IntTileKernels kIntTileKernelsDotprod;  // int_kernels_dotprod.cpp (i8mm: the same)
 
 // The variant of the current tier.
 const IntTileKernels& int_tile_kernels();

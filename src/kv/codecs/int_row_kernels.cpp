@@ -46,7 +46,8 @@ const IntRowKernels& int_row_kernels() {
   static const SimdTable<IntRowKernels> table({.scalar = &kIntRowKernelsScalar,
                                                .avx2 = VLKV_X86(&kIntRowKernelsAvx2),
                                                .avx512 = VLKV_X86(&kIntRowKernelsAvx512),
-                                               .avx512_vnni = VLKV_X86(&kIntRowKernelsAvx512Vnni)});
+                                               .avx512_vnni = VLKV_X86(&kIntRowKernelsAvx512Vnni),
+                                               .neon = VLKV_ARM(&kIntRowKernelsNeon)});
   return table.get();
 }
 

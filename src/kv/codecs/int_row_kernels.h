@@ -55,6 +55,7 @@ extern const IntRowKernels kIntRowKernelsScalar;
 extern const IntRowKernels kIntRowKernelsAvx2;
 extern const IntRowKernels kIntRowKernelsAvx512;
 extern const IntRowKernels kIntRowKernelsAvx512Vnni;
+extern const IntRowKernels kIntRowKernelsNeon;  // int_row_kernels_arm.cpp (every ARM64 tier)
 
 // The variant of the current tier.
 const IntRowKernels& int_row_kernels();

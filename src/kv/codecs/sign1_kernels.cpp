@@ -18,7 +18,9 @@ const SimdTable<Sign1Kernels>& table() {
                                           .avx2_vnni = VLKV_X86(&kSign1Avx2Vnni),
                                           .avx512 = VLKV_X86(&kSign1Avx512),
                                           .avx512_vnni = VLKV_X86(cpu_features().avx512vbmi ? &kSign1Avx512Vbmi
-                                                                                     : &kSign1Avx512Vnni)});
+                                                                                     : &kSign1Avx512Vnni),
+                                          .neon = VLKV_ARM(&kSign1Neon),
+                                          .dotprod = VLKV_ARM(&kSign1Dotprod)});
   return t;
 }
 

@@ -46,6 +46,7 @@ struct Sign1Kernels {
 
 // The tier variants (sign1_kernels_x86.cpp); the scalar one is in sign1_kernels.cpp.
 extern const Sign1Kernels kSign1Avx2, kSign1Avx2Vnni, kSign1Avx512, kSign1Avx512Vnni, kSign1Avx512Vbmi;
+extern const Sign1Kernels kSign1Neon, kSign1Dotprod;  // sign1_kernels_arm.cpp
 
 // The variant of the current tier, and of any tier (tests).
 const Sign1Kernels& sign1_kernels();

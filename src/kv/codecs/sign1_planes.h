@@ -94,7 +94,7 @@ inline void for_row_blocks(int n_rows, F&& f) {
   }
 }
 
-// ---------------- the ISA kernels (sign1_planes_{avx2,avx512}.cpp) ----------------
+// ---------------- the ISA kernels (sign1_planes_{avx2,avx512,arm}.cpp) ----------------
 void plane_scores_rows_avx2(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
                             int n_rows, float scale, float* lg, int64_t ld);
 void plane_scores_rows_avx512(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
@@ -107,6 +107,13 @@ void mixk_plane_scores_rows_avx512(const uint8_t* planes, int n_out, int n_sign,
 void plane_sums_avx2(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 void plane_sums_avx512(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
 void load_f16_row_f16c(const uint8_t* p, int n, float* out);
+// ARM64 (sign1_planes_arm.cpp): the AVX2 kernels' operations in their order (the same bits).
+void plane_scores_rows_neon(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
+                            int n_rows, float scale, float* lg, int64_t ld);
+void mixk_plane_scores_rows_neon(const uint8_t* planes, int n_out, int n_sign, int group, const float* w,
+                                 const float* base, int n_rows, float scale, float* lg, int64_t ld);
+void plane_sums_neon(const uint8_t* planes, int n_planes, int group, const float* p, float* u);
+void load_f16_row_neon(const uint8_t* p, int n, float* out);
 
 // ---------------- dispatch (sign1_kernels.h) ----------------
 // lg[r * ld + t] = scale * (base[r] + sum_j w[r * n_planes + j] * bit_j(t)), r < n_rows.

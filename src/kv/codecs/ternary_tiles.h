@@ -102,6 +102,14 @@ void row_scores_avx2(const float* qs, const int8_t* codes, int G, int d, float s
 void row_scores_avx512(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
 void row_accum_avx2(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
 void row_accum_avx512(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
+// ARM64 (ternary_tiles_arm.cpp, ternary_tiles_dotprod.cpp, ternary_rows_arm.cpp): the AVX2
+// kernels' codes, sums and float order, so the AVX2 tier's bits.
+void decode_tiles_neon(const uint8_t* trits, const TritOrder& o, int8_t* codes);
+bool accum_tiles_neon(const float* p, const int8_t* codes, const TritOrder& o, const float* sig, float* out);
+bool accum_tiles_dotprod(const float* p, const int8_t* codes, const TritOrder& o, const float* sig, float* out);
+void tile_scores_neon(const float* qs, const int8_t* codes, const TritOrder& o, float scale, float* lr);
+void row_scores_neon(const float* qs, const int8_t* codes, int G, int d, float scale, float* lr);
+void row_accum_neon(const float* p, const int8_t* codes, int G, int d, const float* sig, float* out);
 
 }  // namespace vlkv::ternt
 

@@ -14,7 +14,8 @@ void wht_rows_scalar(float* x, int64_t n, int d) {
 
 void wht_rows(float* x, int64_t n, int d) {
   static const WhtKernels kScalar{wht_rows_scalar};
-  static const SimdTable<WhtKernels> table({.scalar = &kScalar, .avx2 = VLKV_X86(&kWhtKernelsAvx2)});
+  static const SimdTable<WhtKernels> table({.scalar = &kScalar, .avx2 = VLKV_X86(&kWhtKernelsAvx2),
+                                             .neon = VLKV_ARM(&kWhtKernelsNeon)});
   table.get().rows(x, n, d);
 }
 

@@ -24,7 +24,8 @@ inline void wht(float* x, int d) {
 }
 
 // x: [n, d] rows, each transformed in place; dispatched on the SIMD tier (wht.cpp; the
-// AVX2 variant, wht_avx2.cpp, does the same butterflies in the same order: bit-identical).
+// AVX2 and NEON variants, wht_avx2.cpp / wht_arm.cpp, do the same butterflies in the same order:
+// bit-identical).
 void wht_rows(float* x, int64_t n, int d);
 
 }  // namespace vlkv

@@ -10,5 +10,6 @@ struct WhtKernels {
 };
 
 extern const WhtKernels kWhtKernelsAvx2;
+extern const WhtKernels kWhtKernelsNeon;  // wht_arm.cpp (every ARM64 tier)
 
 }  // namespace vlkv
