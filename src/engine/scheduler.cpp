@@ -5,6 +5,7 @@
 #include "vlkv/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -105,6 +106,10 @@ struct Scheduler::Impl {
   uint64_t reserved = 0;
   SchedulerStats counters;
   std::unique_ptr<PrefixCache> cache;  // null: off (cache_budget_bytes 0)
+  // Bytes of entries fetched from stores for requests not admitted yet (Active::shared_image):
+  // no more lookups while they pass the cache budget, so a crowd of queued requests for one
+  // long video does not hold a copy each.
+  std::atomic<uint64_t> fetched_bytes{0};
   int64_t chunk = 0;                   // the canonical pass size: min(max_step_prompt_tokens, n_batch)
 
   std::thread worker;
@@ -128,6 +133,7 @@ struct Scheduler::Impl {
     a.reserved = 0;
   }
   void finish(Active& a, FinishReason reason, Status error, std::vector<TokenEvent>& events) {
+    drop_fetched(a);
     double stored = 0;
     if (a.seq >= 0) {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
@@ -203,12 +209,19 @@ struct Scheduler::Impl {
       if (s) out.push_back(s);
     return out;
   }
+  void drop_fetched(Active& a) {
+    fetched_bytes -= std::min<uint64_t>(fetched_bytes, a.shared_image.size());
+    a.shared_image.clear();
+    a.shared_image.shrink_to_fit();
+    a.shared_from = nullptr;
+  }
   // At submission, no lock held: the longest entry of a's prompt the stores hold beyond
   // what the prefix cache holds, at the pass boundaries entries are made at.
   void fetch_shared(Active& a);
   // At admission (both locks held): the fetched entry checked and loaded into the prefix
   // cache, where find_prefix then finds it. A refused one is logged and recomputed.
   void adopt_shared(Active& a) {
+    fetched_bytes -= std::min<uint64_t>(fetched_bytes, a.shared_image.size());
     std::string image = std::move(a.shared_image);
     a.shared_image.clear();
     const std::span<const RowKey> rows = std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.shared_n));
@@ -439,11 +452,13 @@ void Scheduler::Impl::fetch_shared(Active& a) {
     if (at > local && at <= max_n) candidates.push_back(at);
   }
   std::reverse(candidates.begin(), candidates.end());
+  if (fetched_bytes >= params.cache_budget_bytes) candidates.clear();
   if (candidates.size() > kMaxLookups) candidates.resize(kMaxLookups);
   for (int64_t n : candidates) {
     const std::string key = prefix_entry_key(*e, a.method_spec, chunk, std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(n)));
     for (PrefixStore* store : stores())
       if (std::optional<std::string> image = store->get(key)) {
+        fetched_bytes += image->size();
         a.shared_image = std::move(*image);
         a.shared_key = key;
         a.shared_n = n;
@@ -494,8 +509,7 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
         if (a.row_keys.empty())
           a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, e->kv->sequence_uses_visual_similarity(a.seq));
         if (static_cast<int64_t>(a.row_keys.size()) >= a.shared_n) adopt_shared(a);
-        a.shared_image.clear();
-        a.shared_from = nullptr;
+        drop_fetched(a);
       }
       PrefixCache::Hit hit = find_prefix(a);
       // Idle entries give way to the reservation, least recently used first (the one this
