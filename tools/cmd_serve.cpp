@@ -13,7 +13,9 @@
 #include "commands.h"
 #include "kv_flags.h"
 #include "param_flags.h"
+#include "server/dir_store.h"
 #include "server/http_server.h"
+#include "server/redis_store.h"
 #include "server/scheduler_backend.h"
 #include "server/session_backend.h"
 
@@ -28,6 +30,12 @@ struct ServeOptions {
   std::string kv_allow;
   std::string kv_budget = "2G";
   std::string cache_budget = "1G";
+  std::string redis;                    // HOST:PORT ("": no shared store)
+  int64_t redis_ttl_s = 3600;
+  std::string redis_max_entry = "256M";
+  std::string redis_budget = "4G";
+  std::string cache_dir;                // "": evicted entries are dropped
+  std::string cache_dir_budget = "8G";
   std::string max_body = "32M";
   std::string alias;
   int shutdown_grace_ms = 3000;
@@ -53,6 +61,35 @@ int serve(const ServeOptions& o_in) {
   if (!cache_budget.is_ok()) return report_error(invalid_argument("--cache-budget: " + cache_budget.status().message()));
   o.backend.cache_budget_bytes = *cache_budget;
   if (*cache_budget == 0) o.backend.engine.media_cache_bytes = 0;  // no cache of any kind: every request pays in full
+  if (!o.redis.empty()) {
+    if (o.backend_kind == "sessions") return report_error(invalid_argument("--redis needs --backend batch (the prefix cache)"));
+    if (*cache_budget == 0) return report_error(invalid_argument("--redis needs the prefix cache: --cache-budget 0 turns it off"));
+    server::RedisOptions ro;
+    if (Status st = server::parse_redis_address(o.redis, &ro); !st.is_ok()) return report_error(st);
+    Result<uint64_t> max_entry = parse_byte_size(o.redis_max_entry);
+    if (!max_entry.is_ok() || *max_entry == 0)
+      return report_error(invalid_argument("--redis-max-entry '" + o.redis_max_entry + "': expected a size such as 256M"));
+    Result<uint64_t> total = parse_byte_size(o.redis_budget);
+    if (!total.is_ok() || *total == 0)
+      return report_error(invalid_argument("--redis-budget '" + o.redis_budget + "': expected a size such as 4G"));
+    ro.ttl_seconds = o.redis_ttl_s;
+    ro.max_entry_bytes = *max_entry;
+    ro.max_total_bytes = *total;
+    o.backend.shared_store = std::make_shared<server::RedisStore>(ro);
+  }
+  if (!o.cache_dir.empty()) {
+    if (o.backend_kind == "sessions") return report_error(invalid_argument("--cache-dir needs --backend batch (the prefix cache)"));
+    if (*cache_budget == 0) return report_error(invalid_argument("--cache-dir needs the prefix cache: --cache-budget 0 turns it off"));
+    Result<uint64_t> total = parse_byte_size(o.cache_dir_budget);
+    if (!total.is_ok() || *total == 0)
+      return report_error(invalid_argument("--cache-dir-budget '" + o.cache_dir_budget + "': expected a size such as 8G"));
+    server::DirStoreOptions d;
+    d.dir = o.cache_dir;
+    d.max_total_bytes = *total;
+    Result<std::unique_ptr<server::DirStore>> store = server::DirStore::open(d);
+    if (!store.is_ok()) return report_error(store.status());
+    o.backend.spill_store = std::move(store).value();
+  }
   Result<uint64_t> max_body = parse_byte_size(o.max_body);
   if (!max_body.is_ok()) return report_error(invalid_argument("--max-body: " + max_body.status().message()));
   o.http.transport.max_body_bytes = *max_body;
@@ -159,6 +196,24 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "Prefix cache (--backend batch): KV of earlier prompts' prefixes kept by content (tokens, image "
                   "pixels) for later turns and questions, at most SIZE of the --kv-budget, evicted first when "
                   "requests need pages (0: off, and the vision encoder's output cache too)")
+      ->capture_default_str();
+  app->add_option("--cache-dir", o->cache_dir,
+                  "Spill prefix-cache entries evicted from memory to files in DIR (KV file format) and load them back "
+                  "when a prompt starts with one; files from another model or method are refused")
+      ->check(CLI::NonexistentPath | CLI::ExistingDirectory);
+  app->add_option("--cache-dir-budget", o->cache_dir_budget,
+                  "Disk --cache-dir may take (least recently used files removed first)")
+      ->capture_default_str();
+  app->add_option("--redis", o->redis,
+                  "Share prefix-cache entries with other replicas through Redis at HOST:PORT: a request the local "
+                  "cache misses looks there before computing, and every entry kept here is written there (checked "
+                  "like a KV file when read back; Redis down or slow = a miss, never a failed request)");
+  app->add_option("--redis-ttl", o->redis_ttl_s, "Seconds an entry stays in Redis after it was written")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))->capture_default_str();
+  app->add_option("--redis-max-entry", o->redis_max_entry, "Largest entry written to or read from Redis")
+      ->capture_default_str();
+  app->add_option("--redis-budget", o->redis_budget,
+                  "No entry is written while Redis's used memory (all replicas' entries) plus it would pass SIZE")
       ->capture_default_str();
   app->add_option("--parallel", o->backend.n_slots, "Requests generating at once (also -np)")
       ->check(CLI::Range(1, 1024))->capture_default_str();

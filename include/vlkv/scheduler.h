@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "vlkv/engine.h"
+#include "vlkv/prefix_store.h"
 #include "vlkv/status.h"
 
 namespace vlkv {
@@ -82,6 +83,14 @@ struct SchedulerParams {
   // bytes of pages. They count against the KV budget and are evicted, least recently used
   // first, before any running request waits or is preempted. 0: no prefix cache.
   uint64_t cache_budget_bytes = 0;
+  // A store shared with other replicas (include/vlkv/prefix_store.h; vlkv serve --redis): a
+  // request the prefix cache misses looks there (before it is queued) for the longest entry
+  // of its prompt, and every entry this scheduler keeps is written there too. Null: none.
+  // Needs cache_budget_bytes > 0 (what is read comes into the prefix cache).
+  std::shared_ptr<PrefixStore> shared_store;
+  // A store idle entries are spilled to when evicted from memory (vlkv serve --cache-dir),
+  // looked in like shared_store. Null: evicted entries are gone.
+  std::shared_ptr<PrefixStore> spill_store;
 };
 
 // The prefix cache's counters for one KV method (canonical spec).
@@ -106,6 +115,7 @@ struct SchedulerStats {
   // The engine's vision encoder output cache (EngineParams::media_cache_bytes).
   int64_t media_cache_hits = 0, media_cache_misses = 0, media_cache_entries = 0;
   uint64_t media_cache_bytes = 0;
+  std::vector<PrefixStoreStats> stores;  // SchedulerParams::spill_store's and shared_store's counters
 };
 
 // What one step did.

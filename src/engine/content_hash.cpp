@@ -5,6 +5,8 @@
 
 #include <openssl/evp.h>
 
+#include <cstdio>
+
 #include "base/check.h"
 
 namespace vlkv {
@@ -32,6 +34,12 @@ Digest128 Sha256::finish128() {
     r.lo = r.lo << 8 | d[8 + i];
   }
   return r;
+}
+
+std::string Digest128::hex() const {
+  char b[33];
+  std::snprintf(b, sizeof b, "%016llx%016llx", static_cast<unsigned long long>(hi), static_cast<unsigned long long>(lo));
+  return b;
 }
 
 }  // namespace vlkv

@@ -18,6 +18,7 @@ struct Digest128 {
   uint64_t hi = 0, lo = 0;
   bool operator==(const Digest128&) const = default;
   bool is_zero() const { return hi == 0 && lo == 0; }
+  std::string hex() const;  // 32 lowercase hex digits
 };
 
 class Sha256 {

@@ -4,6 +4,7 @@
 
 #include "engine/kv_file.h"
 #include "engine/kv_save.h"
+#include "engine/media_cache.h"
 #include "kv/kv_bytes.h"
 #include "vlkv/conversation.h"
 
@@ -23,7 +24,7 @@ Status Conversation::save(const std::string& path) const {
   for (const FedTurn& f : fed_) {
     w.str(f.prompt.text);
     std::vector<uint64_t> hashes = f.media_not_kept;
-    for (const MediaItem& m : f.prompt.media) hashes.push_back(media_content_hash(m));
+    for (const MediaItem& m : f.prompt.media) hashes.push_back(media_content_hash(media_content_digest(m)));
     w.vec(hashes);
     w.vec(f.generated);
   }

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "engine/engine_impl.h"
+#include "engine/gguf_identity.h"
 #include "engine/media_cache.h"
 #include "kv/page_pool.h"  // format_bytes
 
@@ -38,6 +39,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
 
   VLKV_ASSIGN_OR_RETURN(impl->gguf, GgufFile::open(path));
   const GgufFile& g = *impl->gguf;
+  impl->model_id = gguf_identity(g);
   Result<TextHparams> hp = read_text_hparams(g);
   if (!hp.is_ok()) return hp.status().with_context(path);
   impl->hparams = *hp;
@@ -65,9 +67,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
                               std::to_string(impl->hparams.n_deepstack_layers) +
                               " deepstack layers); this mmproj belongs to another model)");
     }
-    const Digest128 id = mmproj_identity(*impl->mmproj);
-    impl->mmproj_id_hi = id.hi;
-    impl->mmproj_id_lo = id.lo;
+    impl->mmproj_id = gguf_identity(*impl->mmproj);
     if (params.media_cache_bytes > 0) impl->media_cache = std::make_shared<MediaCache>(params.media_cache_bytes);
   }
 

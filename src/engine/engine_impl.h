@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "base/thread_pool.h"
+#include "engine/content_hash.h"
 #include "gguf/gguf_reader.h"
 #include "kv/kv_cache.h"
 #include "text/chat_template.h"
@@ -41,9 +42,11 @@ struct Engine::Impl {
   // The KV method degrades without visual tokens: warned once per engine (Session).
   std::atomic<bool> warned_text_only{false};
   // Encoder outputs by content (media_cache.h); null without an mmproj or with
-  // media_cache_bytes 0. mmproj_id: the mmproj's identity in media digests.
+  // media_cache_bytes 0.
   std::shared_ptr<MediaCache> media_cache;
-  uint64_t mmproj_id_hi = 0, mmproj_id_lo = 0;
+  // gguf_identity of the text model and of the mmproj (zero without one), computed at load:
+  // KV files, media digests and shared prefix-cache keys name them.
+  Digest128 model_id, mmproj_id;
 };
 
 // Engine::prepare_prompt, callable from a Session (src/engine/prompt.cpp).

@@ -42,6 +42,7 @@ const char* kv_file_section_name(uint32_t id) {
     case kSectionMedia: return "media";
     case kSectionKv: return "kv";
     case kSectionConversation: return "conversation";
+    case kSectionPrefixRows: return "prefix rows";
     default: return "unknown";
   }
 }
@@ -81,6 +82,9 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
   const uint32_t version = r.get<uint32_t>(), n = r.get<uint32_t>();
   const uint64_t claimed = r.get<uint64_t>();
   const uint32_t hc = r.get<uint32_t>(), reserved = r.get<uint32_t>();
+  if (version < kKvFileVersion)
+    return invalid_file("KV file version " + std::to_string(version) + ", written by an older vlkv; this vlkv reads version " +
+                        std::to_string(kKvFileVersion) + " (its model identities differ): save it again");
   if (version != kKvFileVersion)
     return invalid_file("KV file version " + std::to_string(version) + ", this vlkv reads version " +
                         std::to_string(kKvFileVersion));

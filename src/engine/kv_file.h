@@ -12,7 +12,8 @@
 namespace vlkv {
 
 inline constexpr char kKvFileMagic[8] = {'V', 'L', 'K', 'V', '-', 'K', 'V', '\n'};
-inline constexpr uint32_t kKvFileVersion = 1;
+// 2: identities are 128 bits of a SHA-256 (gguf_identity), media hashes from media_content_digest.
+inline constexpr uint32_t kKvFileVersion = 2;
 inline constexpr size_t kKvFileHeaderBytes = 32;   // magic, version, n_sections, file_size, header crc
 inline constexpr size_t kKvFileEntryBytes = 24;    // id, crc, offset, size
 inline constexpr uint32_t kKvFileMaxSections = 16;
@@ -25,6 +26,7 @@ enum KvFileSectionId : uint32_t {
   kSectionMedia = 4,         // media items: content hash and rows
   kSectionKv = 5,            // the sequence's cache (kv_sequence_io.h)
   kSectionConversation = 6,  // vlkv chat's turns (optional)
+  kSectionPrefixRows = 7,    // a prefix-cache entry's pass size and row keys (instead of tokens)
 };
 
 struct KvFileSection {

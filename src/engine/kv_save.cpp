@@ -1,8 +1,6 @@
 // Session::save_kv, Engine::load_session: a session's sections of a KV file (docs/kv_file.md).
 #include "engine/kv_save.h"
 
-#include <zlib.h>
-
 #include <cstdio>
 #include <map>
 
@@ -13,58 +11,6 @@
 
 namespace vlkv {
 namespace {
-
-constexpr uint64_t kTensorSampleBytes = 4096;
-
-// A GGUF file's identity: the CRC32 of its header (metadata and tensor table, every byte before
-// the tensor data) and of the first kTensorSampleBytes of each tensor's data, the header's
-// length, the file's size and the tensor-table fingerprint.
-struct GgufIdentity {
-  uint32_t header_crc = 0;
-  uint64_t header_bytes = 0, file_size = 0, fingerprint = 0;
-  bool operator==(const GgufIdentity&) const = default;
-  void put(ByteWriter& w) const {
-    w.put(header_crc);
-    w.put(header_bytes);
-    w.put(file_size);
-    w.put(fingerprint);
-  }
-  static GgufIdentity get(ByteReader& r) {
-    GgufIdentity id;
-    id.header_crc = r.get<uint32_t>();
-    id.header_bytes = r.get<uint64_t>();
-    id.file_size = r.get<uint64_t>();
-    id.fingerprint = r.get<uint64_t>();
-    return id;
-  }
-};
-
-Result<GgufIdentity> gguf_identity(const GgufFile& g, uint64_t fingerprint) {
-  GgufIdentity id;
-  id.header_bytes = g.data_offset();
-  id.file_size = g.file_size();
-  id.fingerprint = fingerprint;
-  std::FILE* f = std::fopen(g.path().c_str(), "rb");
-  if (!f) return io_error(g.path() + ": cannot read it again to identify the model");
-  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(id.header_bytes, g.file_size())));
-  const bool ok = std::fread(head.data(), 1, head.size(), f) == head.size();
-  std::fclose(f);
-  if (!ok) return io_error(g.path() + ": cannot read its header again to identify the model");
-  uLong c = crc32(crc32(0L, Z_NULL, 0), head.data(), static_cast<uInt>(head.size()));
-  // Weights retrained on the same layout share the header: the first bytes of every tensor
-  // tell them apart at the cost of a few pages per tensor (hashing every weight would cost
-  // seconds per GB on each save and load).
-  for (const GgufTensorInfo& t : g.tensors())
-    if (t.data) c = crc32(c, t.data, static_cast<uInt>(std::min<uint64_t>(t.n_bytes, kTensorSampleBytes)));
-  id.header_crc = static_cast<uint32_t>(c);
-  return id;
-}
-
-std::string hex32(uint32_t x) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%08x", x);
-  return b;
-}
 
 // The canonical spec of a method spec ("": the engine's), as the cache stores sequences with it.
 Result<std::string> canonical_method(Engine::Impl& e, const std::string& spec) {
@@ -79,16 +25,78 @@ constexpr uint64_t kMaxMediaItems = 1 << 20;
 
 }  // namespace
 
-uint64_t media_content_hash(const MediaItem& item) {
-  Sha256 h;  // the prefix cache's digest (content_hash.h): two different pictures never share a hash
-  h.update_value(static_cast<uint8_t>(item.is_video ? 1 : 0));
-  h.update_value(item.fps);
-  for (const Image& f : item.frames) {
-    h.update_value(f.width);
-    h.update_value(f.height);
-    h.update(f.pixels.data(), f.pixels.size());
+std::string identity_section(const Engine::Impl& e, bool with_mmproj) {
+  std::string b;
+  ByteWriter w(&b);
+  w.str(e.info.architecture);
+  w.str(e.info.name);
+  w.put(e.model_id.hi);
+  w.put(e.model_id.lo);
+  w.put<uint32_t>(static_cast<uint32_t>(e.hparams.n_layers));
+  w.put<uint32_t>(static_cast<uint32_t>(e.hparams.n_heads));
+  w.put<uint32_t>(static_cast<uint32_t>(e.hparams.n_kv_heads));
+  w.put<uint32_t>(static_cast<uint32_t>(e.hparams.head_dim));
+  with_mmproj = with_mmproj && e.mmproj;  // the mmproj matters only when its embeddings are in the cache
+  w.put<uint8_t>(with_mmproj ? 1 : 0);
+  if (with_mmproj) {
+    w.put(e.mmproj_id.hi);
+    w.put(e.mmproj_id.lo);
   }
-  return h.finish128().hi;
+  return b;
+}
+
+Status check_identity_section(const Engine::Impl& e, const uint8_t* data, size_t size) {
+  ByteReader r(data, size);
+  const std::string arch = r.str(256), name = r.str(4096);
+  Digest128 model, mm;
+  model.hi = r.get<uint64_t>();
+  model.lo = r.get<uint64_t>();
+  uint32_t geo[4];
+  for (uint32_t& x : geo) x = r.get<uint32_t>();
+  const uint8_t with_mmproj = r.get<uint8_t>();
+  if (with_mmproj == 1) {
+    mm.hi = r.get<uint64_t>();
+    mm.lo = r.get<uint64_t>();
+  }
+  if (!r.ok() || !r.at_end() || with_mmproj > 1) return invalid_file("malformed identity section");
+  const uint32_t our_geo[4] = {static_cast<uint32_t>(e.hparams.n_layers), static_cast<uint32_t>(e.hparams.n_heads),
+                               static_cast<uint32_t>(e.hparams.n_kv_heads), static_cast<uint32_t>(e.hparams.head_dim)};
+  if (!(model == e.model_id) || arch != e.info.architecture || !std::equal(geo, geo + 4, our_geo))
+    return invalid_argument("saved from another model (" + arch + " '" + name + "', identity " + model.hex().substr(0, 16) +
+                            "), not " + e.params.model_path + " (" + e.info.architecture + " '" + e.info.name +
+                            "', identity " + e.model_id.hex().substr(0, 16) + ")");
+  if (with_mmproj) {
+    if (!e.mmproj) return invalid_argument("its cache holds media encoded by an mmproj: load the same --mmproj");
+    if (!(mm == e.mmproj_id))
+      return invalid_argument("its media were encoded by another mmproj (identity " + mm.hex().substr(0, 16) + "), not " +
+                              e.params.mmproj_path + " (identity " + e.mmproj_id.hex().substr(0, 16) + ")");
+  }
+  return Status::ok();
+}
+
+std::string method_section(const std::string& spec, uint64_t page_bytes) {
+  std::string b;
+  ByteWriter w(&b);
+  w.str(spec);
+  w.put<uint64_t>(page_bytes);
+  return b;
+}
+
+Result<std::string> check_method_section(Engine::Impl& e, const uint8_t* data, size_t size, const std::string& kv_method) {
+  ByteReader r(data, size);
+  std::string spec = r.str(4096);
+  const uint64_t page_bytes = r.get<uint64_t>();
+  if (!r.ok() || !r.at_end()) return invalid_file("malformed method section");
+  VLKV_ASSIGN_OR_RETURN(std::string want, canonical_method(e, kv_method));
+  if (spec != want)
+    return invalid_argument("it holds KV method " + spec + ", this session uses " + want + " (load it under " + spec +
+                            ": --kv, or /kv in vlkv chat)");
+  const uint64_t budget = e.kv->budget_bytes(), used = e.kv->bytes_in_use();
+  if (page_bytes > budget - std::min(budget, used))
+    return out_of_memory("its KV cache takes " + format_bytes(page_bytes) + ", more than the " +
+                         format_bytes(budget - std::min(budget, used)) + " free of the KV budget of " +
+                         format_bytes(budget) + " (raise --kv-budget)");
+  return spec;
 }
 
 SessionHistory& SessionFile::history(Session& s) { return *s.history_; }
@@ -107,26 +115,7 @@ Result<std::string> SessionFile::image(const Session& s, const std::string* conv
   if (static_cast<int64_t>(h.ids.size()) != s.n_past_)
     return Status(StatusCode::kInternal, "the session's token record differs from its cache");
   std::vector<KvFileSection> sections;
-  {  // identity
-    VLKV_ASSIGN_OR_RETURN(GgufIdentity model, gguf_identity(*e.gguf, e.info.fingerprint));
-    std::string b;
-    ByteWriter w(&b);
-    w.str(e.info.architecture);
-    w.str(e.info.name);
-    model.put(w);
-    w.put<uint32_t>(static_cast<uint32_t>(e.hparams.n_layers));
-    w.put<uint32_t>(static_cast<uint32_t>(e.hparams.n_heads));
-    w.put<uint32_t>(static_cast<uint32_t>(e.hparams.n_kv_heads));
-    w.put<uint32_t>(static_cast<uint32_t>(e.hparams.head_dim));
-    // The mmproj matters only when its embeddings are in the cache.
-    const bool with_mmproj = !h.media.empty() && e.mmproj;
-    w.put<uint8_t>(with_mmproj ? 1 : 0);
-    if (with_mmproj) {
-      VLKV_ASSIGN_OR_RETURN(GgufIdentity mm, gguf_identity(*e.mmproj, 0));
-      mm.put(w);
-    }
-    sections.push_back({kSectionIdentity, std::move(b)});
-  }
+  sections.push_back({kSectionIdentity, identity_section(e, !h.media.empty())});
   std::string kv_bytes;
   std::string spec;
   uint64_t page_bytes = 0;
@@ -136,13 +125,7 @@ Result<std::string> SessionFile::image(const Session& s, const std::string* conv
     spec = e.kv->sequence_method(s.seq_);
     page_bytes = e.kv->sequence_bytes(s.seq_);
   }
-  {
-    std::string b;
-    ByteWriter w(&b);
-    w.str(spec);
-    w.put<uint64_t>(page_bytes);
-    sections.push_back({kSectionMethod, std::move(b)});
-  }
+  sections.push_back({kSectionMethod, method_section(spec, page_bytes)});
   {
     std::string b;
     ByteWriter w(&b);
@@ -183,46 +166,11 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
   auto reader = [&](uint32_t id) { return ByteReader(sec[id].data, sec[id].size); };
   auto malformed = [](uint32_t id) { return invalid_file(std::string("malformed ") + kv_file_section_name(id) + " section"); };
 
-  {  // identity: the same text model (and mmproj when the cache holds media embeddings)
-    ByteReader r = reader(kSectionIdentity);
-    const std::string arch = r.str(256), name = r.str(4096);
-    const GgufIdentity model = GgufIdentity::get(r);
-    uint32_t geo[4];
-    for (uint32_t& x : geo) x = r.get<uint32_t>();
-    const uint8_t with_mmproj = r.get<uint8_t>();
-    const GgufIdentity mm = with_mmproj == 1 ? GgufIdentity::get(r) : GgufIdentity{};
-    if (!r.ok() || !r.at_end() || with_mmproj > 1) return malformed(kSectionIdentity);
-    VLKV_ASSIGN_OR_RETURN(GgufIdentity ours, gguf_identity(*e.gguf, e.info.fingerprint));
-    const uint32_t our_geo[4] = {static_cast<uint32_t>(e.hparams.n_layers), static_cast<uint32_t>(e.hparams.n_heads),
-                                 static_cast<uint32_t>(e.hparams.n_kv_heads), static_cast<uint32_t>(e.hparams.head_dim)};
-    if (!(model == ours) || arch != e.info.architecture || !std::equal(geo, geo + 4, our_geo))
-      return invalid_argument("saved from another model (" + arch + " '" + name + "', identity crc " +
-                              hex32(model.header_crc) + "), not " + e.params.model_path + " (" +
-                              e.info.architecture + " '" + e.info.name + "', identity crc " + hex32(ours.header_crc) + ")");
-    if (with_mmproj) {
-      if (!e.mmproj) return invalid_argument("its cache holds media encoded by an mmproj: load the same --mmproj");
-      VLKV_ASSIGN_OR_RETURN(GgufIdentity our_mm, gguf_identity(*e.mmproj, 0));
-      if (!(mm == our_mm))
-        return invalid_argument("its media were encoded by another mmproj (identity crc " + hex32(mm.header_crc) +
-                                "), not " + e.params.mmproj_path + " (identity crc " + hex32(our_mm.header_crc) + ")");
-    }
-  }
-  std::string spec;
-  {  // method: the one this session is to use
-    ByteReader r = reader(kSectionMethod);
-    spec = r.str(4096);
-    const uint64_t page_bytes = r.get<uint64_t>();
-    if (!r.ok() || !r.at_end()) return malformed(kSectionMethod);
-    VLKV_ASSIGN_OR_RETURN(std::string want, canonical_method(e, kv_method));
-    if (spec != want)
-      return invalid_argument("it holds KV method " + spec + ", this session uses " + want + " (load it under " +
-                              spec + ": --kv, or /kv in vlkv chat)");
-    const uint64_t budget = e.kv->budget_bytes(), used = e.kv->bytes_in_use();
-    if (page_bytes > budget - std::min(budget, used))
-      return out_of_memory("its KV cache takes " + format_bytes(page_bytes) + ", more than the " +
-                           format_bytes(budget - std::min(budget, used)) + " free of the KV budget of " +
-                           format_bytes(budget) + " (raise --kv-budget)");
-  }
+  // identity: the same text model (and mmproj when the cache holds media embeddings)
+  VLKV_RETURN_IF_ERROR(check_identity_section(e, sec[kSectionIdentity].data, sec[kSectionIdentity].size));
+  // method: the one this session is to use, within the free budget
+  VLKV_ASSIGN_OR_RETURN(std::string spec,
+                        check_method_section(e, sec[kSectionMethod].data, sec[kSectionMethod].size, kv_method));
   SessionHistory h;
   int64_t n_past = 0, next_pos = 0;
   {  // tokens: one record per cached row, ids in the vocabulary, kinds valid

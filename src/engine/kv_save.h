@@ -31,9 +31,14 @@ struct SessionHistory {
   bool synthetic = false;       // fill_kv_for_benchmark stored rows with no tokens: not savable
 };
 
-// A 64-bit content hash of an item's decoded pixels, sizes, frame count and fps (the first
-// 64 bits of their SHA-256, content_hash.h).
-uint64_t media_content_hash(const MediaItem& item);
+// Sections every KV file image holds (sessions, and the prefix cache's shared entries):
+// the model's identity (the mmproj's too when with_mmproj and the engine has one) and the
+// method. The checks return the one line that refuses another model, mmproj, method, or
+// more pages than the free KV budget; check_method_section returns the stored spec.
+std::string identity_section(const Engine::Impl& e, bool with_mmproj);
+Status check_identity_section(const Engine::Impl& e, const uint8_t* data, size_t size);
+std::string method_section(const std::string& spec, uint64_t page_bytes);
+Result<std::string> check_method_section(Engine::Impl& e, const uint8_t* data, size_t size, const std::string& kv_method);
 
 // Session's private state for the file code (Session befriends it).
 struct SessionFile {

@@ -1,31 +1,13 @@
 // MediaCache: an LRU of encoder outputs by content digest, and the digests themselves.
 #include "engine/media_cache.h"
 
-#include <algorithm>
-
 namespace vlkv {
 
-Digest128 mmproj_identity(const GgufFile& mmproj) {
+Digest128 media_content_digest(const MediaItem& item) {
   Sha256 h;
-  h.update_string("vlkv mmproj v1");
-  h.update_value(static_cast<uint64_t>(mmproj.tensors().size()));
-  for (const GgufTensorInfo& t : mmproj.tensors()) {
-    h.update_string(t.name);
-    h.update_value(static_cast<uint32_t>(t.type));
-    h.update_value(static_cast<uint64_t>(t.dims.size()));
-    for (int64_t d : t.dims) h.update_value(d);
-    if (t.data) h.update(t.data, static_cast<size_t>(std::min<uint64_t>(t.n_bytes, 4096)));
-  }
-  return h.finish128();
-}
-
-Digest128 media_digest(const Digest128& mmproj, const MediaItem& item, double t_step) {
-  Sha256 h;
-  h.update_string("vlkv media v1");
-  h.update_value(mmproj.hi);
-  h.update_value(mmproj.lo);
-  h.update_value(static_cast<uint8_t>(item.is_video));
-  h.update_value(item.is_video ? t_step : 1.0);
+  h.update_string("vlkv media content v2");
+  h.update_value(static_cast<uint8_t>(item.is_video ? 1 : 0));
+  h.update_value(item.fps);
   h.update_value(static_cast<uint64_t>(item.frames.size()));
   for (const Image& f : item.frames) {
     h.update_value(f.width);
@@ -33,6 +15,17 @@ Digest128 media_digest(const Digest128& mmproj, const MediaItem& item, double t_
     h.update_value(static_cast<uint64_t>(f.pixels.size()));
     h.update(f.pixels.data(), f.pixels.size());
   }
+  return h.finish128();
+}
+
+Digest128 media_digest(const Digest128& mmproj, const Digest128& content, double t_step) {
+  Sha256 h;
+  h.update_string("vlkv media v2");
+  h.update_value(mmproj.hi);
+  h.update_value(mmproj.lo);
+  h.update_value(t_step);
+  h.update_value(content.hi);
+  h.update_value(content.lo);
   return h.finish128();
 }
 

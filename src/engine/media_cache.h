@@ -12,20 +12,20 @@
 #include <utility>
 
 #include "engine/content_hash.h"
-#include "gguf/gguf_reader.h"
 #include "vision/vision_model.h"
 #include "vlkv/engine.h"
 
 namespace vlkv {
 
-// What identifies an mmproj's outputs: its tensor table (names, types, shapes) and the
-// first 4 KiB of every tensor's bytes (a fine-tune of the same architecture differs
-// there; hashing whole files of hundreds of MB at load would cost seconds).
-Digest128 mmproj_identity(const GgufFile& mmproj);
+// A media item's content: image or video, fps, frame count, every frame's size and pixels.
+// Hashed once per item and request; media_digest and KV files' media hashes derive from it.
+Digest128 media_content_digest(const MediaItem& item);
+// What KV files record of it (docs/kv_file.md): its first 64 bits.
+inline uint64_t media_content_hash(const Digest128& content) { return content.hi; }
 
-// One media item's digest: mmproj identity, image/video, the fps-derived temporal step,
-// the frames' sizes and pixels. Two different pictures of the same size differ.
-Digest128 media_digest(const Digest128& mmproj, const MediaItem& item, double t_step);
+// What an item's encoding is a function of: the mmproj's identity (gguf_identity), the
+// fps-derived temporal step and its content digest. Two different pictures of the same size differ.
+Digest128 media_digest(const Digest128& mmproj, const Digest128& content, double t_step);
 
 // The digest of piece `index` of an item (a video may be several embedding runs).
 Digest128 media_piece_digest(const Digest128& item, size_t index);

@@ -80,6 +80,7 @@ bool PrefixCache::evict_lru(int64_t keep) {
     if (*id == keep) continue;
     auto it = entries_.find(*id);
     ++method_stats(it->second.method).evicted;
+    if (evict_hook_) evict_hook_(it->second.seq, it->second.method, it->second.chunk, it->second.rows);
     erase(it);
     return true;
   }
@@ -93,6 +94,14 @@ uint64_t PrefixCache::evict_bytes(uint64_t bytes, int64_t keep) {
   return before - bytes_;
 }
 
+bool PrefixCache::make_room(uint64_t need, uint64_t room) {
+  const uint64_t cap = std::min(max_bytes_, room);
+  if (need > cap) return false;
+  while (bytes_ + need > cap && evict_lru()) {
+  }
+  return bytes_ + need <= cap;
+}
+
 bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
                          uint64_t room) {
   if (!enabled() || rows.empty() || kv_.n_tokens(src) != static_cast<int64_t>(rows.size())) return false;
@@ -100,28 +109,41 @@ bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, st
   Hit same = find(method, chunk, rows, n, [n](int64_t m) { return m == n; });
   if (same.id >= 0) return false;  // kept already (find touched it)
   // The copy allocates pages of the sizes src holds: exactly its bytes.
-  const uint64_t need = kv_.sequence_bytes(src);
-  const uint64_t cap = std::min(max_bytes_, room);
-  if (need > cap) return false;
-  while (bytes_ + need > cap && evict_lru()) {
-  }
-  if (bytes_ + need > cap) return false;
+  if (!make_room(kv_.sequence_bytes(src), room)) return false;
   Result<SeqId> seq = kv_.add_sequence(method);
   if (!seq.is_ok()) return false;
   if (Status st = kv_.copy_sequence(src, *seq); !st.is_ok()) {
     kv_.remove_sequence(*seq);
     return false;
   }
+  add_entry(*seq, method, chunk, rows);
+  return true;
+}
+
+bool PrefixCache::adopt(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
+                        uint64_t room) {
+  if (!enabled() || rows.empty() || kv_.n_tokens(seq) != static_cast<int64_t>(rows.size()) ||
+      kv_.sequence_method(seq) != method)
+    return false;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (find(method, chunk, rows, n, [n](int64_t m) { return m == n; }).id >= 0) return false;
+  if (!make_room(kv_.sequence_bytes(seq), room)) return false;
+  add_entry(seq, method, chunk, rows);
+  return true;
+}
+
+void PrefixCache::add_entry(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows) {
+  const int64_t n = static_cast<int64_t>(rows.size());
   Entry e;
   e.id = next_id_++;
-  e.seq = *seq;
+  e.seq = seq;
   e.method = method;
   e.chunk = chunk;
   e.rows.assign(rows.begin(), rows.end());
   std::vector<uint64_t> h;
   chain_hashes(method, chunk, rows, h);
   e.hash = h.back();
-  e.bytes = kv_.sequence_bytes(*seq);
+  e.bytes = kv_.sequence_bytes(seq);
   lru_.push_front(e.id);
   e.lru = lru_.begin();
   by_hash_.emplace(e.hash, e.id);
@@ -133,7 +155,6 @@ bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, st
   s.tokens += n;
   s.bytes += e.bytes;
   entries_.emplace(e.id, std::move(e));
-  return true;
 }
 
 std::vector<PrefixCacheMethodStats> PrefixCache::stats() const {

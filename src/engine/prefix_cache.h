@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <set>
@@ -68,6 +69,14 @@ class PrefixCache {
   // bytes the cache may hold in the KV pool now, its entries included). False when it does
   // not fit, the copy runs out of pages, or the entry exists (then it is touched).
   bool insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room);
+  // Takes sequence seq (rows[0, n), e.g. loaded from a PrefixStore) as an entry itself, under
+  // the same caps as insert (room: counting seq's pages as the cache's). False when it does
+  // not fit or the entry exists: the caller still owns seq then.
+  bool adopt(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room);
+  // Called with each entry about to be evicted (not when the cache is destroyed): its
+  // sequence, still whole, and its key. The Scheduler spills it to --cache-dir.
+  using EvictHook = std::function<void(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows)>;
+  void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
   // Evicts the least recently used entry other than `keep`; false when there is none.
   bool evict_lru(int64_t keep = -1);
   // Evicts least recently used entries until `bytes` are freed or none is left; the bytes freed.
@@ -97,6 +106,9 @@ class PrefixCache {
     std::list<int64_t>::iterator lru;
   };
   PrefixCacheMethodStats& method_stats(const std::string& method);
+  // Evicts least recently used entries until need more bytes fit min(budget, room); whether they do.
+  bool make_room(uint64_t need, uint64_t room);
+  void add_entry(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows);
   void erase(std::map<int64_t, Entry>::iterator it);
 
   KvCache& kv_;
@@ -108,6 +120,7 @@ class PrefixCache {
   std::unordered_multimap<uint64_t, int64_t> by_hash_;
   std::map<std::pair<std::string, int64_t>, std::multiset<int64_t>> lengths_;  // (method, chunk) -> entry lengths
   std::map<std::string, PrefixCacheMethodStats> stats_;
+  EvictHook evict_hook_;
 };
 
 template <typename Boundary>

@@ -208,7 +208,10 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const int64_t n_media = static_cast<int64_t>(prompt.media.size());
-  std::vector<Digest128> digests(prompt.media.size());
+  // Each item's pixels hashed once: the encoder and prefix caches key by media_digest, KV files
+  // record the content digest's first 64 bits.
+  std::vector<Digest128> contents(prompt.media.size()), digests(prompt.media.size());
+  for (size_t i = 0; i < contents.size(); ++i) contents[i] = media_content_digest(prompt.media[i]);
   auto encode = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaItem& item = prompt.media[i];
     if (item.frames.empty()) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
@@ -218,7 +221,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     const Image& first = item.frames[0];
     // A media item seen before (the same pixels and preprocessing) is not encoded again.
     const double t_step = item.is_video ? e.vision->video_t_step(item.fps) : 1.0;
-    digests[i] = media_digest(Digest128{e.mmproj_id_hi, e.mmproj_id_lo}, item, t_step);
+    digests[i] = media_digest(e.mmproj_id, contents[i], t_step);
     if (e.media_cache) {
       if (std::optional<MediaEmbedding> kept = e.media_cache->find(digests[i])) {
         if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
@@ -259,11 +262,9 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
   };
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt out,
                         assemble(e, prompt.text, prompt.media.size(), encode, /*with_data=*/true, add_bos, &digests));
-  std::vector<uint64_t> hashes(prompt.media.size());  // each item's content hash, once (KV files record them)
-  for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = media_content_hash(prompt.media[i]);
   for (PromptChunk& c : out.chunks)
-    if (c.kind == PromptChunk::Kind::kMedia && c.media_index >= 0 && static_cast<size_t>(c.media_index) < hashes.size())
-      c.media_hash = hashes[static_cast<size_t>(c.media_index)];
+    if (c.kind == PromptChunk::Kind::kMedia && c.media_index >= 0 && static_cast<size_t>(c.media_index) < contents.size())
+      c.media_hash = media_content_hash(contents[static_cast<size_t>(c.media_index)]);
   out.encode_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
 }

@@ -5,6 +5,7 @@
 #include "vlkv/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -12,9 +13,11 @@
 #include <thread>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "engine/decoder_feed.h"
 #include "engine/engine_impl.h"
 #include "engine/media_cache.h"
+#include "engine/prefix_blob.h"
 #include "engine/prefix_cache.h"
 #include "engine/prefix_keys.h"
 #include "engine/sampler.h"
@@ -54,6 +57,11 @@ struct Active {
   std::vector<int64_t> snapshots;  // prompt rows at which an entry is kept (ascending)
   std::vector<RowKey> row_keys;    // the prompt's rows keyed by content, once its method is known
   std::string method_spec;         // canonical, once admitted
+  // From a store (spill_store, shared_store) at submission: an entry of the prompt's first
+  // shared_n rows (an image under key), loaded and checked at admission.
+  std::string shared_image, shared_key;
+  int64_t shared_n = 0;
+  PrefixStore* shared_from = nullptr;
 
   // Rows covered by the leading canonical feeds.
   int64_t canonical_rows() const {
@@ -98,6 +106,10 @@ struct Scheduler::Impl {
   uint64_t reserved = 0;
   SchedulerStats counters;
   std::unique_ptr<PrefixCache> cache;  // null: off (cache_budget_bytes 0)
+  // Bytes of entries fetched from stores for requests not admitted yet (Active::shared_image):
+  // no more lookups while they pass the cache budget, so a crowd of queued requests for one
+  // long video does not hold a copy each.
+  std::atomic<uint64_t> fetched_bytes{0};
   int64_t chunk = 0;                   // the canonical pass size: min(max_step_prompt_tokens, n_batch)
 
   std::thread worker;
@@ -121,6 +133,7 @@ struct Scheduler::Impl {
     a.reserved = 0;
   }
   void finish(Active& a, FinishReason reason, Status error, std::vector<TokenEvent>& events) {
+    drop_fetched(a);
     double stored = 0;
     if (a.seq >= 0) {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
@@ -172,13 +185,55 @@ struct Scheduler::Impl {
     return cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); });
   }
   // After a pass: keeps an entry when the request's rows reached one of its snapshot points
-  // by canonical passes. Lock held (the forward lock is taken here).
+  // by canonical passes, and writes it to the shared store. Lock held (the forward lock is
+  // taken here).
   void maybe_snapshot(Active& a) {
     if (!cache || !std::binary_search(a.snapshots.begin(), a.snapshots.end(), a.n_fed)) return;
     if (a.n_fed > static_cast<int64_t>(a.row_keys.size()) || a.canonical_rows() < a.n_fed) return;
     std::lock_guard<std::mutex> lock(e->forward_mutex);
-    cache->insert(a.seq, a.method_spec, chunk, std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.n_fed)),
-                  cache_room());
+    const std::span<const RowKey> rows = std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.n_fed));
+    cache->insert(a.seq, a.method_spec, chunk, rows, cache_room());
+    if (params.shared_store) write_entry(*params.shared_store, a.seq, a.method_spec, chunk, rows);
+  }
+  // Writes sequence seq as the entry of these rows to a store that wants it (forward lock held).
+  void write_entry(PrefixStore& store, SeqId seq, const std::string& method, int64_t n_chunk, std::span<const RowKey> rows) {
+    const std::string key = prefix_entry_key(*e, method, n_chunk, rows);
+    if (!store.wants(key, e->kv->sequence_bytes(seq))) return;
+    Result<std::string> image = prefix_entry_image(*e, seq, method, n_chunk, rows);
+    if (image.is_ok()) store.put(key, std::move(image).value());
+  }
+  // The stores looked in on a miss, nearest first.
+  std::vector<PrefixStore*> stores() const {
+    std::vector<PrefixStore*> out;
+    for (PrefixStore* s : {params.spill_store.get(), params.shared_store.get()})
+      if (s) out.push_back(s);
+    return out;
+  }
+  void drop_fetched(Active& a) {
+    fetched_bytes -= std::min<uint64_t>(fetched_bytes, a.shared_image.size());
+    a.shared_image.clear();
+    a.shared_image.shrink_to_fit();
+    a.shared_from = nullptr;
+  }
+  // At submission, no lock held: the longest entry of a's prompt the stores hold beyond
+  // what the prefix cache holds, at the pass boundaries entries are made at.
+  void fetch_shared(Active& a);
+  // At admission (both locks held): the fetched entry checked and loaded into the prefix
+  // cache, where find_prefix then finds it. A refused one is logged and recomputed.
+  void adopt_shared(Active& a) {
+    fetched_bytes -= std::min<uint64_t>(fetched_bytes, a.shared_image.size());
+    std::string image = std::move(a.shared_image);
+    a.shared_image.clear();
+    const std::span<const RowKey> rows = std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.shared_n));
+    Result<SeqId> seq = load_prefix_entry(*e, image, a.method_spec, chunk, rows);
+    if (!seq.is_ok()) {
+      VLKV_LOG_WARN("prefix store: refused %s (%zu bytes): %s; recomputing", a.shared_key.c_str(), image.size(),
+                    seq.status().message().c_str());
+      a.shared_from->refused(a.shared_key);
+      return;
+    }
+    if (!cache->adopt(*seq, a.method_spec, chunk, rows, cache_room() + e->kv->sequence_bytes(*seq)))
+      e->kv->remove_sequence(*seq);
   }
   void deliver(const std::vector<TokenEvent>& events);
 };
@@ -202,12 +257,21 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Engine& engine, const Sched
   if (params.max_sequences <= 0 || params.max_sequences > 65536)
     return invalid_argument("max_sequences must be in [1, 65536]");
   if (params.max_step_prompt_tokens <= 0) return invalid_argument("max_step_prompt_tokens must be positive");
+  if ((params.shared_store || params.spill_store) && params.cache_budget_bytes == 0)
+    return invalid_argument("a prefix store (shared or spill) needs the prefix cache (cache_budget_bytes > 0)");
   auto impl = std::make_unique<Impl>();
   impl->engine = &engine;
   impl->e = &engine.impl();
   impl->params = params;
   impl->chunk = std::min(params.max_step_prompt_tokens, impl->e->params.n_batch);
   if (params.cache_budget_bytes > 0) impl->cache = std::make_unique<PrefixCache>(*impl->e->kv, params.cache_budget_bytes);
+  if (impl->cache && params.spill_store) {
+    // Evicted entries go to the spill store (forward lock held: the sequence is still whole).
+    Impl* s = impl.get();
+    impl->cache->set_evict_hook([s](SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows) {
+      s->write_entry(*s->params.spill_store, seq, method, chunk, rows);
+    });
+  }
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
 }
 
@@ -276,6 +340,7 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
       if (at < a->prompt.n_rows() && at > media_end) last = at;
     }
     if (last > 0) a->snapshots.push_back(last);
+    if (!s.stores().empty()) s.fetch_shared(*a);
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   a->id = s.next_id++;
@@ -356,7 +421,51 @@ SchedulerStats Scheduler::stats() const {
     st.media_cache_entries = m.entries;
     st.media_cache_bytes = m.bytes;
   }
+  for (PrefixStore* store : impl_->stores()) st.stores.push_back(store->stats());
   return st;
+}
+
+void Scheduler::Impl::fetch_shared(Active& a) {
+  constexpr size_t kMaxLookups = 16;  // the longest candidates: a loopback miss costs ~0.1 ms
+  bool with_similarity = false;
+  {
+    std::lock_guard<std::mutex> lock(e->forward_mutex);
+    Result<SeqId> probe = e->kv->add_sequence(a.kv_method);
+    if (!probe.is_ok()) return;  // admission reports it
+    a.method_spec = e->kv->sequence_method(*probe);
+    with_similarity = e->kv->sequence_uses_visual_similarity(*probe);
+    e->kv->remove_sequence(*probe);
+  }
+  a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, with_similarity);
+  const int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
+  int64_t local = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> fl(e->forward_mutex);
+    local = cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); })
+                .n_tokens;
+  }
+  std::vector<int64_t> candidates;
+  int64_t at = 0;
+  for (int64_t c : a.canon) {
+    at += c;
+    if (at > local && at <= max_n) candidates.push_back(at);
+  }
+  std::reverse(candidates.begin(), candidates.end());
+  if (fetched_bytes >= params.cache_budget_bytes) candidates.clear();
+  if (candidates.size() > kMaxLookups) candidates.resize(kMaxLookups);
+  for (int64_t n : candidates) {
+    const std::string key = prefix_entry_key(*e, a.method_spec, chunk, std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(n)));
+    for (PrefixStore* store : stores())
+      if (std::optional<std::string> image = store->get(key)) {
+        fetched_bytes += image->size();
+        a.shared_image = std::move(*image);
+        a.shared_key = key;
+        a.shared_n = n;
+        a.shared_from = store;
+        return;
+      }
+  }
 }
 
 // Admits queued requests, oldest first, while their reservations fit the budget (a
@@ -396,6 +505,12 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
     if (cache) {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
       a.method_spec = e->kv->sequence_method(a.seq);
+      if (a.shared_from) {
+        if (a.row_keys.empty())
+          a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, e->kv->sequence_uses_visual_similarity(a.seq));
+        if (static_cast<int64_t>(a.row_keys.size()) >= a.shared_n) adopt_shared(a);
+        drop_fetched(a);
+      }
       PrefixCache::Hit hit = find_prefix(a);
       // Idle entries give way to the reservation, least recently used first (the one this
       // request is about to copy last).

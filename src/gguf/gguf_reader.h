@@ -4,6 +4,7 @@
 // of it is used; a hostile file yields a Status, never a crash or a huge allocation.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,6 +71,9 @@ class GgufFile {
   size_t file_size() const { return size_; }
   // Start of the tensor data section (aligned end of the header), in bytes from the file start.
   uint64_t data_offset() const { return data_offset_; }
+  // The header's bytes (magic, metadata, tensor table: everything before data_offset()).
+  const uint8_t* header_data() const { return base_; }
+  size_t header_size() const { return static_cast<size_t>(std::min<uint64_t>(data_offset_, size_)); }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }

@@ -268,6 +268,14 @@ TEST_F(KvFileCorruption, EveryHeaderFieldFlipped) {
   EXPECT_EQ(n_sections(), 6u);  // identity, method, tokens, media, kv, conversation
 }
 
+TEST_F(KvFileCorruption, OlderFormatVersionRefusedWithItsReason) {
+  // Version 1 identified models by a CRC32: its identities cannot match version 2's SHA-256.
+  std::string b = good_;
+  const uint32_t v1 = 1;
+  std::memcpy(b.data() + 8, &v1, sizeof v1);
+  expect_refused(b, "KV file version 1, written by an older vlkv; this vlkv reads version 2");
+}
+
 TEST_F(KvFileCorruption, EverySectionsChecksum) {
   const char* names[] = {"identity", "method", "tokens", "media", "kv", "conversation"};
   for (size_t i = 0; i < n_sections(); ++i) {

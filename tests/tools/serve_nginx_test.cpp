@@ -2,8 +2,6 @@
 // requests (some streaming) through nginx are all answered, and both replicas served
 // some. Skipped where nginx is not installed (make deps installs nginx-light).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <filesystem>
@@ -18,21 +16,6 @@ using nlohmann::json;
 using namespace testing_serve;
 
 constexpr const char* kNginx = "/usr/sbin/nginx";
-
-// A port nothing listens on now (bound to 0 and released: a tiny race, fine on loopback).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 TEST(ServeNginx, LeastConnToTwoReplicas) {
   if (access(kNginx, X_OK) != 0) GTEST_SKIP() << "nginx is not installed (apt-get install nginx-light)";

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,7 @@ struct BackendLoad {
   std::vector<PrefixCacheMethodStats> prefix_cache;
   int64_t media_cache_hits = 0, media_cache_misses = 0;
   uint64_t media_cache_bytes = 0;
+  std::vector<PrefixStoreStats> prefix_stores;  // --cache-dir, --redis
 };
 
 // What both backends are built from (vlkv serve's flags).
@@ -82,6 +84,8 @@ struct BackendOptions {
   int max_queue = 64;                   // requests waiting beyond the slots; more are refused
   int token_delay_ms = 0;               // testing aid: sleep after each generated token
   uint64_t cache_budget_bytes = 0;      // --cache-budget: the batch backend's prefix cache (0: off)
+  std::shared_ptr<PrefixStore> shared_store;  // --redis: prefix-cache entries shared by replicas (null: none)
+  std::shared_ptr<PrefixStore> spill_store;   // --cache-dir: evicted entries spilled to disk (null: none)
 };
 
 class GenerationBackend {

@@ -39,6 +39,8 @@ Result<std::unique_ptr<SchedulerBackend>> SchedulerBackend::create(const Backend
   SchedulerParams sp;
   sp.max_sequences = options.n_slots;
   sp.cache_budget_bytes = options.cache_budget_bytes;
+  sp.shared_store = options.shared_store;
+  sp.spill_store = options.spill_store;
   Result<std::unique_ptr<Scheduler>> s = Scheduler::create(*b->engine_, sp);
   if (!s.is_ok()) return s.status();
   b->scheduler_ = std::move(s).value();
@@ -193,6 +195,7 @@ BackendLoad SchedulerBackend::load() const {
   l.media_cache_hits = s.media_cache_hits;
   l.media_cache_misses = s.media_cache_misses;
   l.media_cache_bytes = s.media_cache_bytes;
+  l.prefix_stores = s.stores;
   return l;
 }
 

@@ -130,6 +130,33 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
   value(o, "media_cache_misses_total", "", static_cast<double>(load.media_cache_misses));
   metric(o, "media_cache_bytes", "gauge", "Bytes of vision encoder outputs kept.");
   value(o, "media_cache_bytes", "", static_cast<double>(load.media_cache_bytes));
+  struct StoreCounter {
+    const char* name;
+    const char* help;
+    double (*get)(const PrefixStoreStats&);
+  };
+  const StoreCounter store_counters[] = {
+      {"prefix_store_hits_total", "Lookups in a prefix store (--cache-dir, --redis) that found an entry.",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.hits); }},
+      {"prefix_store_misses_total", "Lookups that found none (store down or slow included).",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.misses); }},
+      {"prefix_store_refused_total", "Entries found but refused (corrupt, other model or method, over a cap): recomputed.",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.refused); }},
+      {"prefix_store_errors_total", "Store operations that failed or timed out.",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.errors); }},
+      {"prefix_store_writes_total", "Entries written.", [](const PrefixStoreStats& m) { return static_cast<double>(m.writes); }},
+      {"prefix_store_dropped_total", "Entries not written (over a cap, store down, queue full).",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.dropped); }},
+      {"prefix_store_read_bytes_total", "Bytes of entries read.",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.bytes_read); }},
+      {"prefix_store_written_bytes_total", "Bytes of entries written.",
+       [](const PrefixStoreStats& m) { return static_cast<double>(m.bytes_written); }},
+  };
+  if (!load.prefix_stores.empty())
+    for (const StoreCounter& c : store_counters) {
+      metric(o, c.name, "counter", c.help);
+      for (const PrefixStoreStats& m : load.prefix_stores) value(o, c.name, "store=\"" + label(m.kind) + "\"", c.get(m));
+    }
   return o;
 }
 

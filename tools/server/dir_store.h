@@ -1,0 +1,63 @@
+// vlkv serve --cache-dir DIR: prefix-cache entries evicted from memory are spilled to files
+// in DIR (the KV file format, one file per entry, named by its content key) and read back
+// when a later request's prompt starts with them (include/vlkv/prefix_store.h,
+// docs/prefix_cache.md). Bounded by a size cap, least recently used files removed first.
+// Files left by an earlier run are used too: their keys name the model, mmproj and method,
+// and a file is checked like any KV file when read back (one from another model, method or
+// a broken write is refused, deleted, and its entry recomputed).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "vlkv/prefix_store.h"
+#include "vlkv/status.h"
+
+namespace vlkv::server {
+
+struct DirStoreOptions {
+  std::string dir;
+  uint64_t max_total_bytes = 8ull << 30;  // the files together
+  uint64_t max_entry_bytes = 1ull << 30;  // one file
+};
+
+class DirStore : public PrefixStore {
+ public:
+  // Creates dir if missing; takes stock of the entry files there (oldest first by mtime),
+  // removes half-written ones, and trims to the cap.
+  static Result<std::unique_ptr<DirStore>> open(const DirStoreOptions& options);
+
+  std::optional<std::string> get(const std::string& key) override;
+  bool wants(const std::string& key, uint64_t bytes) override;
+  void put(const std::string& key, std::string value) override;
+  void refused(const std::string& key) override;
+  PrefixStoreStats stats() const override;
+  uint64_t bytes() const;
+
+ private:
+  explicit DirStore(DirStoreOptions options) : options_(std::move(options)) {}
+  std::string path_of(const std::string& name) const { return options_.dir + "/" + name + ".kv"; }
+  void add(const std::string& name, uint64_t size);  // lock held
+  void remove(const std::string& name);              // lock held: the file and its record
+  void trim(uint64_t room);                          // lock held: until room more bytes fit
+
+  struct File {
+    uint64_t size = 0;
+    std::list<std::string>::iterator lru;
+  };
+  DirStoreOptions options_;
+  mutable std::mutex mutex_;
+  std::list<std::string> lru_;  // file names (keys' hex), most recently used first
+  std::unordered_map<std::string, File> files_;
+  uint64_t bytes_ = 0;
+  PrefixStoreStats stats_;
+};
+
+// The file name of a content key ("vlkv:prefix:HEX" -> HEX); "" for anything else.
+std::string dir_store_name(const std::string& key);
+
+}  // namespace vlkv::server
