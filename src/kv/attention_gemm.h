@@ -17,7 +17,7 @@
 namespace vlkv::attn {
 
 // Query rows per tile on this path: the decode and packing of a chunk are paid once for them.
-constexpr int kGemmTileRows = 128;
+constexpr int kGemmTileRows = 256;
 // Steps with at least this many new tokens take the GEMM path (prefill); decode steps keep
 // the fused codec kernels (which read compressed codes in place and never decode a chunk).
 constexpr int kGemmMinTokens = 16;
