@@ -36,14 +36,14 @@ int64_t gemm_logits_ld(int64_t n) {
   return (n + nr - 1) / nr * nr;
 }
 
-int64_t gemm_pack(const Chunk& c, const uint8_t* keep, int d, GemmScratch& s) {
+int64_t gemm_pack(const Chunk& c, const uint8_t* keep, int d, GemmScratch& s, bool values) {
   const int64_t n_all = c.k.n_tokens, nr = gemm_f32_kernels().nr;
   s.krows.resize(static_cast<size_t>(n_all * d));
   s.vrows.resize(s.krows.size());
   int64_t n = n_all;
   if (!keep) {
     decode_rows(*c.kc, c.k, s.krows.data());
-    decode_rows(*c.vc, c.v, s.vrows.data());
+    if (values) decode_rows(*c.vc, c.v, s.vrows.data());
   } else {  // decode the runs holding kept tokens, then move the kept rows to the front
     n = 0;
     for_each_kept_run(c, keep, [&](int64_t t0, int64_t len) {
@@ -51,12 +51,12 @@ int64_t gemm_pack(const Chunk& c, const uint8_t* keep, int d, GemmScratch& s) {
       float* kr = s.krows.data() + t0 * d;
       float* vr = s.vrows.data() + t0 * d;
       decode_rows(*c.kc, run.k, kr);
-      decode_rows(*c.vc, run.v, vr);
+      if (values) decode_rows(*c.vc, run.v, vr);
       for (int64_t t = 0; t < len; ++t) {
         if (!keep[t0 + t]) continue;
         if (n != t0 + t) {  // n <= t0 + t: never overwrites a row not yet read
           std::memcpy(s.krows.data() + n * d, kr + t * d, sizeof(float) * d);
-          std::memcpy(s.vrows.data() + n * d, vr + t * d, sizeof(float) * d);
+          if (values) std::memcpy(s.vrows.data() + n * d, vr + t * d, sizeof(float) * d);
         }
         ++n;
       }
@@ -75,6 +75,7 @@ int64_t gemm_pack(const Chunk& c, const uint8_t* keep, int d, GemmScratch& s) {
         for (int i = 0; i < d; ++i) dst[i * nr + j] = 0.0f;
     }
   }
+  if (!values) return n;
   s.vp.resize(static_cast<size_t>(n * d));
   for (int64_t g = 0; g < d / nr; ++g)  // values in nr-channel column groups
     for (int64_t t = 0; t < n; ++t)
@@ -107,6 +108,14 @@ void gemm_accumulate(const GemmScratch& s, int64_t n, const float* p, int64_t ld
       kern.fns[m - 1](p + r0 * ld, ld, s.vp.data() + g * n * nr, n, acc + static_cast<int64_t>(r0) * d + g * nr, d,
                       true);
   }
+}
+
+void gemm_chunk_scores(const Chunk& c, const float* q, int rows, int d, float scale, float* out, int64_t ld,
+                       GemmScratch& s) {
+  const int64_t n = gemm_pack(c, nullptr, d, s, /*values=*/false), ldp = gemm_logits_ld(n);
+  s.logits.resize(static_cast<size_t>(rows * ldp));
+  gemm_scores(s, n, q, rows, d, scale, s.logits.data(), ldp);
+  for (int r = 0; r < rows; ++r) std::memcpy(out + r * ld, s.logits.data() + r * ldp, sizeof(float) * n);
 }
 
 }  // namespace vlkv::attn

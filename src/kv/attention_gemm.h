@@ -27,6 +27,7 @@ struct GemmScratch {
   std::vector<float> krows, vrows;  // [n, head_dim] the chunk decoded
   std::vector<float> kp;    // [ceil(n / nr)][head_dim][nr] keys, nr at a time, channel-major
   std::vector<float> vp;    // [head_dim / nr][n][nr] values in nr-channel column groups
+  std::vector<float> logits;  // gemm_chunk_scores' padded scores
 };
 
 // Whether the path runs heads of head_dim d at the current SIMD tier (d a multiple of the
@@ -40,12 +41,17 @@ int64_t gemm_logits_ld(int64_t n);
 // Widens the chunk (gemm_reads(c)) and packs its keys and values into s; keep non-null ([chunk tokens],
 // 1 = kept): only the kept tokens, in order (sparse attention reads no other), and granules
 // without a kept token are not read. Returns the number of packed tokens.
-int64_t gemm_pack(const Chunk& c, const uint8_t* keep, int d, GemmScratch& s);
+int64_t gemm_pack(const Chunk& c, const uint8_t* keep, int d, GemmScratch& s, bool values = true);
 // logits[r * ld + t] = scale * (q[r] . k_t) for the n packed keys (columns [n, ld) are written
 // with padding).  q: [rows, head_dim].
 void gemm_scores(const GemmScratch& s, int64_t n, const float* q, int rows, int d, float scale, float* logits,
                  int64_t ld);
 // acc[r * d + x] += sum_t p[r * ld + t] * v_t[x] over the n packed values.
 void gemm_accumulate(const GemmScratch& s, int64_t n, const float* p, int64_t ld, int rows, int d, float* acc);
+
+// out[r * ld + t] = scale * (q[r] . k_t) for the chunk's keys (gemm_reads(c)), writing only
+// its n columns: the statistics passes' scoring (attention_stats.cpp), keys packed once per tile.
+void gemm_chunk_scores(const Chunk& c, const float* q, int rows, int d, float scale, float* out, int64_t ld,
+                       GemmScratch& s);
 
 }  // namespace vlkv::attn
