@@ -237,16 +237,16 @@ void merge_state(RowState dst, RowState src, int rows, int d) {
 }
 
 struct Scratch {
-  std::vector<float> qt;          // [kTileRows, head_dim]
-  std::vector<float> qt2;         // [kTileRows, head_dim] qt through a codec's query transform
-  std::vector<float> qa;          // [kTileRows, head_dim] the second query set (AttendOptions::alt_q)
-  std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
-  std::vector<float> logits;      // [kTileRows, longest chunk (kChunkTokens or a codec block)]
-  std::vector<int64_t> limit;     // [kTileRows]
-  std::vector<int64_t> row_last;  // [kTileRows] last gathered new key each row sees
-  std::vector<int64_t> first;     // [kTileRows] first gathered new key each row sees (window)
-  std::vector<int64_t> row_first; // [kTileRows]
-  std::vector<int64_t> qpos;      // [kTileRows] sequence position of each row's query
+  std::vector<float> qt;          // [tile rows, head_dim]
+  std::vector<float> qt2;         // [tile rows, head_dim] qt through a codec's query transform
+  std::vector<float> qa;          // [tile rows, head_dim] the second query set (AttendOptions::alt_q)
+  std::vector<float> acc2;        // [tile rows, head_dim] merged rotated-basis accumulator
+  std::vector<float> logits;      // [tile rows, longest chunk (kChunkTokens or a codec block), padded]
+  std::vector<int64_t> limit;     // [tile rows]
+  std::vector<int64_t> row_last;  // [tile rows] last gathered new key each row sees
+  std::vector<int64_t> first;     // [tile rows] first gathered new key each row sees (window)
+  std::vector<int64_t> row_first; // [tile rows]
+  std::vector<int64_t> qpos;      // [tile rows] sequence position of each row's query
   std::vector<float> m, acc;      // a tile's merged state
   std::vector<double> l;
   attn::GemmScratch gemm;
