@@ -10,6 +10,7 @@
 #include "base/cpu_features.h"
 #include "base/simd_dispatch.h"
 #include "kv/attention_chunks.h"
+#include "kv/attention_gemm.h"
 #include "kv/softmax_kernels.h"
 
 namespace vlkv {
@@ -151,15 +152,21 @@ struct FoldMask {
   const int64_t* head_pos = nullptr;  // [the kv head's cached tokens]
 };
 
-// Folds one chunk into the state; masked keys get probability 0.
-//   qt: [rows, head_dim]; logits: scratch [rows, chunk tokens]
+// Folds one chunk into the state; masked keys get probability 0. gemm null: the codecs'
+// fused kernels; else the GEMM path (attention_gemm.h, f16/f32 chunks), and gather ([chunk
+// tokens] or null) folds only the keys marked 1 (mk then masks nothing).
+//   qt: [rows, head_dim] (through the key codec's query transform on the fused path)
+//   logits: scratch [rows, gemm_logits_ld(chunk tokens)]
 void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, const FoldMask& mk, RowState st,
-                float* logits) {
-  const int64_t n = c.k.n_tokens;
-  c.kc->scores(qt, rows, c.k, scale, logits, n);
+                float* logits, attn::GemmScratch* gemm, const uint8_t* gather = nullptr) {
+  const int64_t n = gemm ? attn::gemm_pack(c, gather, d, *gemm) : c.k.n_tokens;
+  const int64_t ld = gemm ? attn::gemm_logits_ld(n) : n;
+  if (n == 0) return;
+  if (gemm) attn::gemm_scores(*gemm, n, qt, rows, d, scale, logits, ld);
+  else c.kc->scores(qt, rows, c.k, scale, logits, ld);
   const bool win_pos = mk.window > 0 && mk.head_pos;  // out-of-order keys: masked one by one
   for (int r = 0; r < rows; ++r) {
-    float* lr = logits + r * n;  // [n] logits, then probabilities
+    float* lr = logits + r * ld;  // [n] logits, then probabilities
     const int64_t valid = mk.limit ? std::clamp<int64_t>(mk.limit[r] + 1, 0, n) : n;
     int64_t lo = mk.first ? std::clamp<int64_t>(mk.first[r], 0, valid) : 0;
     if (mk.window > 0 && !mk.head_pos)  // in-order keys: the window is a lower bound
@@ -198,7 +205,8 @@ void fold_chunk(const Chunk& c, const float* qt, int rows, int d, float scale, c
     if (win_pos)
       for (int64_t t = 0; t < m; ++t) lw[t] = out_of_window(t) ? 0.0f : lw[t];
   }
-  c.vc->accumulate(logits, n, rows, c.v, c.vc->output_transform() ? st.acc2 : st.acc);
+  if (gemm) attn::gemm_accumulate(*gemm, n, logits, ld, rows, d, st.acc);
+  else c.vc->accumulate(logits, ld, rows, c.v, c.vc->output_transform() ? st.acc2 : st.acc);
 }
 
 void init_state(RowState st, int rows, int d) {
@@ -229,18 +237,19 @@ void merge_state(RowState dst, RowState src, int rows, int d) {
 }
 
 struct Scratch {
-  std::vector<float> qt;          // [kTileRows, head_dim]
-  std::vector<float> qt2;         // [kTileRows, head_dim] qt through a codec's query transform
-  std::vector<float> qa;          // [kTileRows, head_dim] the second query set (AttendOptions::alt_q)
-  std::vector<float> acc2;        // [kTileRows, head_dim] merged rotated-basis accumulator
-  std::vector<float> logits;      // [kTileRows, longest chunk (kChunkTokens or a codec block)]
-  std::vector<int64_t> limit;     // [kTileRows]
-  std::vector<int64_t> row_last;  // [kTileRows] last gathered new key each row sees
-  std::vector<int64_t> first;     // [kTileRows] first gathered new key each row sees (window)
-  std::vector<int64_t> row_first; // [kTileRows]
-  std::vector<int64_t> qpos;      // [kTileRows] sequence position of each row's query
+  std::vector<float> qt;          // [tile rows, head_dim]
+  std::vector<float> qt2;         // [tile rows, head_dim] qt through a codec's query transform
+  std::vector<float> qa;          // [tile rows, head_dim] the second query set (AttendOptions::alt_q)
+  std::vector<float> acc2;        // [tile rows, head_dim] merged rotated-basis accumulator
+  std::vector<float> logits;      // [tile rows, longest chunk (kChunkTokens or a codec block), padded]
+  std::vector<int64_t> limit;     // [tile rows]
+  std::vector<int64_t> row_last;  // [tile rows] last gathered new key each row sees
+  std::vector<int64_t> first;     // [tile rows] first gathered new key each row sees (window)
+  std::vector<int64_t> row_first; // [tile rows]
+  std::vector<int64_t> qpos;      // [tile rows] sequence position of each row's query
   std::vector<float> m, acc;      // a tile's merged state
   std::vector<double> l;
+  attn::GemmScratch gemm;
 };
 
 // The calling thread's Scratch. A block-scope thread_local is constructed, and its destructor
@@ -281,6 +290,7 @@ struct LayerStep {
   int n_kv, d, n_heads, group, tile_tokens, n_tiles, tile_rows;
   int64_t n_keys;  // step key order: cached (storage order), then new
   bool sparse, alt, windowed;
+  bool gemm;  // prefill: scores and P.V through the GEMM path (attention_gemm.h)
   int64_t n_splits = 1;                     // tasks per (kv head, tile) over the cached chunks
   int64_t max_chunk_tokens = kChunkTokens;  // codecs with blocks over 256 tokens make longer chunks
   const Codec* out_rot = nullptr;           // the value codec whose output transform acc2 undoes
@@ -310,7 +320,7 @@ struct LayerStep {
   void prepare(Scratch& s) const {
     s.qt.resize(static_cast<size_t>(tile_rows) * d);
     if (alt) s.qa.resize(static_cast<size_t>(tile_rows) * d);
-    s.logits.resize(static_cast<size_t>(tile_rows) * max_chunk_tokens);
+    s.logits.resize(static_cast<size_t>(tile_rows) * attn::gemm_logits_ld(max_chunk_tokens));
     for (auto* x : {&s.limit, &s.row_last, &s.first, &s.row_first, &s.qpos}) x->resize(tile_rows);
     s.m.resize(tile_rows);
     s.l.resize(tile_rows);
@@ -409,15 +419,20 @@ void fold_cached(const LayerStep& st, int64_t task, Scratch& s) {
       if (head_pos) newest = *std::max_element(head_pos + cs[c].first, head_pos + cs[c].first + cs[c].k.n_tokens);
       if (s.qpos[0] - newest >= st.o.window) continue;
     }
+    attn::GemmScratch* gemm = st.gemm && attn::gemm_reads(cs[c]) ? &s.gemm : nullptr;
     const float* qc = chunk_queries(st, cs[c], rows, s, qt2_id, qt2_alt);
     if (!st.sparse) {
-      fold_chunk(cs[c], qc, rows, st.d, st.scale, mk, rs, s.logits.data());
+      fold_chunk(cs[c], qc, rows, st.d, st.scale, mk, rs, s.logits.data(), gemm);
+      continue;
+    }
+    if (gemm && !st.windowed) {  // only the kept keys are packed: no masked scores at all
+      fold_chunk(cs[c], qc, rows, st.d, st.scale, mk, rs, s.logits.data(), gemm, keep_c);
       continue;
     }
     attn::for_each_kept_run(cs[c], keep_c, [&](int64_t t0, int64_t n) {
       FoldMask mk_run = mk;
       mk_run.keep = keep_c + t0;
-      fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, st.d, st.scale, mk_run, rs, s.logits.data());
+      fold_chunk(attn::sub_chunk(cs[c], t0, n), qc, rows, st.d, st.scale, mk_run, rs, s.logits.data(), gemm);
     });
   }
 }
@@ -531,7 +546,7 @@ void fold_new(const LayerStep& st, Scratch& s, RowState rs, int tile, const NewR
     FoldMask mk;
     mk.limit = s.limit.data();
     mk.first = s.first.data();
-    fold_chunk(c, q_tile, rows, st.d, st.scale, mk, rs, s.logits.data());
+    fold_chunk(c, q_tile, rows, st.d, st.scale, mk, rs, s.logits.data(), st.gemm ? &s.gemm : nullptr);
   }
 }
 
@@ -611,11 +626,12 @@ void attend_layer(const LayerCache& layer, const LayerCache* key_source, const C
                   ThreadPool& pool, const AttendOptions& options) {
   thread_local StepBuffers tls_buf;  // the caller's: the tasks below run on worker threads too
   const int group = shape.n_heads / shape.n_kv_heads;
-  const int tile_tokens = std::max(1, kTileRows / group);
+  const bool gemm = n_new >= attn::kGemmMinTokens && attn::gemm_path_fits(shape.head_dim);
+  const int tile_tokens = std::max(1, (gemm ? attn::kGemmTileRows : kTileRows) / group);
   LayerStep st{layer, key_source, f32, q, k, v, n_new, scale, out, options, tls_buf,
                shape.n_kv_heads, shape.head_dim, shape.n_heads, group, tile_tokens,
                (n_new + tile_tokens - 1) / tile_tokens, tile_tokens * group, layer.n_tokens + n_new,
-               options.keep != nullptr, options.alt_q != nullptr, options.window > 0};
+               options.keep != nullptr, options.alt_q != nullptr, options.window > 0, gemm};
   VLKV_CHECK_MSG(!st.alt || (!st.sparse && options.alt_k && options.from_alt), "alt_q needs alt_k, from_alt, no keep");
   collect_chunks(st);
   const int64_t n_tasks = split_tasks(st, pool.n_threads());

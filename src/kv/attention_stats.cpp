@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "kv/attention_chunks.h"
+#include "kv/attention_gemm.h"
 
 namespace vlkv {
 namespace {
@@ -35,6 +36,7 @@ struct StatScratch {
   std::vector<float> tile_logits;  // probe_stats: [kTileRows, keys a tile sees], only grown (no refill)
   std::vector<float> m;         // [kTileRows]
   std::vector<double> l;        // [kTileRows]
+  attn::GemmScratch gemm;
 };
 thread_local StatScratch tls_scratch;
 
@@ -67,6 +69,15 @@ const float* query_for(const Chunk& c, StatScratch& s, int rows, int d, int& qt2
     qt2_id = id;
   }
   return s.qt2.data();
+}
+
+// logits[r * ld + t] = scale * (probe row r . key t) over chunk c: f16/f32 chunks of long
+// probe tiles through the GEMM path (as the prefill attention), others through the codec.
+void score_chunk(const Chunk& c, StatScratch& s, int rows, int d, float scale, float* logits, int64_t ld, int& qt2_id) {
+  if (rows >= attn::kGemmMinTokens && attn::gemm_path_fits(d) && attn::gemm_reads(c))
+    attn::gemm_chunk_scores(c, s.qt.data(), rows, d, scale, logits, ld, s.gemm);
+  else
+    c.kc->scores(query_for(c, s, rows, d, qt2_id), rows, c.k, scale, logits, ld);
 }
 
 // Keys of the new tokens per kv head, contiguous: [n_kv_heads, n_new, head_dim].
@@ -168,11 +179,11 @@ void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Co
       if (gaps)
         for (int r = 0; r < rows; ++r) std::fill(lg + static_cast<int64_t>(r) * ld, lg + static_cast<int64_t>(r) * ld + n_cached, attn::kNegInf);
       for (size_t c = hb[g]; c < hb[g + 1]; ++c)
-        cs[c].kc->scores(query_for(cs[c], s, rows, d, qt2_id), rows, cs[c].k, scale, lg + cs[c].first, ld);
+        score_chunk(cs[c], s, rows, d, scale, lg + cs[c].first, ld, qt2_id);
       const uint8_t* page[1] = {reinterpret_cast<const uint8_t*>(&keys[static_cast<size_t>(g) * n_new * d])};
       for (int64_t j0 = 0; j0 <= last; j0 += kChunkTokens) {
         const Chunk c = attn::f32_rows_chunk(f32, page, page, j0, std::min<int64_t>(kChunkTokens, last + 1 - j0), n_new, d);
-        c.kc->scores(s.qt.data(), rows, c.k, scale, lg + n_cached + j0, ld);
+        score_chunk(c, s, rows, d, scale, lg + n_cached + j0, ld, qt2_id);
       }
       float* mass = part + task * n_keys;  // [n_keys]
       for (int r = 0; r < rows; ++r) {
@@ -267,7 +278,7 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
         gather_probe_q(q, shape, pr, pt, g, tile, s.qt.data());
         if (s.logits.size() < static_cast<size_t>(rows * n)) s.logits.resize(static_cast<size_t>(rows * n));
         int qt2_id = 0;
-        c.kc->scores(query_for(c, s, rows, d, qt2_id), rows, c.k, scale, s.logits.data(), n);
+        score_chunk(c, s, rows, d, scale, s.logits.data(), n, qt2_id);
         for (int r = 0; r < rows; ++r) {
           const int p = pt.first_probe(tile) + r / pt.group;
           const int64_t valid = is_new ? std::clamp<int64_t>(pr.tokens[p] - j0 + 1, 0, n) : n;

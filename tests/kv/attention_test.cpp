@@ -2,7 +2,8 @@
 // 64-token sub-blocks, 4x4 reduce trees) against the scalar reference at every SIMD
 // level over shapes that hit every remainder path; and attend_layer (vectorized
 // softmax, byte-balanced flash-decoding splits, causal new tokens) against a double
-// precision reference at every level, 1 and 2 threads, decode and prefill.
+// precision reference at every level, 1 and 2 threads, decode and prefill (prefill steps
+// of >= 16 tokens through the GEMM path of attention_gemm.h).
 #include "kv/attention.h"
 
 #include <gtest/gtest.h>
@@ -135,7 +136,10 @@ TEST(AttendLayer, MatchesDoubleReferenceAtEveryLevelAndThreadCount) {
   };
   const Case cases[] = {{8, 2, 128, 1100, 1}, {8, 2, 64, 3, 1},   {4, 4, 32, 700, 1}, {16, 2, 48, 520, 1},
                         {6, 2, 80, 257, 1},   {8, 2, 128, 0, 9},  {4, 2, 64, 300, 37}, {8, 1, 16, 90, 130},
-                        {2, 2, 8, 40, 3}};
+                        {2, 2, 8, 40, 3},
+                        // prefill through the GEMM path (attention_gemm.h): several 128-row tiles, the
+                        // last partial; the first step size that takes it; cached keys past a chunk
+                        {16, 2, 128, 600, 70}, {8, 2, 64, 257, 16}};
   for (const char* method_name : {"f32", "f16"}) {
     for (const Case& cs : cases) {
       const KvGeometry g{1, cs.n_heads, cs.n_kv, cs.d};
