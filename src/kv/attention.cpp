@@ -109,7 +109,10 @@ float max_scalar(const float* x, int64_t n) {
 const SoftmaxKernels& softmax_kernels() {
   static const SoftmaxKernels kScalar{exp_sub_sum_scalar, max_scalar};
   static const SimdTable<SoftmaxKernels> table(
-      {.scalar = &kScalar, .avx2 = VLKV_X86(&kSoftmaxKernelsAvx2), .avx512 = VLKV_X86(&kSoftmaxKernelsAvx512)});
+      {.scalar = &kScalar,
+       .avx2 = VLKV_X86(&kSoftmaxKernelsAvx2),
+       .avx512 = VLKV_X86(&kSoftmaxKernelsAvx512),
+       .neon = VLKV_ARM(&kSoftmaxKernelsNeon)});
   return table.get();
 }
 
