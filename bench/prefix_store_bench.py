@@ -5,7 +5,8 @@ another replica), and on a replica that ran turn 2 itself (local hit, encoder ca
     python3 bench/prefix_store_bench.py build/vlkv [rounds]
 Starts redis-server (must be installed) and the replicas on loopback ports; the bundled
 tinyvlm-shapes pair, models/demo/005.png, -t 1, greedy; TTFT is the server's logged ttft_ms.
-Rounds alternate the order of the three settings."""
+Rounds alternate the order of the three settings; redis_encodes: the vision encoder's runs
+on each fresh replica that took the entry from Redis (0: the hit covered the image)."""
 import json, subprocess, sys, time, urllib.request, base64, os, signal, re, socket, tempfile
 W = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.abspath(sys.argv[1])
@@ -37,13 +38,15 @@ time.sleep(0.5)
 a, pa = serve(["--redis", f"127.0.0.1:{rp}"], "a.log")
 ans, _ = ask(pa, t1); time.sleep(0.5)
 t2 = t1 + [{"role": "assistant", "content": ans}, {"role": "user", "content": "Where is the shape?"}]
-res = {"none": [], "redis": [], "local": []}
+res = {"none": [], "redis": [], "local": [], "redis_encodes": []}
 for r in range(ROUNDS):
     for kind in ["none", "redis", "local"] if r % 2 == 0 else ["local", "redis", "none"]:
         if kind == "none":
             s, p = serve(["--cache-budget", "0"], "n.log"); ask(p, t2); res[kind].append(ttft("n.log"))
         elif kind == "redis":
             s, p = serve(["--redis", f"127.0.0.1:{rp}"], "b.log"); _, c = ask(p, t2); assert c > 0; res[kind].append(ttft("b.log"))
+            m = urllib.request.urlopen(f"http://127.0.0.1:{p}/metrics").read().decode()
+            res["redis_encodes"].append(float(re.search(r"^vlkv:media_encodes_total (\S+)$", m, re.M).group(1)))
         else:
             s, p = serve([], "l.log"); ask(p, t2); _, c = ask(p, t2); assert c > 0; res[kind].append(ttft("l.log"))
         s.send_signal(signal.SIGTERM); s.wait()

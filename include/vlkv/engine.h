@@ -238,6 +238,13 @@ class Engine {
   // InvalidArgument for media on a text-only model or a marker/media count mismatch.
   Result<PreparedPrompt> prepare_prompt(const Prompt& prompt, bool add_bos,
                                         const ProgressCallback& progress = {}) const;
+  // prepare_prompt without running the vision encoder: the same chunks, media ones with
+  // their token counts, grids and content digests but no embeddings (unless the encoder
+  // cache holds them). For the Scheduler (Request::encode), which encodes an item only when
+  // its prefix cache or a store does not cover the item's rows. Not for Session::eval_prompt.
+  Result<PreparedPrompt> prepare_prompt_unencoded(const Prompt& prompt, bool add_bos) const;
+  // Media items the vision encoder has run on since load (encoder-cache hits not counted).
+  int64_t media_encodes() const;
   // prepare_prompt's n_tokens() and n_visual_tokens() for a prompt whose media are known by
   // their headers only (probe_image, probe_video: sizes and frame counts, one per marker as
   // prepare_prompt pairs them): the same text tokenized, each item laid out by the vision

@@ -31,6 +31,13 @@ struct Request {
   // feeds them - token kinds, visual embeddings, M-RoPE positions for qwen2vl - and kept
   // by the scheduler for as long as the request lives (a preempted one replays it).
   std::shared_ptr<const PreparedPrompt> prepared;
+  // When prepared's media chunks have no embeddings (Engine::prepare_prompt_unencoded): makes
+  // the encoded prompt (Engine::prepare_prompt of the same Prompt). Called only when the
+  // prefix cache and the stores do not cover every unencoded media row: in submit() when they
+  // do not at submission, else on the stepping thread once the hit turns out shorter (an
+  // entry evicted or refused meanwhile, a preempted request re-admitted). A request with
+  // unencoded media and no encode is refused.
+  std::function<Result<std::shared_ptr<const PreparedPrompt>>()> encode;
   GenerateParams generate;  // max_tokens, ignore_eos, sampling (a fixed seed makes a run repeatable)
   // "" : the engine's KV method; else this request's own method spec ("f16", "kivi:bits=2").
   std::string kv_method;
@@ -115,6 +122,7 @@ struct SchedulerStats {
   // The engine's vision encoder output cache (EngineParams::media_cache_bytes).
   int64_t media_cache_hits = 0, media_cache_misses = 0, media_cache_entries = 0;
   uint64_t media_cache_bytes = 0;
+  int64_t media_encodes = 0;  // media items the vision encoder ran on (Engine::media_encodes)
   std::vector<PrefixStoreStats> stores;  // SchedulerParams::spill_store's and shared_store's counters
 };
 

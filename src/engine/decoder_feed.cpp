@@ -17,6 +17,7 @@ const FeedSegment* PromptLayout::segment_at(int64_t i) const {
 DecoderInput PromptLayout::rows(int64_t begin, int64_t n) const {
   const FeedSegment* sg = segment_at(begin);
   VLKV_CHECK_MSG(sg && n > 0 && begin + n <= sg->end, "decoder rows must lie in one prompt segment");
+  VLKV_CHECK_MSG(!sg->media || sg->embeddings, "media rows must be encoded before they are fed");
   const int64_t off = begin - sg->begin;  // within the segment
   const size_t at = static_cast<size_t>(begin);
   DecoderInput in;
@@ -46,7 +47,7 @@ PromptLayout lay_out_tokens(std::span<const int32_t> tokens, int64_t start_pos) 
   l.positions.resize(tokens.size());
   for (int64_t i = 0; i < n; ++i) l.positions[static_cast<size_t>(i)] = start_pos + i;
   l.kinds.assign(tokens.size(), TokenKind::kText);
-  l.segments.push_back(FeedSegment{0, n, nullptr, {}, {}, false});
+  l.segments.push_back(FeedSegment{0, n, nullptr, {}, {}, false, false});
   l.next_pos = start_pos + n;
   return l;
 }
@@ -55,13 +56,14 @@ namespace {
 
 // One media chunk's rows: kVisual at consecutive positions (M-RoPE: positions from the grid).
 Status lay_out_media(const Engine::Impl& e, const PromptChunk& chunk, std::vector<float> similarity,
-                     PromptLayout& l, int64_t& pos) {
+                     bool allow_unencoded, PromptLayout& l, int64_t& pos) {
   const TextHparams& hp = e.hparams;
-  if (static_cast<int64_t>(chunk.embeddings.size()) != chunk.n_tokens * hp.n_embd_inp())
+  const bool unencoded = allow_unencoded && chunk.embeddings.empty();
+  if (!unencoded && static_cast<int64_t>(chunk.embeddings.size()) != chunk.n_tokens * hp.n_embd_inp())
     return invalid_argument("a media chunk's embeddings do not match its token count");
   const int64_t begin = l.n_rows();
-  FeedSegment sg{begin, begin + chunk.n_tokens, chunk.embeddings.data(), {}, std::move(similarity),
-                 hp.media_non_causal};
+  FeedSegment sg{begin,          begin + chunk.n_tokens, unencoded ? nullptr : chunk.embeddings.data(), {},
+                 std::move(similarity), hp.media_non_causal, true};
   // gemma3: an image's tokens see each other, so the chunk is one step, as llama.cpp
   // requires of its ubatch.
   if (sg.non_causal && chunk.n_tokens > e.params.n_batch)
@@ -95,14 +97,14 @@ Status lay_out_text(const Engine::Impl& e, const PromptChunk& chunk, PromptLayou
     l.positions.push_back(pos++);
     l.kinds.push_back(e.tokenizer->token_type(t) == TokenType::kControl ? TokenKind::kSpecial : TokenKind::kText);
   }
-  l.segments.push_back(FeedSegment{begin, l.n_rows(), nullptr, {}, {}, false});
+  l.segments.push_back(FeedSegment{begin, l.n_rows(), nullptr, {}, {}, false, false});
   return Status::ok();
 }
 
 }  // namespace
 
 Result<PromptLayout> lay_out_prompt(const Engine::Impl& e, const PreparedPrompt& prompt, int64_t start_pos,
-                                    bool with_similarity) {
+                                    bool with_similarity, bool allow_unencoded) {
   std::vector<std::vector<float>> similarity;
   if (with_similarity && prompt.n_visual_tokens() > 0) {
     const Tokenizer& tok = *e.tokenizer;
@@ -117,7 +119,8 @@ Result<PromptLayout> lay_out_prompt(const Engine::Impl& e, const PreparedPrompt&
     if (chunk.n_tokens <= 0) continue;
     if (chunk.kind == PromptChunk::Kind::kMedia) {
       VLKV_RETURN_IF_ERROR(
-          lay_out_media(e, chunk, c < similarity.size() ? std::move(similarity[c]) : std::vector<float>{}, l, pos));
+          lay_out_media(e, chunk, c < similarity.size() ? std::move(similarity[c]) : std::vector<float>{},
+                        allow_unencoded, l, pos));
     } else {
       VLKV_RETURN_IF_ERROR(lay_out_text(e, chunk, l, pos));
     }

@@ -20,6 +20,9 @@ struct FeedSegment {
   std::vector<int64_t> mrope;         // Qwen2-VL/Qwen3-VL media: [end - begin, 3] (t, h, w) positions
   std::vector<float> similarity;      // media when asked for: [end - begin] VidKV similarities, else empty
   bool non_causal = false;            // Gemma 3 media: its rows see each other, fed whole in one step
+  // Media rows (embeddings null: not encoded yet, lay_out_prompt's allow_unencoded; such rows
+  // can be keyed and counted but not fed).
+  bool media = false;
 };
 
 // Every row of a prompt, in order. Media rows point into the PreparedPrompt the layout was
@@ -51,9 +54,10 @@ PromptLayout lay_out_tokens(std::span<const int32_t> tokens, int64_t start_pos);
 // (advancing the text position by the grid's extent, not its token count); Gemma 3 media
 // non-causal (refused when longer than n_batch). with_similarity: VidKV's visual-text
 // similarities for the media segments. Empty chunks are skipped; bad sizes or token ids
-// are refused before anything is fed.
+// are refused before anything is fed. allow_unencoded: media chunks without embeddings
+// (Engine::prepare_prompt_unencoded) are laid out as media segments with null embeddings.
 Result<PromptLayout> lay_out_prompt(const Engine::Impl& e, const PreparedPrompt& prompt, int64_t start_pos,
-                                    bool with_similarity);
+                                    bool with_similarity, bool allow_unencoded = false);
 
 // One generated token fed at `position` as a text row.
 struct DecodeRow {

@@ -47,10 +47,14 @@ struct Engine::Impl {
   // gguf_identity of the text model and of the mmproj (zero without one), computed at load:
   // KV files, media digests and shared prefix-cache keys name them.
   Digest128 model_id, mmproj_id;
+  // Media items the vision encoder ran on (encoder-cache hits and unencoded layouts not
+  // counted): what a prefix hit that covers an item's rows saves.
+  std::atomic<int64_t> n_media_encodes{0};
 };
 
-// Engine::prepare_prompt, callable from a Session (src/engine/prompt.cpp).
+// Engine::prepare_prompt, callable from a Session (src/engine/prompt.cpp). encode_media
+// false: Engine::prepare_prompt_unencoded.
 Result<PreparedPrompt> prepare_prompt(Engine::Impl& engine, const Prompt& prompt, bool add_bos,
-                                      const ProgressCallback& progress);
+                                      const ProgressCallback& progress, bool encode_media = true);
 
 }  // namespace vlkv

@@ -19,7 +19,7 @@ std::vector<RowKey> prompt_row_keys(const PreparedPrompt* prepared, const Prompt
       if (c.n_tokens > 0) chunks.push_back(&c);
   for (size_t s = 0; s < layout.segments.size(); ++s) {
     const FeedSegment& sg = layout.segments[s];
-    if (!sg.embeddings) {
+    if (!sg.media) {
       for (int64_t r = sg.begin; r < sg.end; ++r)
         keys.push_back(RowKey{kTextRow, static_cast<uint64_t>(static_cast<uint32_t>(layout.tokens[r]))});
       continue;

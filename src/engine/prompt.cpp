@@ -100,6 +100,12 @@ Result<PreparedPrompt> Engine::prepare_prompt(const Prompt& prompt, bool add_bos
   return vlkv::prepare_prompt(*impl_, prompt, add_bos, progress);
 }
 
+Result<PreparedPrompt> Engine::prepare_prompt_unencoded(const Prompt& prompt, bool add_bos) const {
+  return vlkv::prepare_prompt(*impl_, prompt, add_bos, {}, /*encode_media=*/false);
+}
+
+int64_t Engine::media_encodes() const { return impl_->n_media_encodes.load(); }
+
 namespace {
 
 // One media item's pieces for assemble(): encoded (with embeddings, each run's t_step set) or
@@ -204,7 +210,7 @@ Result<MediaEmbedding> layout_media(const VisionModel& vision, int32_t width, in
 }  // namespace
 
 Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, bool add_bos,
-                                      const ProgressCallback& progress) {
+                                      const ProgressCallback& progress, bool encode_media) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const int64_t n_media = static_cast<int64_t>(prompt.media.size());
@@ -232,6 +238,11 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     // requests are admitted or refused on the count before their media are decoded.
     VLKV_ASSIGN_OR_RETURN(MediaEmbedding layout, layout_media(*e.vision, first.width, first.height,
                                                               static_cast<int64_t>(item.frames.size()), item.is_video));
+    if (!encode_media) {  // the layout alone: its runs have token counts and grids, no embeddings
+      for (MediaPiece& p : layout.pieces) p.embd.t_step = t_step;
+      return layout;
+    }
+    ++e.n_media_encodes;
     Result<MediaEmbedding> emb = [&]() -> Result<MediaEmbedding> {
       std::lock_guard<std::mutex> lock(e.forward_mutex);  // the pool is not re-entrant
       if (!item.is_video) return e.vision->encode_image(first, *e.pool);
@@ -260,8 +271,8 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
     return emb;
   };
-  VLKV_ASSIGN_OR_RETURN(PreparedPrompt out,
-                        assemble(e, prompt.text, prompt.media.size(), encode, /*with_data=*/true, add_bos, &digests));
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt out, assemble(e, prompt.text, prompt.media.size(), encode,
+                                                     /*with_data=*/encode_media, add_bos, &digests));
   for (PromptChunk& c : out.chunks)
     if (c.kind == PromptChunk::Kind::kMedia && c.media_index >= 0 && static_cast<size_t>(c.media_index) < contents.size())
       c.media_hash = media_content_hash(contents[static_cast<size_t>(c.media_index)]);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -62,6 +63,12 @@ struct Active {
   std::string shared_image, shared_key;
   int64_t shared_n = 0;
   PrefixStore* shared_from = nullptr;
+  int64_t n_local = 0;             // rows the prefix cache held at submission (fetch_shared)
+  bool reads_similarity = false;   // its method keys media rows by VidKV similarity (probe_method)
+  // Unencoded media (Request::encode): set until the prompt is encoded; rows below
+  // unencoded_end must then come from the prefix cache, or be encoded before they are fed.
+  std::function<Result<std::shared_ptr<const PreparedPrompt>>()> encode;
+  int64_t unencoded_end = 0;
 
   // Rows covered by the leading canonical feeds.
   int64_t canonical_rows() const {
@@ -195,12 +202,28 @@ struct Scheduler::Impl {
     cache->insert(a.seq, a.method_spec, chunk, rows, cache_room());
     if (params.shared_store) write_entry(*params.shared_store, a.seq, a.method_spec, chunk, rows);
   }
-  // Writes sequence seq as the entry of these rows to a store that wants it (forward lock held).
+  // Sequence seq as the entry of these rows for a store that wants it (both locks held: the
+  // sequence is read whole here), handed to the store by flush_puts once the locks are
+  // released (a --cache-dir file write holds up neither the forward pass nor /metrics).
   void write_entry(PrefixStore& store, SeqId seq, const std::string& method, int64_t n_chunk, std::span<const RowKey> rows) {
     const std::string key = prefix_entry_key(*e, method, n_chunk, rows);
     if (!store.wants(key, e->kv->sequence_bytes(seq))) return;
     Result<std::string> image = prefix_entry_image(*e, seq, method, n_chunk, rows);
-    if (image.is_ok()) store.put(key, std::move(image).value());
+    if (image.is_ok()) pending_puts.push_back({&store, key, std::move(image).value()});
+  }
+  struct PendingPut {
+    PrefixStore* store;
+    std::string key, value;
+  };
+  std::vector<PendingPut> pending_puts;  // guarded by mutex
+  // No lock held (the stepping thread, at the end of a step).
+  void flush_puts() {
+    std::vector<PendingPut> puts;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      puts.swap(pending_puts);
+    }
+    for (PendingPut& p : puts) p.store->put(p.key, std::move(p.value));
   }
   // The stores looked in on a miss, nearest first.
   std::vector<PrefixStore*> stores() const {
@@ -236,7 +259,74 @@ struct Scheduler::Impl {
       e->kv->remove_sequence(*seq);
   }
   void deliver(const std::vector<TokenEvent>& events);
+
+  // Unencoded media (Request::encode). probe_method: a's canonical method spec, whether it
+  // reads similarities, its row keys (no lock held; false when the method cannot be made).
+  bool probe_method(Active& a);
+  // Rows of a's prompt the prefix cache holds now (no lock held).
+  int64_t local_hit(Active& a);
+  // The encoded prompt and its layout (no lock held: the encoder takes the forward lock), and
+  // installing them (a's owner: submit, or the stepping thread under the lock).
+  struct Encoded {
+    std::shared_ptr<const PreparedPrompt> prepared;
+    PromptLayout layout;
+  };
+  Result<Encoded> encode_prompt(const Active& a) const;
+  void install(Active& a, Encoded encoded);
 };
+
+namespace {
+bool has_unencoded_media(const PreparedPrompt& p) {
+  for (const PromptChunk& c : p.chunks)
+    if (c.kind == PromptChunk::Kind::kMedia && c.n_tokens > 0 && c.embeddings.empty()) return true;
+  return false;
+}
+}  // namespace
+
+bool Scheduler::Impl::probe_method(Active& a) {
+  if (a.method_spec.empty()) {
+    std::lock_guard<std::mutex> lock(e->forward_mutex);
+    Result<SeqId> probe = e->kv->add_sequence(a.kv_method);
+    if (!probe.is_ok()) return false;  // admission reports it
+    a.method_spec = e->kv->sequence_method(*probe);
+    a.reads_similarity = e->kv->sequence_uses_visual_similarity(*probe);
+    e->kv->remove_sequence(*probe);
+  }
+  if (a.row_keys.empty()) a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, a.reads_similarity);
+  return true;
+}
+
+int64_t Scheduler::Impl::local_hit(Active& a) {
+  if (!probe_method(a)) return 0;
+  const int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
+  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> fl(e->forward_mutex);
+  return cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); })
+      .n_tokens;
+}
+
+Result<Scheduler::Impl::Encoded> Scheduler::Impl::encode_prompt(const Active& a) const {
+  Result<std::shared_ptr<const PreparedPrompt>> p = a.encode();
+  if (!p.is_ok()) return p.status();
+  if (!*p || has_unencoded_media(**p)) return Status(StatusCode::kInternal, "the encode callback left media unencoded");
+  VLKV_ASSIGN_OR_RETURN(PromptLayout l, lay_out_prompt(*e, **p, 0, /*with_similarity=*/true));
+  // The same rows as the layout the request was admitted, keyed and cut by.
+  bool same = l.tokens == a.prompt.tokens && l.positions == a.prompt.positions && l.kinds == a.prompt.kinds &&
+              l.segments.size() == a.prompt.segments.size();
+  for (size_t i = 0; same && i < l.segments.size(); ++i)
+    same = l.segments[i].begin == a.prompt.segments[i].begin && l.segments[i].end == a.prompt.segments[i].end &&
+           l.segments[i].mrope == a.prompt.segments[i].mrope;
+  if (!same) return Status(StatusCode::kInternal, "the encoded prompt does not match its unencoded layout");
+  return Encoded{std::move(*p), std::move(l)};
+}
+
+void Scheduler::Impl::install(Active& a, Encoded encoded) {
+  a.prepared = std::move(encoded.prepared);
+  a.prompt = std::move(encoded.layout);
+  a.encode = nullptr;
+  // Similarity-keyed rows change with the embeddings: keyed again when next needed.
+  if (a.reads_similarity) a.row_keys.clear();
+}
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -290,9 +380,16 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
     const PreparedPrompt& p = *request.prepared;
     if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
     a->prepared = request.prepared;
+    const bool unencoded = has_unencoded_media(p);
+    if (unencoded && !request.encode)
+      return invalid_argument("the prompt has media without embeddings and the request no encode callback");
+    if (unencoded) a->encode = request.encode;
     // Similarities whenever there are visual tokens (a dot product each): the request's own
     // KV method may read them (VidKV) even when the engine's does not; others ignore them.
-    VLKV_ASSIGN_OR_RETURN(a->prompt, lay_out_prompt(*s.e, p, 0, /*with_similarity=*/true));
+    // Unencoded media have none yet (a method that reads them has its media encoded below).
+    VLKV_ASSIGN_OR_RETURN(a->prompt, lay_out_prompt(*s.e, p, 0, /*with_similarity=*/!unencoded, unencoded));
+    for (const FeedSegment& sg : a->prompt.segments)
+      if (sg.media && !sg.embeddings) a->unencoded_end = sg.end;
     for (const FeedSegment& sg : a->prompt.segments)
       if (sg.non_causal && sg.end - sg.begin > s.params.max_step_prompt_tokens)
         return invalid_argument("an image of " + std::to_string(sg.end - sg.begin) +
@@ -332,7 +429,7 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
     a->canon = canonical_feeds(a->prompt, s.chunk);
     int64_t media_end = 0;
     for (const FeedSegment& sg : a->prompt.segments)
-      if (sg.embeddings) media_end = sg.end;
+      if (sg.media) media_end = sg.end;
     if (media_end > 0) a->snapshots.push_back(media_end);
     int64_t at = 0, last = 0;
     for (int64_t c : a->canon) {
@@ -340,7 +437,20 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
       if (at < a->prompt.n_rows() && at > media_end) last = at;
     }
     if (last > 0) a->snapshots.push_back(last);
-    if (!s.stores().empty()) s.fetch_shared(*a);
+  }
+  // Unencoded media: encoded now unless the prefix cache or a store covers them. A method
+  // that keys media rows by their similarity to the text needs the embeddings to key them.
+  if (a->encode && (!s.cache || !s.probe_method(*a) || a->reads_similarity)) {
+    VLKV_ASSIGN_OR_RETURN(Impl::Encoded enc, s.encode_prompt(*a));
+    s.install(*a, std::move(enc));
+  }
+  if (s.cache && !s.stores().empty()) s.fetch_shared(*a);
+  if (a->encode) {
+    const int64_t covered = std::max(a->shared_n, s.stores().empty() ? s.local_hit(*a) : a->n_local);
+    if (covered < a->unencoded_end) {
+      VLKV_ASSIGN_OR_RETURN(Impl::Encoded enc, s.encode_prompt(*a));
+      s.install(*a, std::move(enc));
+    }
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   a->id = s.next_id++;
@@ -421,30 +531,16 @@ SchedulerStats Scheduler::stats() const {
     st.media_cache_entries = m.entries;
     st.media_cache_bytes = m.bytes;
   }
+  st.media_encodes = impl_->e->n_media_encodes.load();
   for (PrefixStore* store : impl_->stores()) st.stores.push_back(store->stats());
   return st;
 }
 
 void Scheduler::Impl::fetch_shared(Active& a) {
   constexpr size_t kMaxLookups = 16;  // the longest candidates: a loopback miss costs ~0.1 ms
-  bool with_similarity = false;
-  {
-    std::lock_guard<std::mutex> lock(e->forward_mutex);
-    Result<SeqId> probe = e->kv->add_sequence(a.kv_method);
-    if (!probe.is_ok()) return;  // admission reports it
-    a.method_spec = e->kv->sequence_method(*probe);
-    with_similarity = e->kv->sequence_uses_visual_similarity(*probe);
-    e->kv->remove_sequence(*probe);
-  }
-  a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, with_similarity);
+  if (!probe_method(a)) return;
   const int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
-  int64_t local = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    std::lock_guard<std::mutex> fl(e->forward_mutex);
-    local = cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); })
-                .n_tokens;
-  }
+  const int64_t local = a.n_local = local_hit(a);
   std::vector<int64_t> candidates;
   int64_t at = 0;
   for (int64_t c : a.canon) {
@@ -587,6 +683,7 @@ Result<StepResult> Scheduler::step() {
   std::vector<Active*> who;
   std::vector<DecodeRow> decode_rows;  // [batch] the step's generated tokens (prompt rows point into their layout)
   std::vector<int64_t> n_feed;  // [batch] tokens fed
+  std::vector<Active*> to_encode;  // its hit did not cover its unencoded media: encoded first
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (Active* a : std::vector<Active*>(s.running))
@@ -597,6 +694,10 @@ Result<StepResult> Scheduler::step() {
     for (Active* a : s.running) {
       int64_t remaining = a->n_to_feed() - a->n_fed;
       if (remaining <= 0) continue;  // cannot happen: a sampled token is always fed next
+      if (a->encode && a->n_fed < a->unencoded_end) {
+        to_encode.push_back(a);
+        continue;
+      }
       // A prompt chunk stops at its segment's end (text ids and media embeddings are
       // separate inputs), as Session::eval_prompt splits it.
       const FeedSegment* seg = a->prompt.segment_at(a->n_fed);
@@ -627,6 +728,15 @@ Result<StepResult> Scheduler::step() {
       b.logits = &who[i]->logits;
       batch.push_back(b);
     }
+  }
+  for (Active* a : to_encode) {
+    // The fallback of Request::encode, on the stepping thread (the encoder takes the forward
+    // lock, as it would on the caller's); fed from the next step on.
+    Result<Impl::Encoded> enc = s.encode_prompt(*a);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (a->status.state != RequestState::kRunning) continue;
+    if (enc.is_ok()) s.install(*a, std::move(enc).value());
+    else s.finish(*a, FinishReason::kError, enc.status(), events);
   }
   if (!batch.empty()) {
     Status st;
@@ -718,6 +828,7 @@ Result<StepResult> Scheduler::step() {
     if (!events.empty()) s.changed.notify_all();
   }
   s.deliver(events);
+  s.flush_puts();
   return result;
 }
 

@@ -197,5 +197,135 @@ TEST(PrefixStore, BadValuesAreRefusedAndRecomputed) {
   EXPECT_EQ(e->kv_bytes_in_use(), 0u);
 }
 
+// An image conversation on tinyvlm whose requests carry their media unencoded
+// (Engine::prepare_prompt_unencoded + Request::encode, as vlkv serve sends them with a
+// prefix cache): a turn whose entry comes from a store runs no vision encoder, and answers and
+// stores what a run without any cache does; a value refused at admission falls back to
+// encoding on the stepping thread, with the same answer.
+struct ImageTurn {
+  Turn result;
+  int64_t encodes = 0;  // vision encoder runs during the turn
+};
+
+ImageTurn run_image_turn(Engine& e, const Prompt& prompt, const std::string& method, std::shared_ptr<PrefixStore> store,
+                         bool unencoded) {
+  SchedulerParams sp;
+  sp.cache_budget_bytes = store ? 32ull << 20 : 0;
+  sp.shared_store = store;
+  auto s = Scheduler::create(e, sp);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  if (!s.is_ok()) return {};
+  Request r;
+  auto shared = std::make_shared<const Prompt>(prompt);
+  const int64_t encodes_before = e.media_encodes();  // the prompt's preparation included
+  Result<PreparedPrompt> prepared = unencoded ? e.prepare_prompt_unencoded(prompt, true) : e.prepare_prompt(prompt, true);
+  EXPECT_TRUE(prepared.is_ok()) << prepared.status().message();
+  if (!prepared.is_ok()) return {};
+  r.prepared = std::make_shared<const PreparedPrompt>(std::move(prepared).value());
+  if (unencoded) {
+    r.encode = [&e, shared]() -> Result<std::shared_ptr<const PreparedPrompt>> {
+      VLKV_ASSIGN_OR_RETURN(PreparedPrompt p, e.prepare_prompt(*shared, true));
+      return std::make_shared<const PreparedPrompt>(std::move(p));
+    };
+  }
+  r.generate.max_tokens = 10;
+  r.generate.ignore_eos = true;
+  r.generate.sampling.temperature = 0.0f;
+  r.kv_method = method;
+  ImageTurn out;
+  auto id = (*s)->submit(r, [&](const TokenEvent& ev) {
+    if (ev.finished) out.result.stored = ev.kv_stored_bytes;
+    return true;
+  });
+  EXPECT_TRUE(id.is_ok()) << id.status().message();
+  if (!id.is_ok()) return out;
+  for (int i = 0; i < 100000 && !(*s)->idle(); ++i) EXPECT_TRUE((*s)->step().is_ok());
+  const RequestStatus st = (*s)->poll(*id).value();
+  EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
+  out.result.tokens = st.tokens;
+  out.result.n_cached = st.n_cached_tokens;
+  out.encodes = e.media_encodes() - encodes_before;
+  EXPECT_EQ((*s)->stats().media_encodes, e.media_encodes());
+  return out;
+}
+
+TEST(PrefixStore, AnImageEntryFromAStoreSkipsTheEncoder) {
+  EngineParams p;
+  p.model_path = tinyvlm::model_path();
+  p.mmproj_path = tinyvlm::mmproj_path();
+  p.kv_budget_bytes = 64ull << 20;
+  p.kv_page_bytes = 4096;
+  p.n_threads = 2;
+  p.media_cache_bytes = 0;  // no encoder cache: every encode counted is the encoder's run
+  auto loaded = Engine::load(p);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  Engine& e = **loaded;
+  Result<Image> img = load_image(tinyvlm::data_dir() + "/" + tinyvlm::reference_items().at(0)["image"].get<std::string>());
+  ASSERT_TRUE(img.is_ok()) << img.status().message();
+  auto prompt_of = [&](const std::vector<ChatTurn>& turns) {
+    Prompt pr;
+    pr.text = e.apply_chat_template(turns);
+    pr.media.push_back(MediaItem{{*img}, false});
+    return pr;
+  };
+  std::vector<ChatTurn> turns = {{"user", std::string(kMediaMarker) + "What shape is in the picture?"}};
+  const Prompt turn1 = prompt_of(turns);
+
+  // Without a cache or an encode callback, unencoded media are refused, not fed.
+  {
+    auto s = Scheduler::create(e);
+    ASSERT_TRUE(s.is_ok());
+    Request r;
+    r.prepared = std::make_shared<const PreparedPrompt>(e.prepare_prompt_unencoded(turn1, true).value());
+    EXPECT_EQ((*s)->submit(r).status().code(), StatusCode::kInvalidArgument);
+  }
+  for (const std::string& m : {std::string("f16"), std::string("kivi2"), std::string("vidkv")}) {
+    SCOPED_TRACE(m);
+    auto store = std::make_shared<MemoryStore>();
+    // Turn 1 on replica A: nothing cached, so its image is encoded once; its entries go to the store.
+    const ImageTurn a1 = run_image_turn(e, turn1, m, store, true), plain1 = run_image_turn(e, turn1, m, nullptr, false);
+    EXPECT_EQ(a1.result.tokens, plain1.result.tokens);
+    EXPECT_EQ(a1.encodes, 1);
+    ASSERT_FALSE(store->values.empty());
+    std::vector<ChatTurn> next = turns;
+    next.push_back({"assistant", ""});
+    for (int32_t t : plain1.result.tokens) next.back().content += e.token_to_piece(t);
+    next.push_back({"user", "What colour is it?"});
+    const Prompt turn2 = prompt_of(next);
+    // Turn 2 on replica B (its own cache empty): the entry from the store covers the image.
+    const ImageTurn plain2 = run_image_turn(e, turn2, m, nullptr, false);
+    const ImageTurn b2 = run_image_turn(e, turn2, m, store, true);
+    EXPECT_EQ(b2.result.tokens, plain2.result.tokens);
+    EXPECT_EQ(b2.result.stored, plain2.result.stored);
+    if (m == "vidkv") {  // its media rows are keyed by their similarity to all the text: no hit, encoded
+      EXPECT_EQ(b2.result.n_cached, 0);
+      EXPECT_EQ(b2.encodes, 1);
+      continue;
+    }
+    EXPECT_GT(b2.result.n_cached, 0);
+    EXPECT_EQ(b2.encodes, 0) << "the vision encoder ran on a prefix hit that covers the image";
+    EXPECT_EQ(plain2.encodes, 1);
+
+    // A store whose value is found at submission (so the image stays unencoded) but refused
+    // at admission (a byte flipped in the middle): encoded on the stepping thread instead.
+    auto broken = std::make_shared<MemoryStore>();
+    broken->answer = [&](const std::string& key) -> std::optional<std::string> {
+      auto it = store->values.find(key);
+      if (it == store->values.end()) return std::nullopt;
+      std::string v = it->second;
+      v[v.size() / 2] ^= 0x10;
+      return v;
+    };
+    const ImageTurn c2 = run_image_turn(e, turn2, m, broken, true);
+    EXPECT_EQ(c2.result.tokens, plain2.result.tokens);
+    EXPECT_EQ(c2.result.stored, plain2.result.stored);
+    EXPECT_EQ(c2.result.n_cached, 0);
+    EXPECT_EQ(c2.encodes, 1);
+    EXPECT_EQ(broken->stats().refused, 1);
+  }
+  EXPECT_EQ(e.kv_bytes_in_use(), 0u);
+}
+
 }  // namespace
+
 }  // namespace vlkv

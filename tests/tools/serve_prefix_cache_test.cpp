@@ -83,6 +83,7 @@ TEST(ServePrefixCache, ConversationAnswersAsWithoutCacheAndReportsCachedTokens) 
   // The encoder ran once for six requests carrying the same picture.
   EXPECT_EQ(metric_value(m, "vlkv:media_cache_misses_total"), 1) << m;
   EXPECT_EQ(metric_value(m, "vlkv:media_cache_hits_total"), 5) << m;
+  EXPECT_EQ(metric_value(m, "vlkv:media_encodes_total"), 1) << m;
   EXPECT_EQ(metric_value(m, "vlkv:kv_bytes_in_use{method=\"all\"}"), 0) << m;  // no request holds pages
   EXPECT_EQ(metric_value(get(pc, "/metrics").body, "vlkv:prefix_cache_bytes"), 0);
   EXPECT_EQ(cached.stop(), 0);

@@ -158,6 +158,9 @@ TEST(ServeRedis, ConversationContinuesOnAnotherReplicaWithAHit) {
   EXPECT_EQ(second.text, second_plain.text);
   EXPECT_GE(metric(b, "vlkv:prefix_store_hits_total{store=\"redis\"}"), 1);
   EXPECT_EQ(metric(b, "vlkv:prefix_store_refused_total{store=\"redis\"}"), 0);
+  // B never saw the image before: the entry covers it, so B's vision encoder never ran.
+  EXPECT_EQ(metric(b, "vlkv:media_encodes_total"), 0) << b.log();
+  EXPECT_EQ(metric(a, "vlkv:media_encodes_total"), 1);
 
   // Every stored entry with one byte flipped in its middle (a section's checksum catches it):
   // a third replica, its local cache empty, refuses them and computes the answer itself.
@@ -178,6 +181,7 @@ TEST(ServeRedis, ConversationContinuesOnAnotherReplicaWithAHit) {
   EXPECT_EQ(refused.cached, 0);
   EXPECT_EQ(refused.text, second_plain.text);
   EXPECT_GE(metric(c, "vlkv:prefix_store_refused_total{store=\"redis\"}"), 1);
+  EXPECT_EQ(metric(c, "vlkv:media_encodes_total"), 1);  // refused at admission: encoded then
   EXPECT_NE(c.log().find("prefix store: refused vlkv:prefix:"), std::string::npos) << c.log();
 
   // Redis hanging (stopped), then gone: a fresh replica's lookups time out or fail (logged,
@@ -195,6 +199,7 @@ TEST(ServeRedis, ConversationContinuesOnAnotherReplicaWithAHit) {
     EXPECT_EQ(down.cached, 0);
     EXPECT_LT(seconds, 10.0);
     EXPECT_GE(metric(d, "vlkv:prefix_store_errors_total{store=\"redis\"}"), 1);
+    EXPECT_EQ(metric(d, "vlkv:media_encodes_total"), 1);
     EXPECT_NE(d.log().find("prefix entries are computed here until it answers"), std::string::npos) << d.log();
     EXPECT_EQ(d.stop(), 0);
   }
@@ -254,6 +259,7 @@ TEST(ServeCacheDir, EvictedEntriesComeBackFromDisk) {
     const Answer warm = ask(again, other);
     EXPECT_GT(warm.cached, 0) << again.log();
     EXPECT_EQ(warm.text, ask(plain, other).text);
+    EXPECT_EQ(metric(again, "vlkv:media_encodes_total"), 0);  // the file covers the picture: not encoded
     EXPECT_EQ(again.stop(), 0);
   }
 
@@ -275,6 +281,7 @@ TEST(ServeCacheDir, EvictedEntriesComeBackFromDisk) {
   EXPECT_EQ(recomputed.cached, 0);
   EXPECT_EQ(recomputed.text, a2_plain.text);
   EXPECT_GE(metric(broken, "vlkv:prefix_store_refused_total{store=\"dir\"}"), 1);
+  EXPECT_EQ(metric(broken, "vlkv:media_encodes_total"), 1);
   EXPECT_NE(broken.log().find("prefix store: refused vlkv:prefix:"), std::string::npos) << broken.log();
   EXPECT_LT(entry_files(dir).size(), n_files);
   EXPECT_EQ(broken.stop(), 0);

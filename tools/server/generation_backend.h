@@ -73,6 +73,7 @@ struct BackendLoad {
   std::vector<PrefixCacheMethodStats> prefix_cache;
   int64_t media_cache_hits = 0, media_cache_misses = 0;
   uint64_t media_cache_bytes = 0;
+  int64_t media_encodes = 0;  // media items the vision encoder ran on
   std::vector<PrefixStoreStats> prefix_stores;  // --cache-dir, --redis
 };
 

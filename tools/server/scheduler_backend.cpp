@@ -80,7 +80,12 @@ uint64_t SchedulerBackend::submit(GenerationRequest request, GenerationCallbacks
   };
   // The same assembly as vlkv run and the session backend: text pieces tokenized by
   // prepare_prompt, BOS first, images encoded (here, on the HTTP thread, not the stepping one).
-  Result<PreparedPrompt> prepared = engine_->prepare_prompt(request.prompt, /*add_bos=*/true);
+  // With the prefix cache, media are laid out unencoded and encoded only when no cached
+  // entry (in memory, on disk, in Redis) covers them (Request::encode).
+  const bool defer = options_.cache_budget_bytes > 0 && !request.prompt.media.empty();
+  auto prompt = std::make_shared<const Prompt>(std::move(request.prompt));
+  Result<PreparedPrompt> prepared = defer ? engine_->prepare_prompt_unencoded(*prompt, /*add_bos=*/true)
+                                          : engine_->prepare_prompt(*prompt, /*add_bos=*/true);
   if (!prepared.is_ok()) {
     forget();
     fail(job->callbacks, job->method, prepared.status());
@@ -88,6 +93,12 @@ uint64_t SchedulerBackend::submit(GenerationRequest request, GenerationCallbacks
   }
   Request r;
   r.prepared = std::make_shared<const PreparedPrompt>(std::move(prepared).value());
+  if (defer) {
+    r.encode = [engine = engine_.get(), prompt]() -> Result<std::shared_ptr<const PreparedPrompt>> {
+      VLKV_ASSIGN_OR_RETURN(PreparedPrompt p, engine->prepare_prompt(*prompt, /*add_bos=*/true));
+      return std::make_shared<const PreparedPrompt>(std::move(p));
+    };
+  }
   job->n_prompt = r.prepared->n_tokens();
   const int64_t n_ctx = engine_->params().n_ctx;
   if (job->n_prompt == 0 || job->n_prompt >= n_ctx) {
@@ -195,6 +206,7 @@ BackendLoad SchedulerBackend::load() const {
   l.media_cache_hits = s.media_cache_hits;
   l.media_cache_misses = s.media_cache_misses;
   l.media_cache_bytes = s.media_cache_bytes;
+  l.media_encodes = s.media_encodes;
   l.prefix_stores = s.stores;
   return l;
 }

@@ -126,10 +126,13 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
   }
   metric(o, "media_cache_hits_total", "counter", "Images and videos whose vision encoding came from the cache.");
   value(o, "media_cache_hits_total", "", static_cast<double>(load.media_cache_hits));
-  metric(o, "media_cache_misses_total", "counter", "Images and videos encoded.");
+  metric(o, "media_cache_misses_total", "counter", "Images and videos not in the encoder cache (encoded, or left unencoded under a prefix hit).");
   value(o, "media_cache_misses_total", "", static_cast<double>(load.media_cache_misses));
   metric(o, "media_cache_bytes", "gauge", "Bytes of vision encoder outputs kept.");
   value(o, "media_cache_bytes", "", static_cast<double>(load.media_cache_bytes));
+  metric(o, "media_encodes_total", "counter",
+         "Images and videos the vision encoder ran on (not those an encoder-cache or prefix-cache hit covered).");
+  value(o, "media_encodes_total", "", static_cast<double>(load.media_encodes));
   struct StoreCounter {
     const char* name;
     const char* help;
