@@ -21,6 +21,12 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Maps every page in now (MADV_POPULATE_READ; where the kernel lacks it, one read per page),
+  // so the first pass over the data (a model's first prefill) does not take a minor fault per
+  // 4 KiB page: ~20% of a cold 512-token prefill of a 0.5 GB model on a 2-core VM. llama.cpp
+  // maps its models with MAP_POPULATE for the same reason. A failure only leaves pages lazy.
+  void prefault() const;
+
  private:
   MappedFile() = default;
   const uint8_t* data_ = nullptr;

@@ -55,10 +55,12 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   }
   impl->chat_template = detect_chat_template(g);
   impl->decoder = std::make_unique<TextDecoder>(impl->hparams, impl->weights);
+  impl->gguf->prefault();  // the first prompt's prefill does not page the weights in
 
   if (!params.mmproj_path.empty()) {
     VLKV_ASSIGN_OR_RETURN(impl->mmproj, GgufFile::open(params.mmproj_path));
     VLKV_ASSIGN_OR_RETURN(impl->vision, VisionModel::load(*impl->mmproj));
+    impl->mmproj->prefault();
     if (impl->vision->n_embd_out() != impl->hparams.n_embd_inp()) {
       return invalid_argument(params.mmproj_path + ": the projector outputs embeddings of size " +
                               std::to_string(impl->vision->n_embd_out()) + " but the text model " + path +

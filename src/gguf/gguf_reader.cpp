@@ -362,4 +362,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, const 
   return f;
 }
 
+void GgufFile::prefault() const {
+  if (file_) file_->prefault();
+}
+
 }  // namespace vlkv

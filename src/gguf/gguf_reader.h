@@ -66,6 +66,8 @@ class GgufFile {
                                                  const GgufLimits& limits = {});
 
   const std::string& path() const { return path_; }
+  // Maps the whole file in now (MappedFile::prefault); nothing for a parsed in-memory image.
+  void prefault() const;
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }

@@ -166,9 +166,17 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
         kern.tile(rows, xs.at(p, c0), nbc, acc.data() + (p * kTaskRows + i0) * kGemmPanelRows);
     }
   }
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* a = acc.data() + (t / kGemmPanelRows) * kTaskRows * kGemmPanelRows + t % kGemmPanelRows;
-    for (int64_t i = 0; i < nr; ++i) y[t * w.n_rows + r0 + i] = a[i * kGemmPanelRows];
+  // 16x16 blocks: the block's 16 acc lines stay in L1 while each token's 16 outputs are
+  // written contiguously (a column walk down y at n_rows apart thrashes L1's sets)
+  for (int64_t p = 0; p < xs.n_panels; ++p) {
+    const int64_t nt = std::min<int64_t>(kGemmPanelRows, n_tokens - p * kGemmPanelRows);
+    float* yp = y + p * kGemmPanelRows * w.n_rows + r0;
+    for (int64_t i0 = 0; i0 < nr; i0 += kGemmPanelRows) {
+      const int64_t ni = std::min<int64_t>(kGemmPanelRows, nr - i0);
+      const float* a = acc.data() + (p * kTaskRows + i0) * kGemmPanelRows;
+      for (int64_t l = 0; l < nt; ++l)
+        for (int64_t i = 0; i < ni; ++i) yp[l * w.n_rows + i0 + i] = a[i * kGemmPanelRows + l];
+    }
   }
 }
 
