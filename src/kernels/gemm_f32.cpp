@@ -1,5 +1,5 @@
 // The exact f32 prefill GEMM's driver (panel packing, blocking, threads) and its scalar
-// micro-kernels; the x86 ones are in gemm_f32_x86.cpp.
+// micro-kernels; the SIMD ones are in gemm_f32_x86.cpp and gemm_f32_arm.cpp.
 #include "kernels/gemm_f32.h"
 
 #include <algorithm>
@@ -94,7 +94,8 @@ const GemmF32Kernels& gemm_f32_kernels() {
   static const GemmF32Kernels scalar = make_gemm_f32_table<kScalarMr, kScalarNr, ScalarK>(&row_max_scalar, &exp_sum_scalar);
   static const SimdTable<GemmF32Kernels> table({.scalar = &scalar,
                                                 .avx2 = VLKV_X86(&kGemmF32Avx2),
-                                                .avx512 = VLKV_X86(&kGemmF32Avx512)});
+                                                .avx512 = VLKV_X86(&kGemmF32Avx512),
+                                                .neon = VLKV_ARM(&kGemmF32Neon)});
   return table.get();
 }
 

@@ -37,9 +37,8 @@ struct GemmF32Kernels {
 
 // The kernels of the current SIMD tier (scalar reference as the fallback). Thread-safe.
 const GemmF32Kernels& gemm_f32_kernels();
-// The tier variants (gemm_f32_x86.cpp; ARM64 takes the scalar template, which its compiler
-// vectorizes with baseline Advanced SIMD).
-extern const GemmF32Kernels kGemmF32Avx2, kGemmF32Avx512;
+// The tier variants (gemm_f32_x86.cpp, gemm_f32_arm.cpp).
+extern const GemmF32Kernels kGemmF32Avx2, kGemmF32Avx512, kGemmF32Neon;
 
 // y [n_tokens, w.n_rows] = x [n_tokens, w.n_cols] times w transposed, exact dequantization
 // and f32 arithmetic (matmul's exact prefill path).

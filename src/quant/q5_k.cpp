@@ -58,7 +58,8 @@ const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, k
 
 const FormatKernels& kernels() {
   static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ5_KAvx2), VLKV_X86(&kQ5_KAvx512),
-                                                              VLKV_X86(&kQ5_KAvx512Vnni), nullptr, nullptr));
+                                                              VLKV_X86(&kQ5_KAvx512Vnni), VLKV_ARM(&kQ5_KNeon),
+                                                              VLKV_ARM(&kQ5_KDotprod)));
   return table.get();
 }
 

@@ -55,7 +55,9 @@ const Q8_0GemmKernels& q8_0_gemm_kernels() {
   static const SimdTable<Q8_0GemmKernels> table({.scalar = &kQ8_0GemmScalar,
                                                  .avx2 = VLKV_X86(&kQ8_0GemmAvx2),
                                                  .avx2_vnni = VLKV_X86(&kQ8_0GemmAvx2Vnni),
-                                                 .avx512_vnni = VLKV_X86(&kQ8_0GemmAvx512Vnni)});
+                                                 .avx512_vnni = VLKV_X86(&kQ8_0GemmAvx512Vnni),
+                                                 .neon = VLKV_ARM(&kQ8_0GemmNeon),
+                                                 .dotprod = VLKV_ARM(&kQ8_0GemmDotprod)});
   return table.get();
 }
 

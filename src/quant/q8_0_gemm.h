@@ -65,6 +65,8 @@ extern const Q8_0GemmKernels kQ8_0GemmScalar;
 extern const Q8_0GemmKernels kQ8_0GemmAvx2;
 extern const Q8_0GemmKernels kQ8_0GemmAvx2Vnni;
 extern const Q8_0GemmKernels kQ8_0GemmAvx512Vnni;
+extern const Q8_0GemmKernels kQ8_0GemmNeon;
+extern const Q8_0GemmKernels kQ8_0GemmDotprod;
 
 // The variant of the current tier (VLKV_SIMD and the tests' forced tiers apply).
 const Q8_0GemmKernels& q8_0_gemm_kernels();

@@ -24,7 +24,7 @@
 #include "kv/codec.h"
 #include "kv/codecs/int_kernels.h"
 #include "kv/codecs/int_tiles.h"
-#include "kv/codecs/dot_s8_arm.h"
+#include "quant/dot_s8_arm.h"
 #include "kv/codecs/lanes16_arm.h"
 
 namespace vlkv::intk {

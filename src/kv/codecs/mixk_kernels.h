@@ -1,6 +1,6 @@
 // Kernels of the mixk codec's fused scores (mixed_codec.cpp): per block and query row, the
 // plane weights and base score, and the split of a query by the block's channel map.
-// Scalar reference here, AVX2 and AVX-512 kernels in mixk_kernels_{avx2,avx512}.cpp,
+// Scalar reference here, AVX2, AVX-512 and NEON kernels in mixk_kernels_{avx2,avx512,arm}.cpp,
 // dispatched through sign1_kernels.h.
 #pragma once
 
@@ -49,5 +49,8 @@ void row_weights_avx512(const float* qo, const float* qc, const float* os, const
                         float* w, float* base);
 void split_query_avx2(const float* q, const uint8_t* mask, int d, float* qo, float* qn);
 void split_query_avx512(const float* q, const uint8_t* mask, int d, float* qo, float* qn);
+void row_weights_neon(const float* qo, const float* qc, const float* os, const float* sig, int n_out, int nc, float* w,
+                      float* base);  // mixk_kernels_arm.cpp
+void split_query_neon(const float* q, const uint8_t* mask, int d, float* qo, float* qn);
 
 }  // namespace vlkv::mixk

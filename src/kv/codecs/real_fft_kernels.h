@@ -27,5 +27,6 @@ void axpy_rows_avx2(const float* in, const float* m, int n, float* out);
 void fft_forward_batch8_avx2(const float* x, int64_t x_stride, int n, const float* twr, const float* twi,
                              const int* bitrev, float* c, int64_t c_stride);
 void axpy_rows_avx512(const float* in, const float* m, int n, float* out);
+void axpy_rows_neon(const float* in, const float* m, int n, float* out);  // real_fft_kernels_arm.cpp
 
 }  // namespace vlkv::real_fft_kernels

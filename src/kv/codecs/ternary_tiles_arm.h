@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kv/codecs/dot_s8_arm.h"
+#include "quant/dot_s8_arm.h"
 #include "kv/codecs/ternary_tiles.h"
 
 namespace vlkv::ternt {

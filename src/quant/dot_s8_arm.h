@@ -1,7 +1,8 @@
-// The 8-bit integer dot of the codecs' ARM64 kernels, as policy types over 4 int32 lanes:
-// lane l += the dot of its 4 bytes in `codes` with quad j (bytes 4j..4j+3) of `q16`, the
-// form of x86's vpdpbusd with a broadcast quad. Both operands are s8 (sdot and smull are
-// signed x signed; callers offset u8 values, e.g. c - 128, and add the offset's sum back).
+// The 8-bit integer dot of the ARM64 kernels (KV codecs, the Q8_0 GEMM), as policy types
+// over 4 int32 lanes: lane l += the dot of its 4 bytes in `codes` with quad j (bytes
+// 4j..4j+3) of `q16`, the form of x86's vpdpbusd with a broadcast quad. Both operands are s8
+// (sdot and smull are signed x signed; callers offset u8 values, e.g. c - 128, and add the
+// offset's sum back).
 //   NeonDot:    smull (s8 x s8 -> s16) + sadalp (pairs into s32), one addp at the end (ARMv8.0);
 //   DotprodDot: sdot by element (vdotq_laneq_s32, ARMv8.2 dotprod): only instantiate it
 //               inside a VLKV_TARGET_BEGIN(VLKV_ISA_DOTPROD) region (*_dotprod.cpp files).
