@@ -83,6 +83,27 @@ struct Turn {
   double stored = 0;
 };
 
+// Runs `r` (10 greedy tokens, EOS ignored) with `method` to its end on `s`.
+Turn run_to_end(Scheduler& s, Request r, const std::string& method) {
+  r.generate.max_tokens = 10;
+  r.generate.ignore_eos = true;
+  r.generate.sampling.temperature = 0.0f;
+  r.kv_method = method;
+  Turn out;
+  auto id = s.submit(r, [&](const TokenEvent& ev) {
+    if (ev.finished) out.stored = ev.kv_stored_bytes;
+    return true;
+  });
+  EXPECT_TRUE(id.is_ok()) << id.status().message();
+  if (!id.is_ok()) return out;
+  for (int i = 0; i < 100000 && !s.idle(); ++i) EXPECT_TRUE(s.step().is_ok());
+  const RequestStatus st = s.poll(*id).value();
+  EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
+  out.tokens = st.tokens;
+  out.n_cached = st.n_cached_tokens;
+  return out;
+}
+
 // One request on a new scheduler (its local cache empty), sharing `store` (null: no cache).
 Turn run_fresh(Engine& e, const std::vector<int32_t>& prompt, const std::string& method, std::shared_ptr<PrefixStore> store) {
   SchedulerParams sp;
@@ -94,23 +115,7 @@ Turn run_fresh(Engine& e, const std::vector<int32_t>& prompt, const std::string&
   if (!s.is_ok()) return {};
   Request r;
   r.prompt_tokens = prompt;
-  r.generate.max_tokens = 10;
-  r.generate.ignore_eos = true;
-  r.generate.sampling.temperature = 0.0f;
-  r.kv_method = method;
-  Turn out;
-  auto id = (*s)->submit(r, [&](const TokenEvent& ev) {
-    if (ev.finished) out.stored = ev.kv_stored_bytes;
-    return true;
-  });
-  EXPECT_TRUE(id.is_ok()) << id.status().message();
-  if (!id.is_ok()) return out;
-  for (int i = 0; i < 100000 && !(*s)->idle(); ++i) EXPECT_TRUE((*s)->step().is_ok());
-  const RequestStatus st = (*s)->poll(*id).value();
-  EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
-  out.tokens = st.tokens;
-  out.n_cached = st.n_cached_tokens;
-  return out;
+  return run_to_end(**s, std::move(r), method);
 }
 
 // Turn t's prompt: turn t-1's, its answer and 23 new tokens.
@@ -228,22 +233,8 @@ ImageTurn run_image_turn(Engine& e, const Prompt& prompt, const std::string& met
       return std::make_shared<const PreparedPrompt>(std::move(p));
     };
   }
-  r.generate.max_tokens = 10;
-  r.generate.ignore_eos = true;
-  r.generate.sampling.temperature = 0.0f;
-  r.kv_method = method;
   ImageTurn out;
-  auto id = (*s)->submit(r, [&](const TokenEvent& ev) {
-    if (ev.finished) out.result.stored = ev.kv_stored_bytes;
-    return true;
-  });
-  EXPECT_TRUE(id.is_ok()) << id.status().message();
-  if (!id.is_ok()) return out;
-  for (int i = 0; i < 100000 && !(*s)->idle(); ++i) EXPECT_TRUE((*s)->step().is_ok());
-  const RequestStatus st = (*s)->poll(*id).value();
-  EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
-  out.result.tokens = st.tokens;
-  out.result.n_cached = st.n_cached_tokens;
+  out.result = run_to_end(**s, std::move(r), method);
   out.encodes = e.media_encodes() - encodes_before;
   EXPECT_EQ((*s)->stats().media_encodes, e.media_encodes());
   return out;
