@@ -83,6 +83,15 @@ struct Turn {
   double stored = 0;
 };
 
+// A new scheduler (its local cache empty) sharing `store` (null: no cache); null on failure.
+std::unique_ptr<Scheduler> fresh_scheduler(Engine& e, SchedulerParams sp, std::shared_ptr<PrefixStore> store) {
+  sp.cache_budget_bytes = store ? 32ull << 20 : 0;
+  sp.shared_store = store;
+  auto s = Scheduler::create(e, sp);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s.is_ok() ? std::move(*s) : nullptr;
+}
+
 // Runs `r` (10 greedy tokens, EOS ignored) with `method` to its end on `s`.
 Turn run_to_end(Scheduler& s, Request r, const std::string& method) {
   r.generate.max_tokens = 10;
@@ -108,14 +117,11 @@ Turn run_to_end(Scheduler& s, Request r, const std::string& method) {
 Turn run_fresh(Engine& e, const std::vector<int32_t>& prompt, const std::string& method, std::shared_ptr<PrefixStore> store) {
   SchedulerParams sp;
   sp.max_step_prompt_tokens = 16;  // entry boundaries every 16 prompt tokens
-  sp.cache_budget_bytes = store ? 32ull << 20 : 0;
-  sp.shared_store = store;
-  auto s = Scheduler::create(e, sp);
-  EXPECT_TRUE(s.is_ok()) << s.status().message();
-  if (!s.is_ok()) return {};
+  auto s = fresh_scheduler(e, std::move(sp), store);
+  if (!s) return {};
   Request r;
   r.prompt_tokens = prompt;
-  return run_to_end(**s, std::move(r), method);
+  return run_to_end(*s, std::move(r), method);
 }
 
 // Turn t's prompt: turn t-1's, its answer and 23 new tokens.
@@ -214,12 +220,8 @@ struct ImageTurn {
 
 ImageTurn run_image_turn(Engine& e, const Prompt& prompt, const std::string& method, std::shared_ptr<PrefixStore> store,
                          bool unencoded) {
-  SchedulerParams sp;
-  sp.cache_budget_bytes = store ? 32ull << 20 : 0;
-  sp.shared_store = store;
-  auto s = Scheduler::create(e, sp);
-  EXPECT_TRUE(s.is_ok()) << s.status().message();
-  if (!s.is_ok()) return {};
+  auto s = fresh_scheduler(e, SchedulerParams{}, store);
+  if (!s) return {};
   Request r;
   auto shared = std::make_shared<const Prompt>(prompt);
   const int64_t encodes_before = e.media_encodes();  // the prompt's preparation included
@@ -234,9 +236,9 @@ ImageTurn run_image_turn(Engine& e, const Prompt& prompt, const std::string& met
     };
   }
   ImageTurn out;
-  out.result = run_to_end(**s, std::move(r), method);
+  out.result = run_to_end(*s, std::move(r), method);
   out.encodes = e.media_encodes() - encodes_before;
-  EXPECT_EQ((*s)->stats().media_encodes, e.media_encodes());
+  EXPECT_EQ(s->stats().media_encodes, e.media_encodes());
   return out;
 }
 
