@@ -54,8 +54,8 @@ VLKV_FORMAT_VARIANTS(kQ4_K)
 VLKV_FORMAT_VARIANTS(kQ5_K)
 VLKV_FORMAT_VARIANTS(kQ6_K)
 #undef VLKV_FORMAT_VARIANTS
-// AVX-VNNI's 8-bit kernels: q8_0_x86.cpp (lane kernels), q4_k_x86.cpp / q5_k_x86.cpp (strided matvec)
-extern const FormatKernels kQ8_0Avx2Vnni, kQ4_KAvx2Vnni, kQ5_KAvx2Vnni;
+// AVX-VNNI's 8-bit kernels: q8_0_x86.cpp (lane kernels), q4_k/q5_k/q6_k_x86.cpp (strided matvec)
+extern const FormatKernels kQ8_0Avx2Vnni, kQ4_KAvx2Vnni, kQ5_KAvx2Vnni, kQ6_KAvx2Vnni;
 
 // A format's tier table from its scalar variant and the ISA variants its files define
 // (x86: every format; ARM: those with a <type>_arm.cpp pass them, the rest nullptr).

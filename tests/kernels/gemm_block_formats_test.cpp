@@ -232,11 +232,11 @@ TEST_F(GemmBlockFormatsTest, MatmulPrefillUsesTheGemmAndStaysNearDecode) {
   }
 }
 
-// Q4_K and Q5_K decode (matmul_decode: the strided matvec of quant/k4_strided.h, 16 rows per
+// Q4_K, Q5_K and Q6_K decode (matmul_decode: the strided matvec of quant/k_strided.h, 16 rows per
 // call) takes the GEMM's block steps, so above scalar a decode row equals the prefill row bit for
 // bit (tolerance 0): 37 rows (two full calls and an odd 5-row tail), 1 and 3 decode rows, 1 and 3 threads.
-TEST_F(GemmBlockFormatsTest, K4DecodeEqualsPrefillBitForBit) {
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K}) {
+TEST_F(GemmBlockFormatsTest, KQuantDecodeEqualsPrefillBitForBit) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     const Matrix m = make_matrix(type, 37, 768, 31);
     const int64_t n_tokens = 3;
     const std::vector<float> x = make_x(n_tokens, 768, 32);

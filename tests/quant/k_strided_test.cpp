@@ -1,4 +1,4 @@
-// Q4_K and Q5_K 8-bit dots above scalar (quant/k4_strided.h): the prefill GEMM's block steps,
+// Q4_K, Q5_K and Q6_K 8-bit dots above scalar (quant/k_strided.h): the prefill GEMM's block steps,
 // written out here in scalar code from the block layout, bit for bit at every tier; the
 // strided matvec equals the one-row dot bit for bit for 1..16 rows (odd counts and counts
 // that are not a multiple of the 8 rows per vector included) and stride 0.
@@ -45,9 +45,36 @@ float half_at(const uint8_t* p) {
   return fp16_to_fp32(h);
 }
 
-// Per activation block (sub-block j of super-block b): s = the exact sum of code * x, then
-//   acc = fma(s, (d * sc) * dx, acc); acc = fma(-(dmin * m), dx * (sum of x), acc).
-float block_steps(const uint8_t* row, bool q5, const Q8Activations& x, int64_t n) {
+// Q6_K: per activation block (quarter k of half h of super-block b), per group g of 16: s = the
+// exact sum of code * x, then acc = fma(s, (d * sc_g) * dx, acc).
+float q6_block_steps(const uint8_t* row, const Q8Activations& x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* p = row + 210 * static_cast<size_t>(b);
+    const float d = half_at(p + 208);
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 4; ++k) {
+        const int64_t xb = 8 * b + 4 * h + k;
+        for (int g = 0; g < 2; ++g) {
+          int32_t sum = 0;
+          for (int l = 16 * g; l < 16 * g + 16; ++l) {
+            const int lo = (p[64 * h + 32 * (k & 1) + l] >> (4 * (k / 2))) & 0xF;
+            const int hi = (p[128 + 32 * h + l] >> (2 * k)) & 3;
+            sum += ((lo | (hi << 4)) - 32) * x.q[static_cast<size_t>(32 * xb + l)];
+          }
+          const int sc = static_cast<int8_t>(p[192 + 8 * h + 2 * k + g]);
+          acc = std::fma(static_cast<float>(sum), (d * static_cast<float>(sc)) * x.d[static_cast<size_t>(xb)], acc);
+        }
+      }
+  }
+  return acc;
+}
+
+// Q4_K / Q5_K: per activation block (sub-block j of super-block b): s = the exact sum of code * x,
+// then acc = fma(s, (d * sc) * dx, acc); acc = fma(-(dmin * m), dx * (sum of x), acc).
+float block_steps(const uint8_t* row, GgmlType type, const Q8Activations& x, int64_t n) {
+  if (type == GgmlType::kQ6_K) return q6_block_steps(row, x, n);
+  const bool q5 = type == GgmlType::kQ5_K;
   const size_t bytes = q5 ? 176 : 144;
   float acc = 0.0f;
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -74,15 +101,14 @@ float block_steps(const uint8_t* row, bool q5, const Q8Activations& x, int64_t n
   return acc;
 }
 
-class K4Strided : public testing::TestWithParam<GgmlType> {
+class KStrided : public testing::TestWithParam<GgmlType> {
  protected:
   void TearDown() override { set_simd_tier_for_testing(simd_tier_default()); }
 };
 
 // Tolerance 0: exact integer sums and these f32 steps at every tier above scalar.
-TEST_P(K4Strided, TiersTakeTheBlockStepsBitForBit) {
+TEST_P(KStrided, TiersTakeTheBlockStepsBitForBit) {
   const WeightFormat* f = find_weight_format(GetParam());
-  const bool q5 = GetParam() == GgmlType::kQ5_K;
   std::mt19937 rng(9);
   int n_tiers = 0;
   for (SimdTier tier : supported_simd_tiers()) {
@@ -94,7 +120,7 @@ TEST_P(K4Strided, TiersTakeTheBlockStepsBitForBit) {
       const Q8Activations xq = activations(n, rng);
       const size_t rb = rows.size() / 3;
       for (int r = 0; r < 3; ++r)
-        EXPECT_EQ(f->dot_q8(rows.data() + rb * r, xq, n), block_steps(rows.data() + rb * r, q5, xq, n))
+        EXPECT_EQ(f->dot_q8(rows.data() + rb * r, xq, n), block_steps(rows.data() + rb * r, GetParam(), xq, n))
             << f->name << " " << simd_tier_name(tier) << " n " << n << " row " << r;
     }
   }
@@ -102,7 +128,7 @@ TEST_P(K4Strided, TiersTakeTheBlockStepsBitForBit) {
 }
 
 // Tolerance 0: the matvec and the one-row dot are one kernel.
-TEST_P(K4Strided, MatvecEqualsOneRowDotsBitForBit) {
+TEST_P(KStrided, MatvecEqualsOneRowDotsBitForBit) {
   const WeightFormat* f = find_weight_format(GetParam());
   ASSERT_NE(f->dot_q8_strided, nullptr);
   std::mt19937 rng(10);
@@ -127,7 +153,7 @@ TEST_P(K4Strided, MatvecEqualsOneRowDotsBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KQuants, K4Strided, testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K),
+INSTANTIATE_TEST_SUITE_P(KQuants, KStrided, testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 }  // namespace
