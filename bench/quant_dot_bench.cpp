@@ -135,6 +135,10 @@ void register_all() {
         const std::string name = std::string("dot/") + f->name + "/" + simd_level_name(l) + "/" + label;
         benchmark::RegisterBenchmark(name.c_str(), bm_dot, f, l, rows, false)->Unit(benchmark::kMicrosecond);
         if (f->dot_q8_strided && l == levels.front()) {  // once per format, at every tier
+          if (rows > 64) {  // and 16x the rows: past the last-level cache of one CPU complex, streamed from DRAM
+            const std::string dram = std::string("dot_q8_strided/") + f->name + "/" + simd_tier_name(simd_tier_default()) + "/dram";
+            benchmark::RegisterBenchmark(dram.c_str(), bm_strided, f, simd_tier_default(), 16 * rows)->Unit(benchmark::kMicrosecond);
+          }
           for (SimdTier tier : supported_simd_tiers()) {
             const std::string st_name = std::string("dot_q8_strided/") + f->name + "/" + simd_tier_name(tier) + "/" + label;
             benchmark::RegisterBenchmark(st_name.c_str(), bm_strided, f, tier, rows)->Unit(benchmark::kMicrosecond);
