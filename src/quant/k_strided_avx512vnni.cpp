@@ -4,18 +4,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "base/simd_dispatch.h"
 #include "quant/k_strided.h"
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI)
-#include "quant/k_strided_x86.h"
+#include "quant/k_strided_avx512.h"
 
 namespace vlkv::quant::kstrided {
 template <KFormat F>
 void strided_avx512vnni(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
-  strided<Madd::kAvx512Vnni, F>(base, stride, n_rows, x, n, out);
+  strided16<F>(base, stride, n_rows, x, n, out);
 }
 template void strided_avx512vnni<KFormat::kQ4_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);
 template void strided_avx512vnni<KFormat::kQ5_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);

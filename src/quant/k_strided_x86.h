@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "quant/k_strided.h"
@@ -43,6 +44,24 @@ template <int64_t kBytes>
 inline void prefetch_ahead(const uint8_t* const* blk) {
   for (int r = 0; r < 8; ++r)
     for (int64_t o = 0; o < kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk[r] + kAhead * kBytes + o), _MM_HINT_T0);
+}
+
+// The loop of every kernel: R rows at base + r * stride (past n_rows the lanes repeat row 0),
+// super-block by super-block, each prefetched kAhead ahead; step(blk, b, acc) adds super-block
+// b's steps to acc (lanes = rows), whose lanes r < n_rows are the results.
+template <int R, int64_t kBytes, class Acc, class Step>
+inline void row_loop(const uint8_t* base, int64_t stride, int n_rows, int64_t n, float* out, Step step) {
+  const uint8_t* blk[R];
+  for (int r = 0; r < R; ++r) blk[r] = base + (r < n_rows ? r : 0) * stride;
+  Acc acc{};
+  for (int64_t b = 0; b < n / 256; ++b) {
+    for (int r = 0; r < R; r += 8) prefetch_ahead<kBytes>(blk + r);
+    step(blk, b, acc);
+    for (auto& p : blk) p += kBytes;
+  }
+  alignas(64) float lanes[R];
+  std::memcpy(lanes, &acc, sizeof(acc));
+  for (int r = 0; r < n_rows; ++r) out[r] = lanes[r];
 }
 
 // The 16 bytes at offset off of 8 rows' blocks, transposed: out[c] lane r = row r's dword c.
@@ -132,19 +151,9 @@ inline void super_block(const uint8_t* const* blk, const Heads& h, const Q8Activ
 // Q4_K / Q5_K: out[r] for n_rows <= 8 rows at base + r * stride (past n_rows the lanes repeat row 0).
 template <Madd M, bool kQ5>
 void strided8_k4(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
-  constexpr int64_t kBytes = kQ5 ? 176 : 144;
-  const uint8_t* blk[8];
-  for (int r = 0; r < 8; ++r) blk[r] = base + (r < n_rows ? r : 0) * stride;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    prefetch_ahead<kBytes>(blk);
-    const Heads h = heads(blk);
-    super_block<M, kQ5>(blk, h, x, b, acc, std::make_integer_sequence<int, 8>());
-    for (auto& p : blk) p += kBytes;
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  for (int r = 0; r < n_rows; ++r) out[r] = lanes[r];
+  row_loop<8, kQ5 ? 176 : 144, __m256>(base, stride, n_rows, n, out, [&](const uint8_t* const* blk, int64_t b, __m256& acc) {
+    super_block<M, kQ5>(blk, heads(blk), x, b, acc, std::make_integer_sequence<int, 8>());
+  });
 }
 
 // Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], f16 d): code l of 32-block 4h + k is
@@ -193,23 +202,14 @@ inline void q6_super_block(const uint8_t* const* blk, const __m256i* sc, __m256 
 
 template <Madd M>
 void strided8_q6(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
-  constexpr int64_t kBytes = 210;
-  const uint8_t* blk[8];
-  for (int r = 0; r < 8; ++r) blk[r] = base + (r < n_rows ? r : 0) * stride;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    prefetch_ahead<kBytes>(blk);
+  row_loop<8, 210, __m256>(base, stride, n_rows, n, out, [&](const uint8_t* const* blk, int64_t b, __m256& acc) {
     __m256i sc[4];
     transpose_heads(blk, 192, sc);
     alignas(16) uint16_t dh[8];
     for (int r = 0; r < 8; ++r) dh[r] = load_u16(blk[r] + 208);
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
     q6_super_block<M>(blk, sc, d, x, b, acc, std::make_integer_sequence<int, 8>());
-    for (auto& p : blk) p += kBytes;
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  for (int r = 0; r < n_rows; ++r) out[r] = lanes[r];
+  });
 }
 
 template <Madd M, KFormat F>
