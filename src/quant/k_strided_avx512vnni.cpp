@@ -16,7 +16,7 @@ VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI)
 namespace vlkv::quant::kstrided {
 template <KFormat F>
 void strided_avx512vnni(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
-  strided16<F>(base, stride, n_rows, x, n, out);
+  strided_512<F>(base, stride, n_rows, x, n, out);
 }
 template void strided_avx512vnni<KFormat::kQ4_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);
 template void strided_avx512vnni<KFormat::kQ5_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);

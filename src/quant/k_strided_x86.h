@@ -125,21 +125,26 @@ inline __m256i codes(const uint8_t* p) {
   return c;
 }
 
-// One sub-block j of the super-block (activation block xb) for the 8 rows: the two steps.
-template <Madd M, bool kQ5, int j>
-inline void sub_block(const uint8_t* const* blk, const Heads& h, const Q8Activations& x, int64_t xb, __m256& acc) {
-  const __m256i xv = load256(x.q.data() + 32 * xb);
-  __m256i v[8];
-  for (int r = 0; r < 8; ++r) v[r] = products<M>(codes<kQ5, j>(blk[r]), xv);
-  const __m256 s = _mm256_cvtepi32_ps(reduce_rows8(v));
+// Activation block xb's two steps for the 8 rows, from their exact sums s over sub-block j.
+template <int j>
+inline void k4_steps(__m256i s, const Heads& h, const Q8Activations& x, int64_t xb, __m256& acc) {
   const float dx = x.d[static_cast<size_t>(xb)];
   const float xsum_d = dx * static_cast<float>(x.half_sum[static_cast<size_t>(2 * xb)] +
                                                x.half_sum[static_cast<size_t>(2 * xb + 1)]);
   const __m256 sc = byte_f32<j % 4>(j < 4 ? h.sc_lo : h.sc_hi), m = byte_f32<j % 4>(j < 4 ? h.m_lo : h.m_hi);
   const __m256 dw = _mm256_mul_ps(h.d, sc);        // exact: 11-bit d times a 6-bit scale
   const __m256 dmin_m = _mm256_mul_ps(h.dmin, m);  // exact, as the reference's dmin * m
-  acc = _mm256_fmadd_ps(s, _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
   acc = _mm256_fnmadd_ps(dmin_m, _mm256_set1_ps(xsum_d), acc);  // fma(-(dmin * m), xsum_d, acc)
+}
+
+// One sub-block j of the super-block (activation block xb) for the 8 rows.
+template <Madd M, bool kQ5, int j>
+inline void sub_block(const uint8_t* const* blk, const Heads& h, const Q8Activations& x, int64_t xb, __m256& acc) {
+  const __m256i xv = load256(x.q.data() + 32 * xb);
+  __m256i v[8];
+  for (int r = 0; r < 8; ++r) v[r] = products<M>(codes<kQ5, j>(blk[r]), xv);
+  k4_steps<j>(reduce_rows8(v), h, x, xb, acc);
 }
 
 template <Madd M, bool kQ5, int... J>
