@@ -1,5 +1,5 @@
 // Q6_K's x86 kernels (q6_k.cpp has the layout and the reference): its block decoder for the
-// AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+// AVX2 / AVX-512 f32 loops of simd_blocks_x86.h; the 8-bit dots are k_strided.h's.
 #include "quant/block_layouts.h"
 #include "quant/k_strided.h"
 #include "quant/q8_dot_x86.h"
