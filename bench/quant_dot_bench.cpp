@@ -4,6 +4,7 @@
 // fit in L2 (the compute ceiling). memcpy of a 64 MiB buffer is the bandwidth reference.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -44,17 +45,31 @@ Matrix make_matrix(const WeightFormat& f, int64_t rows) {
   return m;
 }
 
+// A random activation row, as f32 and rounded to 8-bit blocks.
+std::vector<float> bench_x(Q8Activations& xq) {
+  std::vector<float> x(kCols);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  quantize_activations_q8(x.data(), kCols, xq);
+  return x;
+}
+
+// GB/s of the matrix's bytes, read once per iteration.
+void report_bytes(benchmark::State& state, const Matrix& m) {
+  const double bytes = static_cast<double>(m.bytes.size());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // q8: activations rounded to 8-bit blocks (the decode path, WeightFormat::dot_q8).
 void bm_dot(benchmark::State& state, const WeightFormat* f, SimdLevel level, int64_t rows, bool q8) {
   const SimdLevel saved = simd_level();
   set_simd_level_for_testing(level);
   const Matrix m = make_matrix(*f, rows);
-  std::vector<float> x(kCols), y(static_cast<size_t>(rows));
-  std::mt19937 rng(3);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (auto& v : x) v = dist(rng);
   Q8Activations xq;
-  quantize_activations_q8(x.data(), kCols, xq);
+  const std::vector<float> x = bench_x(xq);
+  std::vector<float> y(static_cast<size_t>(rows));
   for (auto _ : state) {
     if (q8) {
       for (int64_t r = 0; r < rows; ++r) y[r] = f->dot_q8(m.bytes.data() + r * m.row_bytes, xq, kCols);
@@ -64,11 +79,29 @@ void bm_dot(benchmark::State& state, const WeightFormat* f, SimdLevel level, int
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  const double bytes = static_cast<double>(m.bytes.size());
-  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
-  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  report_bytes(state, m);
   state.counters["bits/w"] = 8.0 * static_cast<double>(m.row_bytes) / kCols;
   set_simd_level_for_testing(saved);
+}
+
+// The decode matvec (WeightFormat::dot_q8_strided, 16 rows per call as kernels/matmul.cpp
+// calls it) at one SIMD tier.
+void bm_strided(benchmark::State& state, const WeightFormat* f, SimdTier tier, int64_t rows) {
+  set_simd_tier_for_testing(tier);
+  const Matrix m = make_matrix(*f, rows);
+  Q8Activations xq;
+  const std::vector<float> x = bench_x(xq);
+  std::vector<float> y(static_cast<size_t>(rows));
+  constexpr int kChunk = kLaneRows + 1;
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; r += kChunk)
+      f->dot_q8_strided(m.bytes.data() + r * m.row_bytes, static_cast<int64_t>(m.row_bytes),
+                        static_cast<int>(std::min<int64_t>(kChunk, rows - r)), xq, kCols, y.data() + r);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, m);
+  set_simd_tier_for_testing(simd_tier_default());
 }
 
 void bm_memcpy(benchmark::State& state) {
@@ -101,6 +134,16 @@ void register_all() {
       for (const auto& [label, rows] : {std::pair<const char*, int64_t>{"cold", 4096}, {"hot", 64}}) {
         const std::string name = std::string("dot/") + f->name + "/" + simd_level_name(l) + "/" + label;
         benchmark::RegisterBenchmark(name.c_str(), bm_dot, f, l, rows, false)->Unit(benchmark::kMicrosecond);
+        if (f->dot_q8_strided && l == levels.front()) {  // once per format, at every tier
+          if (rows > 64) {  // and 16x the rows: past the last-level cache of one CPU complex, streamed from DRAM
+            const std::string dram = std::string("dot_q8_strided/") + f->name + "/" + simd_tier_name(simd_tier_default()) + "/dram";
+            benchmark::RegisterBenchmark(dram.c_str(), bm_strided, f, simd_tier_default(), 16 * rows)->Unit(benchmark::kMicrosecond);
+          }
+          for (SimdTier tier : supported_simd_tiers()) {
+            const std::string st_name = std::string("dot_q8_strided/") + f->name + "/" + simd_tier_name(tier) + "/" + label;
+            benchmark::RegisterBenchmark(st_name.c_str(), bm_strided, f, tier, rows)->Unit(benchmark::kMicrosecond);
+          }
+        }
         if (f->dot_q8) {
           const std::string q8_name = std::string("dot_q8/") + f->name + "/" + simd_level_name(l) + "/" + label;
           benchmark::RegisterBenchmark(q8_name.c_str(), bm_dot, f, l, rows, true)->Unit(benchmark::kMicrosecond);

@@ -109,11 +109,11 @@ void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, 
 }
 
 // y[(r - r0) * ldy_r + t * ldy] = w[r] . x[t] for rows [r0, r1) and every decode row t. One decode
-// row at a time through dot_q8_strided (16 weight rows per pass where the CPU has it), else a
-// dot per pair.
+// row at a time through dot_q8_strided where the tier has a strided kernel (16 weight rows per
+// call, several per pass), else a dot per pair.
 void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r0, int64_t r1, const DecodeRows& xs,
               float* y, int64_t ldy_r, int64_t ldy) {
-  if (q8 && fmt.dot_q8_strided && fmt.kernels().min_lane_rows > 0) {
+  if (q8 && fmt.dot_q8_strided && fmt.kernels().dot_q8_strided) {
     constexpr int kChunk = kLaneRows + 1;
     std::array<float, kChunk> out;
     for (int64_t r = r0; r < r1; r += kChunk) {

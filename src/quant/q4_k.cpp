@@ -48,9 +48,13 @@ const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, k
                                 dot_q8_scalar<dequantize_ref, kQk, kBytes>};
 
 const FormatKernels& kernels() {
-  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ4_KAvx2), VLKV_X86(&kQ4_KAvx512),
-                                                              VLKV_X86(&kQ4_KAvx512Vnni), VLKV_ARM(&kQ4_KNeon),
-                                                              VLKV_ARM(&kQ4_KDotprod)));
+  static const SimdTable<FormatKernels> table({.scalar = &kScalar,
+                                               .avx2 = VLKV_X86(&kQ4_KAvx2),
+                                               .avx2_vnni = VLKV_X86(&kQ4_KAvx2Vnni),
+                                               .avx512 = VLKV_X86(&kQ4_KAvx512),
+                                               .avx512_vnni = VLKV_X86(&kQ4_KAvx512Vnni),
+                                               .neon = VLKV_ARM(&kQ4_KNeon),
+                                               .dotprod = VLKV_ARM(&kQ4_KDotprod)});
   return table.get();
 }
 
@@ -58,6 +62,7 @@ const FormatKernels& kernels() {
 
 const WeightFormat kQ4_KFormat = {GgmlType::kQ4_K, "q4_K", kQk, kBytes, dequantize_ref, quantize_ref,
                                   Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
-                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
+                                  Dispatched<kernels>::dot_q8, Dispatched<kernels>::dot_q8_strided, nullptr,
+                                  kernels};
 
 }  // namespace vlkv::quant

@@ -1,6 +1,7 @@
 // Q4_K's x86 kernels (q4_k.cpp has the layout and the reference): its block decoder for the
-// AVX2 / AVX-512 loops of simd_blocks_x86.h and the 8-bit dots of q8_dot_x86.h.
+// AVX2 / AVX-512 f32 loops of simd_blocks_x86.h; the 8-bit dots are k_strided.h's.
 #include "quant/block_layouts.h"
+#include "quant/k_strided.h"
 #include "quant/q8_dot_x86.h"
 
 namespace vlkv::quant {
@@ -38,8 +39,11 @@ struct Traits : Q4_KLayout {
 
 }  // namespace
 
-const FormatKernels kQ4_KAvx2 = avx2_variant<Traits>();
-const FormatKernels kQ4_KAvx512 = avx512_variant<Traits, false>();
-const FormatKernels kQ4_KAvx512Vnni = avx512_variant<Traits, true>();
+// The 8-bit dots: the strided kernels of k_strided.h (prefill's block steps) at every tier.
+constexpr auto kFmt = kstrided::KFormat::kQ4_K;
+const FormatKernels kQ4_KAvx2 = with_strided_q8<kstrided::strided_avx2<kFmt>>(avx2_variant<Traits>());
+const FormatKernels kQ4_KAvx2Vnni = with_strided_q8<kstrided::strided_avx2vnni<kFmt>>(avx2_variant<Traits>());
+const FormatKernels kQ4_KAvx512 = with_strided_q8<kstrided::strided_avx2<kFmt>>(avx512_variant<Traits, false>());
+const FormatKernels kQ4_KAvx512Vnni = with_strided_q8<kstrided::strided_avx512vnni<kFmt>>(avx512_variant<Traits, true>());
 
 }  // namespace vlkv::quant

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "quant/q8_0_lanes.h"
+#include "quant/reduce_rows_x86.h"
 
 namespace vlkv::quant::q8lanes {
 namespace {
@@ -22,16 +23,6 @@ namespace {
 inline __m256i products_avx2(__m256i w, __m256i x) {
   const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
   return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-// 8 vectors v[r] (row r's 8 partial sums of one block) -> one vector of the 8 rows' block sums.
-inline __m256i reduce_rows8(const __m256i* v) {
-  __m256i u[4], w[2];
-  for (int k = 0; k < 4; ++k)  // per 128-bit lane: rows 2k, 2k+1, two partial sums each
-    u[k] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]), _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
-  for (int k = 0; k < 2; ++k)  // per 128-bit lane: rows 4k..4k+3, that lane's sum
-    w[k] = _mm256_add_epi32(_mm256_unpacklo_epi64(u[2 * k], u[2 * k + 1]), _mm256_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(w[0], w[1], 0x20), _mm256_permute2x128_si256(w[0], w[1], 0x31));
 }
 
 // out[r] for n_rows <= 8 rows at base + r * stride.

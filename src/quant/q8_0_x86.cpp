@@ -16,33 +16,20 @@ struct Traits : Q8_0Layout {
   }
 };
 
-using StridedFn = void (*)(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);
-
-template <StridedFn Strided>
-float dot_q8(const void* row, const Q8Activations& x, int64_t n) {
-  float out;
-  Strided(static_cast<const uint8_t*>(row), 0, 1, x, n, &out);
-  return out;
-}
-template <StridedFn Strided>
-void strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
-  Strided(static_cast<const uint8_t*>(base), stride, n_rows, x, n, out);
-}
-
 }  // namespace
 
 // min_lane_rows: from how many decode rows one 15-lane pass beats dot_q8_strided passes, one per row
 // (matmul_bench DecodeRows 2048x2048, 1 thread: AVX-512 VNNI a lanes pass 0.59-0.75 ms, a
 // strided one 0.19-0.26; AVX-VNNI 1.32-1.44 vs 0.25-0.29; AVX2 2.2-2.5 vs 0.25). Both take the
 // same per-lane steps, so the choice never changes a result.
-const FormatKernels kQ8_0Avx2 = {dequantize_avx2<Traits>, dot_avx2<Traits>, dot_q8<q8lanes::strided_avx2>,
-                                 strided<q8lanes::strided_avx2>, q8lanes::lanes_avx2, 10};
-const FormatKernels kQ8_0Avx2Vnni = {dequantize_avx2<Traits>, dot_avx2<Traits>, dot_q8<q8lanes::strided_avx2vnni>,
-                                     strided<q8lanes::strided_avx2vnni>, q8lanes::lanes_avx2vnni, 6};
-const FormatKernels kQ8_0Avx512 = {dequantize_avx512<Traits>, dot_avx512<Traits>, dot_q8<q8lanes::strided_avx2>,
-                                   strided<q8lanes::strided_avx2>, q8lanes::lanes_avx2, 10};
+const FormatKernels kQ8_0Avx2 = {dequantize_avx2<Traits>, dot_avx2<Traits>, one_row_q8<q8lanes::strided_avx2>,
+                                 strided_q8<q8lanes::strided_avx2>, q8lanes::lanes_avx2, 10};
+const FormatKernels kQ8_0Avx2Vnni = {dequantize_avx2<Traits>, dot_avx2<Traits>, one_row_q8<q8lanes::strided_avx2vnni>,
+                                     strided_q8<q8lanes::strided_avx2vnni>, q8lanes::lanes_avx2vnni, 6};
+const FormatKernels kQ8_0Avx512 = {dequantize_avx512<Traits>, dot_avx512<Traits>, one_row_q8<q8lanes::strided_avx2>,
+                                   strided_q8<q8lanes::strided_avx2>, q8lanes::lanes_avx2, 10};
 const FormatKernels kQ8_0Avx512Vnni = {dequantize_avx512<Traits>, dot_avx512<Traits>,
-                                       dot_q8<q8lanes::strided_avx512vnni>, strided<q8lanes::strided_avx512vnni>,
+                                       one_row_q8<q8lanes::strided_avx512vnni>, strided_q8<q8lanes::strided_avx512vnni>,
                                        q8lanes::lanes_avx512vnni, 3};
 
 }  // namespace vlkv::quant

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/check.h"
 #include "base/fp16.h"
 #include "base/simd_dispatch.h"
 #include "quant/weight_format.h"
@@ -53,7 +54,8 @@ VLKV_FORMAT_VARIANTS(kQ4_K)
 VLKV_FORMAT_VARIANTS(kQ5_K)
 VLKV_FORMAT_VARIANTS(kQ6_K)
 #undef VLKV_FORMAT_VARIANTS
-extern const FormatKernels kQ8_0Avx2Vnni;  // q8_0_x86.cpp: AVX-VNNI's lane kernels
+// AVX-VNNI's 8-bit kernels: q8_0_x86.cpp (lane kernels), q4_k/q5_k/q6_k_x86.cpp (strided matvec)
+extern const FormatKernels kQ8_0Avx2Vnni, kQ4_KAvx2Vnni, kQ5_KAvx2Vnni, kQ6_KAvx2Vnni;
 
 // A format's tier table from its scalar variant and the ISA variants its files define
 // (x86: every format; ARM: those with a <type>_arm.cpp pass them, the rest nullptr).
@@ -70,7 +72,39 @@ struct Dispatched {
   static void dequantize(const void* src, float* dst, int64_t n) { K().dequantize_row(src, dst, n); }
   static float dot(const void* row, const float* x, int64_t n) { return K().dot(row, x, n); }
   static float dot_q8(const void* row, const Q8Activations& x, int64_t n) { return K().dot_q8(row, x, n); }
+  // WeightFormat::dot_q8_strided's bounds, then the tier's kernel, or a dot_q8 per row where
+  // the tier has none.
+  static void dot_q8_strided(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n,
+                             float* out) {
+    VLKV_CHECK(n_rows >= 1 && n_rows <= kLaneRows + 1 && stride >= 0);
+    const FormatKernels& k = K();
+    if (k.dot_q8_strided) return k.dot_q8_strided(base, stride, n_rows, x, n, out);
+    for (int r = 0; r < n_rows; ++r) out[r] = k.dot_q8(static_cast<const uint8_t*>(base) + r * stride, x, n);
+  }
 };
+
+// A strided kernel on byte pointers (the x86 8-bit kernels' signature) as FormatKernels
+// entries: the matvec itself, and the one-row dot as a strided call of one row (so the two
+// agree bit for bit).
+using StridedQ8Fn = void (*)(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n,
+                             float* out);
+template <StridedQ8Fn S>
+void strided_q8(const void* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out) {
+  S(static_cast<const uint8_t*>(base), stride, n_rows, x, n, out);
+}
+template <StridedQ8Fn S>
+float one_row_q8(const void* row, const Q8Activations& x, int64_t n) {
+  float out;
+  S(static_cast<const uint8_t*>(row), 0, 1, x, n, &out);
+  return out;
+}
+// A tier's kernels k with its 8-bit dots taken from the strided kernel S.
+template <StridedQ8Fn S>
+constexpr FormatKernels with_strided_q8(FormatKernels k) {
+  k.dot_q8 = one_row_q8<S>;
+  k.dot_q8_strided = strided_q8<S>;
+  return k;
+}
 
 // GGUF stores all fields little-endian; x86 is little-endian, memcpy avoids unaligned UB.
 inline float load_half(const uint8_t* p) {

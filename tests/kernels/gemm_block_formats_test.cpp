@@ -232,5 +232,30 @@ TEST_F(GemmBlockFormatsTest, MatmulPrefillUsesTheGemmAndStaysNearDecode) {
   }
 }
 
+// Q4_K, Q5_K and Q6_K decode (matmul_decode: the strided matvec of quant/k_strided.h, 16 rows per
+// call) takes the GEMM's block steps, so on x86 above scalar a decode row equals the prefill row bit for
+// bit (tolerance 0): 37 rows (two full calls and an odd 5-row tail), 1 and 3 decode rows, 1 and 3 threads.
+TEST_F(GemmBlockFormatsTest, KQuantDecodeEqualsPrefillBitForBit) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    const Matrix m = make_matrix(type, 37, 768, 31);
+    const int64_t n_tokens = 3;
+    const std::vector<float> x = make_x(n_tokens, 768, 32);
+    for (SimdTier tier : supported_simd_tiers()) {
+      set_simd_tier_for_testing(tier);
+      // only the tiers with the strided kernels (x86 above scalar); scalar's dot_q8 is the
+      // double-precision reference, ARM's its own NEON dots
+      if (find_weight_format(type)->kernels().dot_q8_strided == nullptr) continue;
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> prefill(static_cast<size_t>(n_tokens * 37)), decode(prefill.size(), -1.0f);
+        gemm_q8(m.w, x.data(), n_tokens, prefill.data(), pool);
+        matmul_decode(m.w, x.data(), 1, decode.data(), pool);
+        matmul_decode(m.w, x.data() + 768, 2, decode.data() + 37, pool);
+        EXPECT_EQ(decode, prefill) << ggml_type_name(type) << " " << simd_tier_name(tier) << " threads " << threads;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vlkv
