@@ -38,8 +38,9 @@ std::unique_ptr<Engine> load_text(const std::string& method) {
   return e.is_ok() ? std::move(*e) : nullptr;
 }
 
-std::unique_ptr<Engine> load_vlm(const std::string& method, uint64_t budget = 64ull << 20) {
+std::unique_ptr<Engine> load_vlm(const std::string& method, uint64_t budget = 64ull << 20, int64_t n_ctx = 0) {
   EngineParams p;
+  if (n_ctx > 0) p.n_ctx = n_ctx;
   p.model_path = tinyvlm::model_path();
   p.mmproj_path = tinyvlm::mmproj_path();
   p.kv_method = method;
@@ -68,6 +69,7 @@ struct TurnResult {
   std::string text;
   std::vector<int32_t> tokens;
   int64_t n_cached = 0;        // RequestStatus
+  int64_t n_prompt = 0;
   int64_t n_cached_event = 0;  // the end event
   double stored = 0;           // exact codec bytes at the end
 };
@@ -89,6 +91,7 @@ TurnResult run_one(Scheduler& s, const Request& r) {
   out.text = st.text;
   out.tokens = st.tokens;
   out.n_cached = st.n_cached_tokens;
+  out.n_prompt = st.n_prompt_tokens;
   return out;
 }
 
@@ -159,7 +162,9 @@ Request chat_request(const Engine& e, const std::vector<ChatTurn>& turns, const 
 }
 
 // An OpenAI-style conversation about one image: every turn resends the image and the turns before.
-std::vector<TurnResult> image_conversation(Engine& e, uint64_t cache_budget, const std::string& method, int n_turns) {
+// final_stats: the scheduler's stats after the last turn.
+std::vector<TurnResult> image_conversation(Engine& e, uint64_t cache_budget, const std::string& method, int n_turns,
+                                           SchedulerStats* final_stats = nullptr) {
   SchedulerParams sp;
   sp.cache_budget_bytes = cache_budget;
   auto s = Scheduler::create(e, sp);
@@ -173,6 +178,7 @@ std::vector<TurnResult> image_conversation(Engine& e, uint64_t cache_budget, con
     out.push_back(run_one(**s, chat_request(e, turns, img, method, 10)));
     turns.push_back({"assistant", out.back().text});
   }
+  if (final_stats) *final_stats = (*s)->stats();
   return out;
 }
 
@@ -189,15 +195,80 @@ TEST(PrefixCache, ImageConversationEqualsWithoutCacheForEveryMethod) {
       EXPECT_EQ(got[t].n_cached, got[t].n_cached_event);
     }
     EXPECT_EQ(got[0].n_cached, 0) << m;
-    // Turn 2 starts with turn 1's prompt up to the end of the image. VidKV's visual rows
-    // depend on the whole prompt's text (their similarity), which changes every turn: its
-    // entries are keyed by it and do not match.
-    if (m == "vidkv") {
-      EXPECT_EQ(got[1].n_cached, 0);
-    } else {
-      EXPECT_GT(got[1].n_cached, 0) << m;
-      EXPECT_GE(got[2].n_cached, got[1].n_cached) << m;
+    // Turn t starts with turn t-1's whole prompt (prepare_prompt cuts the text after the
+    // earlier assistant openings, so the passes end there). VidKV's visual rows depend on the
+    // whole prompt's text (their similarity), which changes every turn: it keeps no entry.
+    for (size_t t = 1; t < got.size(); ++t) EXPECT_EQ(got[t].n_cached, m == "vidkv" ? 0 : got[t - 1].n_prompt) << m;
+  }
+}
+
+// prepare_prompt cuts a conversation's text after each assistant opening but the last, and
+// nowhere else: the tokens stay those of the text tokenized in one piece, turn N's chunks
+// are the first chunks of turn N+1's, and only a prompt ending with the opening says so.
+TEST(PrefixCache, ConversationTextIsCutAfterEachEarlierAssistantOpening) {
+  auto e = load_vlm("f16");
+  ASSERT_TRUE(e);
+  const Image img = load_item_image(0);
+  auto prepared = [&](const std::vector<ChatTurn>& turns, bool add_generation_prompt = true) {
+    Prompt p;
+    p.text = e->apply_chat_template(turns, add_generation_prompt);
+    p.media.push_back(MediaItem{{img}, false});
+    return e->prepare_prompt_unencoded(p, true).value();
+  };
+  auto text_chunks = [](const PreparedPrompt& p) {
+    std::vector<std::vector<int32_t>> out;
+    for (const PromptChunk& c : p.chunks)
+      if (c.kind == PromptChunk::Kind::kText && c.n_tokens > 0) out.push_back(c.tokens);
+    return out;
+  };
+  std::vector<ChatTurn> turns = {{"user", std::string(kMediaMarker) + "What shape is it?"}};
+  const PreparedPrompt t1 = prepared(turns);
+  EXPECT_TRUE(t1.ends_at_turn);
+  EXPECT_FALSE(prepared(turns, false).ends_at_turn);
+  const size_t n1 = text_chunks(t1).size();
+  turns.push_back({"assistant", "A red circle."});
+  turns.push_back({"user", "Is it large?"});
+  const PreparedPrompt t2 = prepared(turns);
+  turns.push_back({"assistant", "No, it is small."});
+  turns.push_back({"user", "What colour is the background?"});
+  const PreparedPrompt t3 = prepared(turns);
+  const auto c1 = text_chunks(t1), c2 = text_chunks(t2), c3 = text_chunks(t3);
+  ASSERT_EQ(c2.size(), n1 + 1);  // one cut: after turn 1's opening
+  ASSERT_EQ(c3.size(), n1 + 2);
+  for (size_t i = 0; i < n1; ++i) EXPECT_EQ(c2[i], c1[i]) << i;
+  for (size_t i = 0; i < n1 + 1; ++i) EXPECT_EQ(c3[i], c2[i]) << i;
+  // The text after the image, tokenized in one piece, is the cut chunks joined.
+  const std::string text = e->apply_chat_template(turns);
+  const std::vector<int32_t> whole = e->tokenize(text.substr(text.find(kMediaMarker) + std::string(kMediaMarker).size()),
+                                                 false, true);
+  std::vector<int32_t> joined;
+  for (size_t i = n1 - 1; i < c3.size(); ++i) joined.insert(joined.end(), c3[i].begin(), c3[i].end());
+  EXPECT_EQ(joined, whole);
+}
+
+// Ten turns about one image: every turn from the 2nd on reuses the whole previous prompt and
+// prefills only the previous answer and the new question; the turn it continued is replaced
+// by its own longer entry, so the cache holds the image's entry and the last turn's.
+TEST(PrefixCache, TenTurnConversationReusesEachPreviousPrompt) {
+  auto e = load_vlm("f16", 64ull << 20, 1024);  // past tinyvlm's 512: equal answers is what counts
+  ASSERT_TRUE(e);
+  for (const std::string& m : {std::string("f16"), std::string("kivi2"), std::string("akvq_vl")}) {
+    const std::vector<TurnResult> want = image_conversation(*e, 0, m, 10);
+    SchedulerStats st;
+    const std::vector<TurnResult> got = image_conversation(*e, 32ull << 20, m, 10, &st);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t t = 0; t < got.size(); ++t) {
+      EXPECT_EQ(got[t].text, want[t].text) << m << ", turn " << t + 1;
+      EXPECT_EQ(got[t].stored, want[t].stored) << m << ", turn " << t + 1;
+      EXPECT_EQ(got[t].n_cached, t == 0 ? 0 : got[t - 1].n_prompt) << m << ", turn " << t + 1;
     }
+    ASSERT_EQ(st.prefix_cache.size(), 1u);
+    const PrefixCacheMethodStats& c = st.prefix_cache[0];
+    EXPECT_EQ(c.hits, 9) << m;
+    EXPECT_EQ(c.replaced, 9) << m;  // turns 1..9's prompt entries, each replaced by the next turn's
+    EXPECT_EQ(c.entries, 2) << m;   // the image's and turn 10's
+    EXPECT_GT(c.tokens, got[9].n_prompt) << m;
+    EXPECT_LT(c.tokens, got[9].n_prompt + got[0].n_prompt) << m;
   }
 }
 
