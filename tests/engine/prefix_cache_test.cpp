@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <list>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -200,6 +201,99 @@ TEST(PrefixCache, ImageConversationEqualsWithoutCacheForEveryMethod) {
     // whole prompt's text (their similarity), which changes every turn: it keeps no entry.
     for (size_t t = 1; t < got.size(); ++t) EXPECT_EQ(got[t].n_cached, m == "vidkv" ? 0 : got[t - 1].n_prompt) << m;
   }
+}
+
+// The request as vlkv serve sends it with a prefix cache: media laid out unencoded, and a
+// callback that encodes them (Request::encode).
+Request unencoded_request(const Engine& e, const std::vector<ChatTurn>& turns, const Image& img, int max_tokens) {
+  Prompt p;
+  p.text = e.apply_chat_template(turns);
+  p.media.push_back(MediaItem{{img}, false});
+  Request r;
+  r.generate = greedy(max_tokens);
+  r.prepared = std::make_shared<const PreparedPrompt>(e.prepare_prompt_unencoded(p, true).value());
+  r.encode = [&e, p]() -> Result<std::shared_ptr<const PreparedPrompt>> {
+    VLKV_ASSIGN_OR_RETURN(PreparedPrompt enc, e.prepare_prompt(p, true));
+    return std::make_shared<const PreparedPrompt>(std::move(enc));
+  };
+  return r;
+}
+
+// Two requests whose image stays unencoded (a cached entry covers it at submission) outgrow
+// the pool: the entries are evicted, then the newer request is preempted and comes back
+// with no entry to copy, so the stepping thread encodes its prompt (Request::encode's
+// fallback) and replays it. Both answer as a run without the cache, byte for byte.
+TEST(PrefixCache, PreemptedUnencodedRequestIsEncodedOnTheSteppingThread) {
+  constexpr int kMaxTokens = 300;
+  auto ref = load_vlm("f16");
+  ASSERT_TRUE(ref);
+  const Image img = load_item_image(2);
+  const std::vector<ChatTurn> warm = {{"user", std::string(kMediaMarker) + "What shape is it?"}};
+  const std::vector<ChatTurn> qb = {{"user", std::string(kMediaMarker) + "Where is the shape?"}};
+  const std::vector<ChatTurn> qc = {{"user", std::string(kMediaMarker) + "What colour is the shape?"}};
+  auto none = Scheduler::create(*ref);
+  ASSERT_TRUE(none.is_ok());
+  const TurnResult want_b = run_one(**none, chat_request(*ref, qb, img, "", kMaxTokens));
+  const TurnResult want_c = run_one(**none, chat_request(*ref, qc, img, "", kMaxTokens));
+  // The warm-up keeps one entry, the image's (its text has no assistant opening: no entry at
+  // its end). Room for it and both prompts, not for both grown by kMaxTokens.
+  auto warm_request = [&](const Engine& en) {
+    Prompt wp;
+    wp.text = en.apply_chat_template(warm, /*add_generation_prompt=*/false);
+    wp.media.push_back(MediaItem{{img}, false});
+    Request r;
+    r.prepared = std::make_shared<const PreparedPrompt>(en.prepare_prompt(wp, true).value());
+    r.generate = greedy(1);
+    return r;
+  };
+  SchedulerParams sp;
+  sp.cache_budget_bytes = 64ull << 20;
+  auto probe = Scheduler::create(*ref, sp);
+  ASSERT_TRUE(probe.is_ok());
+  run_one(**probe, warm_request(*ref));
+  ASSERT_EQ((*probe)->stats().prefix_cache[0].entries, 1);
+  const uint64_t entries = (*probe)->stats().prefix_cache_bytes;
+  ASSERT_GT(entries, 0u);
+  const uint64_t budget = entries + (*probe)->kv_bytes_for(want_b.n_prompt + 1).value() +
+                          (*probe)->kv_bytes_for(want_c.n_prompt + 1).value();
+  probe->reset();
+
+  EngineParams p = ref->params();
+  p.kv_budget_bytes = budget;
+  p.media_cache_bytes = 0;  // every encode counted is the encoder's run
+  auto loaded = Engine::load(p);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  Engine& e = **loaded;
+  sp.reserve_max_tokens = false;  // admitted by their prompts alone
+  auto s = Scheduler::create(e, sp);
+  ASSERT_TRUE(s.is_ok());
+  run_one(**s, warm_request(e));
+  const int64_t encodes_before = e.media_encodes();
+  std::map<RequestId, const TurnResult*> want;
+  for (const auto* q : {&qb, &qc}) {
+    Result<RequestId> id = (*s)->submit(unencoded_request(e, *q, img, kMaxTokens));
+    ASSERT_TRUE(id.is_ok()) << id.status().message();
+    want[*id] = q == &qb ? &want_b : &want_c;
+  }
+  EXPECT_EQ(e.media_encodes(), encodes_before) << "the entry covers the image: nothing encoded at submission";
+  run_to_end(**s);
+  int64_t preempted = 0;
+  for (const auto& [id, w] : want) {
+    const RequestStatus st = (*s)->poll(id).value();
+    EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
+    EXPECT_EQ(st.tokens, w->tokens) << "request " << id << ", preempted " << st.n_preemptions;
+    EXPECT_GT(st.n_cached_tokens, 0);  // its first admission copied the image's entry
+    preempted += st.n_preemptions > 0;
+  }
+  {
+    const SchedulerStats st = (*s)->stats();
+    int64_t evicted = 0;
+    for (const PrefixCacheMethodStats& m : st.prefix_cache) evicted += m.evicted;
+    ASSERT_GT(preempted, 0) << "the budget did not force a preemption: steps " << st.n_steps << ", evicted " << evicted
+                            << ", budget " << budget << ", entries " << entries << ", in use " << st.kv_bytes_in_use;
+  }
+  EXPECT_GE(e.media_encodes() - encodes_before, 1) << "the preempted request came back without being encoded";
+  EXPECT_LE((*s)->stats().kv_bytes_in_use, budget);
 }
 
 // prepare_prompt cuts a conversation's text after each assistant opening but the last, and
