@@ -627,7 +627,6 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
       a.method_spec = e->kv->sequence_method(a.seq);
       a.reads_similarity = e->kv->sequence_uses_visual_similarity(a.seq);
-      if (a.max_entry_rows() < a.prompt.n_rows() && a.status.n_preemptions == 0) cache->count_media_not_kept(a.method_spec);
       if (a.shared_from) {
         if (a.row_keys.empty())
           a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, e->kv->sequence_uses_visual_similarity(a.seq));
@@ -652,6 +651,7 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
       if (hit.id >= 0 && e->kv->copy_sequence(hit.seq, a.seq).is_ok()) n_cached = hit.n_tokens;
       a.replaces = n_cached > 0 && a.at_turn_cut(n_cached) ? hit.id : -1;
       cache->count_lookup(a.method_spec, n_cached);
+      if (a.max_entry_rows() < a.prompt.n_rows() && a.status.n_preemptions == 0) cache->count_media_not_kept(a.method_spec);
     }
     queue.pop_front();
     a.n_fed = 0;

@@ -188,8 +188,14 @@ TEST(PrefixCache, ImageConversationEqualsWithoutCacheForEveryMethod) {
   ASSERT_TRUE(e);
   for (const std::string& m : kMethods) {
     const std::vector<TurnResult> want = image_conversation(*e, 0, m, 3);
-    const std::vector<TurnResult> got = image_conversation(*e, 32ull << 20, m, 3);
+    SchedulerStats st;
+    const std::vector<TurnResult> got = image_conversation(*e, 32ull << 20, m, 3, &st);
     ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(st.prefix_cache.size(), 1u);
+    EXPECT_EQ(st.prefix_cache[0].media_not_kept, m == "vidkv" ? 3 : 0) << m;
+    if (m == "vidkv") {
+      EXPECT_EQ(st.prefix_cache[0].inserted, 0);
+    }
     for (size_t t = 0; t < got.size(); ++t) {
       EXPECT_EQ(got[t].text, want[t].text) << m << ", turn " << t + 1;
       EXPECT_EQ(got[t].stored, want[t].stored) << m << ", turn " << t + 1;
@@ -556,7 +562,7 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
   };
   std::vector<float> k(32), v(32);
   std::vector<TokenKind> kinds(96, TokenKind::kText);
-  int n_hits = 0, n_inserts = 0, n_evictions = 0;
+  int n_hits = 0, n_inserts = 0, n_evictions = 0, n_replaced = 0;
   for (int op = 0; op < 3000; ++op) {
     const std::string& m = methods[rng() % methods.size()];
     const size_t base = rng() % bases.size();
@@ -574,12 +580,30 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
       const std::vector<RowKey> rows = rows_of(base, n);
       const uint64_t need = cache_kv.sequence_bytes(*src);
       const uint64_t room = rng() % 4 == 0 ? need * (rng() % 3) : cfg.budget_bytes;
-      // The model: an existing entry is touched; else LRU entries go until it fits.
+      // A third of the inserts replace the entry they continue (the Scheduler's next turn):
+      // the longest shorter prefix, looked up (and so touched) first.
+      int64_t replaces = -1;
+      auto prev = model.end();
+      if (rng() % 3 == 0 && n > 1) {
+        const PrefixCache::Hit hit = cache.find(m, 8, rows, n - 1, [](int64_t x) { return x % 3 != 0; });
+        prev = model_find(m, rows, n - 1);
+        ASSERT_EQ(hit.id >= 0, prev != model.end()) << "op " << op;
+        if (prev != model.end()) {
+          model.splice(model.begin(), model, prev);
+          replaces = hit.id;
+        }
+      }
+      // The model: an existing entry is touched; else the replaced entry goes, then LRU
+      // entries until it fits.
       bool want = false;
       auto same = std::find_if(model.begin(), model.end(), [&](const ModelEntry& x) { return x.method == m && x.rows == rows; });
       if (same != model.end()) {
         model.splice(model.begin(), model, same);
       } else {
+        if (prev != model.end()) {
+          model.erase(prev);
+          ++n_replaced;
+        }
         const uint64_t limit = std::min(cap, room);
         if (need <= limit) {
           uint64_t held = 0;
@@ -595,7 +619,7 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
           }
         }
       }
-      EXPECT_EQ(cache.insert(*src, m, 8, rows, room), want) << "op " << op;
+      EXPECT_EQ(cache.insert(*src, m, 8, rows, room, replaces), want) << "op " << op;
       n_inserts += want;
       cache_kv.remove_sequence(*src);
     } else if (choice < 9) {  // lookup: the longest entry that is a prefix, at an accepted boundary
@@ -631,6 +655,7 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
   EXPECT_GT(n_hits, 100);
   EXPECT_GT(n_inserts, 100);
   EXPECT_GT(n_evictions, 50);
+  EXPECT_GT(n_replaced, 50);
 }
 
 }  // namespace
