@@ -3,7 +3,9 @@
 // tokens parsed, and SPM's leading space on every piece), and each media item is
 // encoded by the vision model into text pieces, single vocabulary tokens (its framing
 // tokens, looked up by piece) and runs of embeddings, in sequence order. Consecutive
-// text lands in one chunk, so the chunk list is libmtmd's.
+// text lands in one chunk, so the chunk list is libmtmd's, except that a conversation's
+// text is also cut after each earlier assistant opening (same tokens, one more chunk each;
+// docs/prefix_cache.md).
 #include <chrono>
 #include <functional>
 #include <string_view>
