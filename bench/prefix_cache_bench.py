@@ -4,10 +4,13 @@ about one video (or one or many images), each request resending the media and ev
 turn (what OpenAI clients do), with and without the prefix cache, per KV method; and the
 bytes the cache holds after a conversation (from /metrics), so how many fit in 1 GiB.
     python3 bench/prefix_cache_bench.py build/vlkv [--turns 3,10] [--kv f16,kivi2,vidkv]
-        [--video FRAMES | --images N] [--llama-server PATH]
+        [--video FRAMES | --images N] [--repeat R] [--llama-server PATH]
 --video FRAMES: turn 1 sends a clip of FRAMES frames (ffmpeg testsrc, 96x96, made here; or
   env VIDEO=path.mp4), sampled whole (--video-frames FRAMES). --images N: turn 1 sends N
   pictures (models/demo, cycled). Default: one image.
+--repeat R: each conversation R times on fresh servers (default 1); the summary takes medians
+  (turn 1: of both servers' first turns, all repeats; turn 2+: of every later turn), so one
+  slow sample on a loaded machine does not decide the ratio.
 --llama-server PATH: the same conversation on llama-server (same GGUF pair, cache_prompt on;
   images only, it takes no video), for its TTFT per turn and its cached tokens.
 Env MODEL, MMPROJ (default: the bundled tinyvlm-shapes pair), THREADS (1), MAX_TOKENS (16),
@@ -142,48 +145,62 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return float("nan") if not n else xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+repeats = int(opts.get("--repeat", "1"))
+
+
 load = open("/proc/loadavg").read().split()[0]
 print(f"model {os.path.basename(model)} + {os.path.basename(mmproj)}, {what}, -t {threads}, max_tokens {max_tokens}, "
       f"SIMD {os.environ.get('VLKV_SIMD', 'auto')}, load {load} at start; TTFT ms per turn (client side)")
 summary = []
 for n_turns in turn_counts:
     for method in methods:
-        servers = {c: start(method, c) for c in ("0", "512M")}
-        try:
-            conv = {c: [] for c in servers}
-            res = {c: [] for c in servers}
+        first, later_off, later_on, same = [], [], [], "yes"
+        for rep in range(repeats):
+            servers = {c: start(method, c) for c in ("0", "512M")}
+            try:
+                conv = {c: [] for c in servers}
+                res = {c: [] for c in servers}
+                for t in range(n_turns):
+                    order = ("0", "512M") if t % 2 == 0 else ("512M", "0")
+                    for c in order:
+                        conv[c].append(turn_message(t))
+                        res[c].append(ask(servers[c][1], conv[c]))
+                        conv[c].append({"role": "assistant", "content": res[c][-1][1]})
+                port = servers["512M"][1]
+                entry_bytes = metric(port, "vlkv:prefix_cache_bytes")
+                encodes = {c: metric(servers[c][1], "vlkv:media_encodes_total") for c in servers}
+            finally:
+                for p, _ in servers.values():
+                    p.terminate()
+                    p.wait()
+            off, on = res["0"], res["512M"]
+            if [r[1] for r in off] != [r[1] for r in on]:
+                same = "NO"
+            print(f"\n{n_turns} turns, --kv {method}, round {rep + 1} (answers equal: {same}; prompt {off[0][3]} -> "
+                  f"{off[-1][3]} tokens; encoder runs: {encodes['0']:.0f} without the cache, {encodes['512M']:.0f} with)")
+            print("turn | no cache ms | cache ms | cached tokens | speedup | turn 1 (no cache) / this")
             for t in range(n_turns):
-                order = ("0", "512M") if t % 2 == 0 else ("512M", "0")
-                for c in order:
-                    conv[c].append(turn_message(t))
-                    res[c].append(ask(servers[c][1], conv[c]))
-                    conv[c].append({"role": "assistant", "content": res[c][-1][1]})
-            port = servers["512M"][1]
-            entry_bytes = metric(port, "vlkv:prefix_cache_bytes")
-            encodes = {c: metric(servers[c][1], "vlkv:media_encodes_total") for c in servers}
-        finally:
-            for p, _ in servers.values():
-                p.terminate()
-                p.wait()
-        off, on = res["0"], res["512M"]
-        same = "yes" if [r[1] for r in off] == [r[1] for r in on] else "NO"
-        print(f"\n{n_turns} turns, --kv {method} (answers equal: {same}; prompt {off[0][3]} -> {off[-1][3]} tokens; "
-              f"encoder runs: {encodes['0']:.0f} without the cache, {encodes['512M']:.0f} with)")
-        print("turn | no cache ms | cache ms | cached tokens | speedup | turn 1 (no cache) / this")
-        for t in range(n_turns):
-            print(f"{t + 1:4} | {off[t][0]:11.1f} | {on[t][0]:8.1f} | {on[t][2]:13} | {off[t][0] / on[t][0]:6.1f}x | "
-                  f"{off[0][0] / on[t][0]:6.1f}x")
-        later = mean([r[0] for r in on[1:]])
-        summary.append((n_turns, method, off[0][0], mean([r[0] for r in off[1:]]), later, entry_bytes, same))
+                print(f"{t + 1:4} | {off[t][0]:11.1f} | {on[t][0]:8.1f} | {on[t][2]:13} | {off[t][0] / on[t][0]:6.1f}x | "
+                      f"{off[0][0] / on[t][0]:6.1f}x")
+            first += [off[0][0], on[0][0]]
+            later_off += [r[0] for r in off[1:]]
+            later_on += [r[0] for r in on[1:]]
+        summary.append((n_turns, method, median(first), median(later_off), median(later_on), entry_bytes, same))
 
-print("\nSummary (turn 2+ = the mean over turns 2..N; per GiB = 1 GiB / the cache's bytes after the conversation)")
+print(f"\nSummary ({repeats} round(s); medians: turn 1 of both servers' first turns, turn 2+ of turns 2..N; per GiB = 1 GiB / the cache's bytes after the conversation)")
 print("turns | method | turn 1 ms | turn 2+ no cache | turn 2+ cache | turn 1 / turn 2+ cache | cache KiB | per GiB | vs f16")
 f16_bytes = {n: b for n, m, _, _, _, b, _ in summary if m == "f16"}
 for n, m, t1, off_later, on_later, b, same in summary:
-    per_gib = int((1 << 30) // b) if b else 0
+    per_gib = str(int((1 << 30) // b)) if b else "-"
     rel = f"{f16_bytes[n] / b:.2f}x" if b and f16_bytes.get(n) else "-"
     print(f"{n:5} | {m:6} | {t1:9.1f} | {off_later:16.1f} | {on_later:13.1f} | {t1 / on_later:21.1f}x | "
-          f"{b / 1024:9.0f} | {per_gib:7} | {rel}")
+          f"{b / 1024:9.0f} | {per_gib:>7} | {rel}")
 
 if "--llama-server" in opts:
     if frames > 0:

@@ -154,6 +154,9 @@ struct PromptChunk {
 struct PreparedPrompt {
   std::vector<PromptChunk> chunks;
   double encode_seconds = 0;
+  // The text ends with the chat template's assistant opening: a later turn of the same
+  // conversation has a chunk boundary here (the prefix cache keeps an entry at the end).
+  bool ends_at_turn = false;
   int64_t n_tokens() const;
   int64_t n_visual_tokens() const;
 };

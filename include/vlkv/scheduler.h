@@ -107,6 +107,8 @@ struct PrefixCacheMethodStats {
   int64_t misses = 0;          // admissions that found none
   int64_t cached_tokens = 0;   // prompt tokens taken from it, summed over hits
   int64_t inserted = 0, evicted = 0;
+  int64_t replaced = 0;        // entries dropped for the longer entry of the same conversation's next turn
+  int64_t media_not_kept = 0;  // admissions with media rows this method keeps no entries for (VidKV)
   int64_t entries = 0;         // held now
   int64_t tokens = 0;          // their tokens
   uint64_t bytes = 0;          // their pages

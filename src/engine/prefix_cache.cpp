@@ -103,11 +103,19 @@ bool PrefixCache::make_room(uint64_t need, uint64_t room) {
 }
 
 bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
-                         uint64_t room) {
+                         uint64_t room, int64_t replaces) {
   if (!enabled() || rows.empty() || kv_.n_tokens(src) != static_cast<int64_t>(rows.size())) return false;
   const int64_t n = static_cast<int64_t>(rows.size());
   Hit same = find(method, chunk, rows, n, [n](int64_t m) { return m == n; });
   if (same.id >= 0) return false;  // kept already (find touched it)
+  if (auto old = entries_.find(replaces); old != entries_.end()) {
+    const Entry& o = old->second;
+    if (o.method == method && o.chunk == chunk && o.rows.size() < rows.size() &&
+        std::equal(o.rows.begin(), o.rows.end(), rows.begin())) {
+      ++method_stats(o.method).replaced;
+      erase(old);
+    }
+  }
   // The copy allocates pages of the sizes src holds: exactly its bytes.
   if (!make_room(kv_.sequence_bytes(src), room)) return false;
   Result<SeqId> seq = kv_.add_sequence(method);
@@ -200,7 +208,8 @@ Status PrefixCache::check_invariants() const {
     const PrefixCacheMethodStats& want = per[name];
     if (s.entries != want.entries || s.tokens != want.tokens || s.bytes != want.bytes)
       return broken("the per-method counts differ from the entries (" + name + ")");
-    if (s.inserted - s.evicted != s.entries) return broken("entries differ from inserted minus evicted (" + name + ")");
+    if (s.inserted - s.evicted - s.replaced != s.entries)
+      return broken("entries differ from inserted minus evicted and replaced (" + name + ")");
   }
   return Status::ok();
 }

@@ -68,7 +68,12 @@ class PrefixCache {
   // least recently used entries until it fits both the cache's budget and `room` (the
   // bytes the cache may hold in the KV pool now, its entries included). False when it does
   // not fit, the copy runs out of pages, or the entry exists (then it is touched).
-  bool insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room);
+  // replaces: an entry whose rows are the first rows of `rows` (the turn this request
+  // continues), dropped first (copies are whole: keeping both would hold its rows twice).
+  bool insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room,
+              int64_t replaces = -1);
+  // A request's admission whose media rows its method keeps no entries for (metrics).
+  void count_media_not_kept(const std::string& method) { ++method_stats(method).media_not_kept; }
   // Takes sequence seq (rows[0, n), e.g. loaded from a PrefixStore) as an entry itself, under
   // the same caps as insert (room: counting seq's pages as the cache's). False when it does
   // not fit or the entry exists: the caller still owns seq then.

@@ -3,7 +3,9 @@
 // tokens parsed, and SPM's leading space on every piece), and each media item is
 // encoded by the vision model into text pieces, single vocabulary tokens (its framing
 // tokens, looked up by piece) and runs of embeddings, in sequence order. Consecutive
-// text lands in one chunk, so the chunk list is libmtmd's.
+// text lands in one chunk, so the chunk list is libmtmd's, except that a conversation's
+// text is also cut after each earlier assistant opening (same tokens, one more chunk each;
+// docs/prefix_cache.md).
 #include <chrono>
 #include <functional>
 #include <string_view>
@@ -56,7 +58,8 @@ void append_text(PreparedPrompt& out, const std::vector<int32_t>& ids) {
 
 // libmtmd's mtmd_tokenize with add_special: BOS (if the vocabulary adds one) at the front of
 // the first text chunk or as a chunk of its own before media, EOS (likewise) after the last chunk.
-void add_bos_and_eos(const Tokenizer& tok, PreparedPrompt& out) {
+// Whether it appended EOS.
+bool add_bos_and_eos(const Tokenizer& tok, PreparedPrompt& out) {
   const std::vector<int32_t> special = tok.encode("", /*add_special=*/true, /*parse_special=*/false);
   const bool bos = tok.bos() >= 0 && !special.empty() && special.front() == tok.bos();
   const bool eos = tok.eos() >= 0 && special.size() == (bos ? 2u : 1u) && special.back() == tok.eos();
@@ -69,6 +72,7 @@ void add_bos_and_eos(const Tokenizer& tok, PreparedPrompt& out) {
     c.n_tokens = static_cast<int64_t>(c.tokens.size());
   }
   if (eos) append_text(out, {tok.eos()});
+  return eos;
 }
 
 // "\n" -> "\\n" for error messages.
@@ -140,8 +144,28 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
   }
 
   PreparedPrompt out;
-  auto add_text = [&](const std::string& piece) {
-    append_text(out, e.tokenizer->encode(piece, /*add_special=*/false, /*parse_special=*/true));
+  auto encode = [&](const std::string& piece) { return e.tokenizer->encode(piece, /*add_special=*/false, /*parse_special=*/true); };
+  auto add_text = [&](const std::string& piece) { append_text(out, encode(piece)); };
+  // A conversation's earlier turns: the prompt's text is cut into chunks right after each
+  // assistant opening but a last one (a forward pass never crosses a chunk), where the text up
+  // to there tokenizes to the first tokens of the whole piece. Turn N's prompt ends at such a
+  // point, so turn N+1 feeds the same passes up to it and the prefix cache reuses turn N's
+  // prompt exactly (docs/prefix_cache.md). Tokens are unchanged; a one-turn prompt has no cut.
+  const std::string opening = assistant_opening(e.chat_template);
+  auto add_prompt_text = [&](const std::string& piece) {
+    const std::vector<int32_t> ids = encode(piece);
+    size_t from = 0;
+    for (size_t at = opening.empty() ? std::string::npos : piece.find(opening); at != std::string::npos;
+         at = piece.find(opening, at + opening.size())) {
+      const size_t end = at + opening.size();
+      if (end == piece.size()) break;
+      const std::vector<int32_t> head = encode(piece.substr(0, end));
+      if (head.size() <= from || head.size() >= ids.size() || !std::equal(head.begin(), head.end(), ids.begin())) continue;
+      append_text(out, std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.begin() + static_cast<std::ptrdiff_t>(head.size())));
+      out.chunks.emplace_back();  // the next text starts a chunk of its own
+      from = head.size();
+    }
+    append_text(out, std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.end()));
   };
   // Media framing tokens named by piece (libmtmd's lookup_token): one vocabulary token each.
   auto add_vocab_tokens = [&](const std::vector<std::string>& pieces) -> Status {
@@ -159,7 +183,7 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
     return Status::ok();
   };
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (!parts[i].empty()) add_text(parts[i]);  // BOS/EOS come last, as in libmtmd
+    if (!parts[i].empty()) add_prompt_text(parts[i]);  // BOS/EOS come last, as in libmtmd
     if (i + 1 == parts.size()) break;
     Result<MediaEmbedding> emb = media_pieces(i);
     if (!emb.is_ok()) return emb.status().with_context("media input " + std::to_string(i + 1));
@@ -196,7 +220,8 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
       out.chunks.push_back(std::move(c));
     }
   }
-  if (add_bos) add_bos_and_eos(*e.tokenizer, out);
+  out.ends_at_turn = !opening.empty() && text.ends_with(opening);
+  if (add_bos && add_bos_and_eos(*e.tokenizer, out)) out.ends_at_turn = false;
   return out;
 }
 

@@ -65,6 +65,26 @@ struct Active {
   PrefixStore* shared_from = nullptr;
   int64_t n_local = 0;             // rows the prefix cache held at submission (fetch_shared)
   bool reads_similarity = false;   // its method keys media rows by VidKV similarity (probe_method)
+  // The entry it copied at admission when that entry ends at a turn cut of its prompt (the
+  // previous turn of its conversation): its prompt-end entry replaces it.
+  int64_t replaces = -1;
+
+  // The most rows an entry of its prompt may hold: none of the media rows of a method that
+  // keys them by their similarity to all of the prompt's text (VidKV), which no other prompt
+  // could reuse (docs/prefix_cache.md).
+  int64_t max_entry_rows() const {
+    if (reads_similarity)
+      for (const FeedSegment& sg : prompt.segments)
+        if (sg.media) return sg.begin;
+    return prompt.n_rows();
+  }
+  // Whether row n lies between two text segments: a cut after an assistant opening
+  // (prepare_prompt splits a conversation's text there; media lie between other text).
+  bool at_turn_cut(int64_t n) const {
+    for (size_t i = 1; i < prompt.segments.size(); ++i)
+      if (prompt.segments[i].begin == n) return !prompt.segments[i].media && !prompt.segments[i - 1].media;
+    return false;
+  }
   // Unencoded media (Request::encode): set until the prompt is encoded; rows below
   // unencoded_end must then come from the prefix cache, or be encoded before they are fed.
   std::function<Result<std::shared_ptr<const PreparedPrompt>>()> encode;
@@ -187,7 +207,7 @@ struct Scheduler::Impl {
       a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, e->kv->sequence_uses_visual_similarity(a.seq));
     // Never the whole prompt: its last row's logits are needed. After a preemption, only as
     // far as its own passes were canonical (it then replays exactly what it fed before).
-    int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
+    int64_t max_n = std::min<int64_t>({a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()), a.max_entry_rows()});
     if (!a.feeds.empty()) max_n = std::min(max_n, a.canonical_rows());
     return cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); });
   }
@@ -196,10 +216,11 @@ struct Scheduler::Impl {
   // taken here).
   void maybe_snapshot(Active& a) {
     if (!cache || !std::binary_search(a.snapshots.begin(), a.snapshots.end(), a.n_fed)) return;
-    if (a.n_fed > static_cast<int64_t>(a.row_keys.size()) || a.canonical_rows() < a.n_fed) return;
+    if (a.n_fed > static_cast<int64_t>(a.row_keys.size()) || a.canonical_rows() < a.n_fed || a.n_fed > a.max_entry_rows())
+      return;
     std::lock_guard<std::mutex> lock(e->forward_mutex);
     const std::span<const RowKey> rows = std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.n_fed));
-    cache->insert(a.seq, a.method_spec, chunk, rows, cache_room());
+    cache->insert(a.seq, a.method_spec, chunk, rows, cache_room(), a.n_fed == a.prompt.n_rows() ? a.replaces : -1);
     if (params.shared_store) write_entry(*params.shared_store, a.seq, a.method_spec, chunk, rows);
   }
   // Sequence seq as the entry of these rows for a store that wants it (both locks held: the
@@ -298,7 +319,7 @@ bool Scheduler::Impl::probe_method(Active& a) {
 
 int64_t Scheduler::Impl::local_hit(Active& a) {
   if (!probe_method(a)) return 0;
-  const int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
+  const int64_t max_n = std::min<int64_t>({a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()), a.max_entry_rows()});
   std::lock_guard<std::mutex> lock(mutex);
   std::lock_guard<std::mutex> fl(e->forward_mutex);
   return cache->find(a.method_spec, chunk, a.row_keys, max_n, [&](int64_t n) { return a.canonical_boundary(n); })
@@ -437,6 +458,10 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
       if (at < a->prompt.n_rows() && at > media_end) last = at;
     }
     if (last > 0) a->snapshots.push_back(last);
+    // And at the prompt's end when it ends with the assistant opening: the next turn of the
+    // conversation is cut there (prepare_prompt), so it continues from this entry.
+    if (a->prepared && a->prepared->ends_at_turn && a->prompt.n_rows() > std::max(media_end, last))
+      a->snapshots.push_back(a->prompt.n_rows());
   }
   // Unencoded media: encoded now unless the prefix cache or a store covers them. A method
   // that keys media rows by their similarity to the text needs the embeddings to key them.
@@ -539,7 +564,7 @@ SchedulerStats Scheduler::stats() const {
 void Scheduler::Impl::fetch_shared(Active& a) {
   constexpr size_t kMaxLookups = 16;  // the longest candidates: a loopback miss costs ~0.1 ms
   if (!probe_method(a)) return;
-  const int64_t max_n = std::min<int64_t>(a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()));
+  const int64_t max_n = std::min<int64_t>({a.prompt.n_rows() - 1, static_cast<int64_t>(a.row_keys.size()), a.max_entry_rows()});
   const int64_t local = a.n_local = local_hit(a);
   std::vector<int64_t> candidates;
   int64_t at = 0;
@@ -601,6 +626,7 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
     if (cache) {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
       a.method_spec = e->kv->sequence_method(a.seq);
+      a.reads_similarity = e->kv->sequence_uses_visual_similarity(a.seq);
       if (a.shared_from) {
         if (a.row_keys.empty())
           a.row_keys = prompt_row_keys(a.prepared.get(), a.prompt, e->kv->sequence_uses_visual_similarity(a.seq));
@@ -623,7 +649,9 @@ void Scheduler::Impl::admit(std::vector<TokenEvent>& events) {
         break;
       }
       if (hit.id >= 0 && e->kv->copy_sequence(hit.seq, a.seq).is_ok()) n_cached = hit.n_tokens;
+      a.replaces = n_cached > 0 && a.at_turn_cut(n_cached) ? hit.id : -1;
       cache->count_lookup(a.method_spec, n_cached);
+      if (a.max_entry_rows() < a.prompt.n_rows() && a.status.n_preemptions == 0) cache->count_media_not_kept(a.method_spec);
     }
     queue.pop_front();
     a.n_fed = 0;

@@ -256,3 +256,14 @@ std::string apply_chat_template(ChatTemplate tmpl, const std::vector<ChatMessage
 }
 
 }  // namespace vlkv
+
+namespace vlkv {
+
+std::string assistant_opening(ChatTemplate tmpl) {
+  const std::vector<ChatMessage> one{{"user", "x"}};
+  const std::string without = apply_chat_template(tmpl, one, false);
+  const std::string with = apply_chat_template(tmpl, one, true);
+  return with.starts_with(without) ? with.substr(without.size()) : std::string();
+}
+
+}  // namespace vlkv

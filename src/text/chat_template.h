@@ -57,4 +57,8 @@ ChatTemplate detect_chat_template(const GgufFile& gguf);
 std::string apply_chat_template(ChatTemplate tmpl, const std::vector<ChatMessage>& messages,
                                 bool add_assistant_prompt);
 
+// The text add_assistant_prompt appends (chatml: "<|im_start|>assistant\n"): where an answer
+// begins, so where a conversation's next turn continues a prompt. Empty for kNone.
+std::string assistant_opening(ChatTemplate tmpl);
+
 }  // namespace vlkv

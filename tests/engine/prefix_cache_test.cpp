@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <list>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -38,8 +39,9 @@ std::unique_ptr<Engine> load_text(const std::string& method) {
   return e.is_ok() ? std::move(*e) : nullptr;
 }
 
-std::unique_ptr<Engine> load_vlm(const std::string& method, uint64_t budget = 64ull << 20) {
+std::unique_ptr<Engine> load_vlm(const std::string& method, uint64_t budget = 64ull << 20, int64_t n_ctx = 0) {
   EngineParams p;
+  if (n_ctx > 0) p.n_ctx = n_ctx;
   p.model_path = tinyvlm::model_path();
   p.mmproj_path = tinyvlm::mmproj_path();
   p.kv_method = method;
@@ -68,6 +70,7 @@ struct TurnResult {
   std::string text;
   std::vector<int32_t> tokens;
   int64_t n_cached = 0;        // RequestStatus
+  int64_t n_prompt = 0;
   int64_t n_cached_event = 0;  // the end event
   double stored = 0;           // exact codec bytes at the end
 };
@@ -89,6 +92,7 @@ TurnResult run_one(Scheduler& s, const Request& r) {
   out.text = st.text;
   out.tokens = st.tokens;
   out.n_cached = st.n_cached_tokens;
+  out.n_prompt = st.n_prompt_tokens;
   return out;
 }
 
@@ -159,7 +163,9 @@ Request chat_request(const Engine& e, const std::vector<ChatTurn>& turns, const 
 }
 
 // An OpenAI-style conversation about one image: every turn resends the image and the turns before.
-std::vector<TurnResult> image_conversation(Engine& e, uint64_t cache_budget, const std::string& method, int n_turns) {
+// final_stats: the scheduler's stats after the last turn.
+std::vector<TurnResult> image_conversation(Engine& e, uint64_t cache_budget, const std::string& method, int n_turns,
+                                           SchedulerStats* final_stats = nullptr) {
   SchedulerParams sp;
   sp.cache_budget_bytes = cache_budget;
   auto s = Scheduler::create(e, sp);
@@ -173,6 +179,7 @@ std::vector<TurnResult> image_conversation(Engine& e, uint64_t cache_budget, con
     out.push_back(run_one(**s, chat_request(e, turns, img, method, 10)));
     turns.push_back({"assistant", out.back().text});
   }
+  if (final_stats) *final_stats = (*s)->stats();
   return out;
 }
 
@@ -181,23 +188,187 @@ TEST(PrefixCache, ImageConversationEqualsWithoutCacheForEveryMethod) {
   ASSERT_TRUE(e);
   for (const std::string& m : kMethods) {
     const std::vector<TurnResult> want = image_conversation(*e, 0, m, 3);
-    const std::vector<TurnResult> got = image_conversation(*e, 32ull << 20, m, 3);
+    SchedulerStats st;
+    const std::vector<TurnResult> got = image_conversation(*e, 32ull << 20, m, 3, &st);
     ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(st.prefix_cache.size(), 1u);
+    EXPECT_EQ(st.prefix_cache[0].media_not_kept, m == "vidkv" ? 3 : 0) << m;
+    if (m == "vidkv") {
+      EXPECT_EQ(st.prefix_cache[0].inserted, 0);
+    }
     for (size_t t = 0; t < got.size(); ++t) {
       EXPECT_EQ(got[t].text, want[t].text) << m << ", turn " << t + 1;
       EXPECT_EQ(got[t].stored, want[t].stored) << m << ", turn " << t + 1;
       EXPECT_EQ(got[t].n_cached, got[t].n_cached_event);
     }
     EXPECT_EQ(got[0].n_cached, 0) << m;
-    // Turn 2 starts with turn 1's prompt up to the end of the image. VidKV's visual rows
-    // depend on the whole prompt's text (their similarity), which changes every turn: its
-    // entries are keyed by it and do not match.
-    if (m == "vidkv") {
-      EXPECT_EQ(got[1].n_cached, 0);
-    } else {
-      EXPECT_GT(got[1].n_cached, 0) << m;
-      EXPECT_GE(got[2].n_cached, got[1].n_cached) << m;
+    // Turn t starts with turn t-1's whole prompt (prepare_prompt cuts the text after the
+    // earlier assistant openings, so the passes end there). VidKV's visual rows depend on the
+    // whole prompt's text (their similarity), which changes every turn: it keeps no entry.
+    for (size_t t = 1; t < got.size(); ++t) EXPECT_EQ(got[t].n_cached, m == "vidkv" ? 0 : got[t - 1].n_prompt) << m;
+  }
+}
+
+// The request as vlkv serve sends it with a prefix cache: media laid out unencoded, and a
+// callback that encodes them (Request::encode).
+Request unencoded_request(const Engine& e, const std::vector<ChatTurn>& turns, const Image& img, int max_tokens) {
+  Prompt p;
+  p.text = e.apply_chat_template(turns);
+  p.media.push_back(MediaItem{{img}, false});
+  Request r;
+  r.generate = greedy(max_tokens);
+  r.prepared = std::make_shared<const PreparedPrompt>(e.prepare_prompt_unencoded(p, true).value());
+  r.encode = [&e, p]() -> Result<std::shared_ptr<const PreparedPrompt>> {
+    VLKV_ASSIGN_OR_RETURN(PreparedPrompt enc, e.prepare_prompt(p, true));
+    return std::make_shared<const PreparedPrompt>(std::move(enc));
+  };
+  return r;
+}
+
+// Two requests whose image stays unencoded (a cached entry covers it at submission) outgrow
+// the pool: the entries are evicted, then the newer request is preempted and comes back
+// with no entry to copy, so the stepping thread encodes its prompt (Request::encode's
+// fallback) and replays it. Both answer as a run without the cache, byte for byte.
+TEST(PrefixCache, PreemptedUnencodedRequestIsEncodedOnTheSteppingThread) {
+  constexpr int kMaxTokens = 300;
+  auto ref = load_vlm("f16");
+  ASSERT_TRUE(ref);
+  const Image img = load_item_image(2);
+  const std::vector<ChatTurn> warm = {{"user", std::string(kMediaMarker) + "What shape is it?"}};
+  const std::vector<ChatTurn> qb = {{"user", std::string(kMediaMarker) + "Where is the shape?"}};
+  const std::vector<ChatTurn> qc = {{"user", std::string(kMediaMarker) + "What colour is the shape?"}};
+  auto none = Scheduler::create(*ref);
+  ASSERT_TRUE(none.is_ok());
+  const TurnResult want_b = run_one(**none, chat_request(*ref, qb, img, "", kMaxTokens));
+  const TurnResult want_c = run_one(**none, chat_request(*ref, qc, img, "", kMaxTokens));
+  // The warm-up keeps one entry, the image's (its text has no assistant opening: no entry at
+  // its end). Room for it and both prompts, not for both grown by kMaxTokens.
+  auto warm_request = [&](const Engine& en) {
+    Prompt wp;
+    wp.text = en.apply_chat_template(warm, /*add_generation_prompt=*/false);
+    wp.media.push_back(MediaItem{{img}, false});
+    Request r;
+    r.prepared = std::make_shared<const PreparedPrompt>(en.prepare_prompt(wp, true).value());
+    r.generate = greedy(1);
+    return r;
+  };
+  SchedulerParams sp;
+  sp.cache_budget_bytes = 64ull << 20;
+  auto probe = Scheduler::create(*ref, sp);
+  ASSERT_TRUE(probe.is_ok());
+  run_one(**probe, warm_request(*ref));
+  ASSERT_EQ((*probe)->stats().prefix_cache[0].entries, 1);
+  const uint64_t entries = (*probe)->stats().prefix_cache_bytes;
+  ASSERT_GT(entries, 0u);
+  const uint64_t budget = entries + (*probe)->kv_bytes_for(want_b.n_prompt + 1).value() +
+                          (*probe)->kv_bytes_for(want_c.n_prompt + 1).value();
+  probe->reset();
+
+  EngineParams p = ref->params();
+  p.kv_budget_bytes = budget;
+  p.media_cache_bytes = 0;  // every encode counted is the encoder's run
+  auto loaded = Engine::load(p);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  Engine& e = **loaded;
+  sp.reserve_max_tokens = false;  // admitted by their prompts alone
+  auto s = Scheduler::create(e, sp);
+  ASSERT_TRUE(s.is_ok());
+  run_one(**s, warm_request(e));
+  const int64_t encodes_before = e.media_encodes();
+  std::map<RequestId, const TurnResult*> want;
+  for (const auto* q : {&qb, &qc}) {
+    Result<RequestId> id = (*s)->submit(unencoded_request(e, *q, img, kMaxTokens));
+    ASSERT_TRUE(id.is_ok()) << id.status().message();
+    want[*id] = q == &qb ? &want_b : &want_c;
+  }
+  EXPECT_EQ(e.media_encodes(), encodes_before) << "the entry covers the image: nothing encoded at submission";
+  run_to_end(**s);
+  int64_t preempted = 0;
+  for (const auto& [id, w] : want) {
+    const RequestStatus st = (*s)->poll(id).value();
+    EXPECT_EQ(st.reason, FinishReason::kLength) << st.error.message();
+    EXPECT_EQ(st.tokens, w->tokens) << "request " << id << ", preempted " << st.n_preemptions;
+    EXPECT_GT(st.n_cached_tokens, 0);  // its first admission copied the image's entry
+    preempted += st.n_preemptions > 0;
+  }
+  {
+    const SchedulerStats st = (*s)->stats();
+    int64_t evicted = 0;
+    for (const PrefixCacheMethodStats& m : st.prefix_cache) evicted += m.evicted;
+    ASSERT_GT(preempted, 0) << "the budget did not force a preemption: steps " << st.n_steps << ", evicted " << evicted
+                            << ", budget " << budget << ", entries " << entries << ", in use " << st.kv_bytes_in_use;
+  }
+  EXPECT_GE(e.media_encodes() - encodes_before, 1) << "the preempted request came back without being encoded";
+  EXPECT_LE((*s)->stats().kv_bytes_in_use, budget);
+}
+
+// prepare_prompt cuts a conversation's text after each assistant opening but the last, and
+// nowhere else: the tokens stay those of the text tokenized in one piece, turn N's chunks
+// are the first chunks of turn N+1's, and only a prompt ending with the opening says so.
+TEST(PrefixCache, ConversationTextIsCutAfterEachEarlierAssistantOpening) {
+  auto e = load_vlm("f16");
+  ASSERT_TRUE(e);
+  const Image img = load_item_image(0);
+  auto prepared = [&](const std::vector<ChatTurn>& turns, bool add_generation_prompt = true) {
+    Prompt p;
+    p.text = e->apply_chat_template(turns, add_generation_prompt);
+    p.media.push_back(MediaItem{{img}, false});
+    return e->prepare_prompt_unencoded(p, true).value();
+  };
+  auto text_chunks = [](const PreparedPrompt& p) {
+    std::vector<std::vector<int32_t>> out;
+    for (const PromptChunk& c : p.chunks)
+      if (c.kind == PromptChunk::Kind::kText && c.n_tokens > 0) out.push_back(c.tokens);
+    return out;
+  };
+  std::vector<ChatTurn> turns = {{"user", std::string(kMediaMarker) + "What shape is it?"}};
+  const PreparedPrompt t1 = prepared(turns);
+  EXPECT_TRUE(t1.ends_at_turn);
+  EXPECT_FALSE(prepared(turns, false).ends_at_turn);
+  const size_t n1 = text_chunks(t1).size();
+  turns.push_back({"assistant", "A red circle."});
+  turns.push_back({"user", "Is it large?"});
+  const PreparedPrompt t2 = prepared(turns);
+  turns.push_back({"assistant", "No, it is small."});
+  turns.push_back({"user", "What colour is the background?"});
+  const PreparedPrompt t3 = prepared(turns);
+  const auto c1 = text_chunks(t1), c2 = text_chunks(t2), c3 = text_chunks(t3);
+  ASSERT_EQ(c2.size(), n1 + 1);  // one cut: after turn 1's opening
+  ASSERT_EQ(c3.size(), n1 + 2);
+  for (size_t i = 0; i < n1; ++i) EXPECT_EQ(c2[i], c1[i]) << i;
+  for (size_t i = 0; i < n1 + 1; ++i) EXPECT_EQ(c3[i], c2[i]) << i;
+  // The text after the image, tokenized in one piece, is the cut chunks joined.
+  const std::string text = e->apply_chat_template(turns);
+  const std::vector<int32_t> whole = e->tokenize(text.substr(text.find(kMediaMarker) + std::string(kMediaMarker).size()),
+                                                 false, true);
+  std::vector<int32_t> joined;
+  for (size_t i = n1 - 1; i < c3.size(); ++i) joined.insert(joined.end(), c3[i].begin(), c3[i].end());
+  EXPECT_EQ(joined, whole);
+}
+
+// Ten turns about one image: every turn from the 2nd on reuses the whole previous prompt and
+// prefills only the previous answer and the new question; the turn it continued is replaced
+// by its own longer entry, so the cache holds the image's entry and the last turn's.
+TEST(PrefixCache, TenTurnConversationReusesEachPreviousPrompt) {
+  auto e = load_vlm("f16", 64ull << 20, 1024);  // past tinyvlm's 512: equal answers is what counts
+  ASSERT_TRUE(e);
+  for (const std::string& m : {std::string("f16"), std::string("kivi2"), std::string("akvq_vl")}) {
+    const std::vector<TurnResult> want = image_conversation(*e, 0, m, 10);
+    SchedulerStats st;
+    const std::vector<TurnResult> got = image_conversation(*e, 32ull << 20, m, 10, &st);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t t = 0; t < got.size(); ++t) {
+      EXPECT_EQ(got[t].text, want[t].text) << m << ", turn " << t + 1;
+      EXPECT_EQ(got[t].stored, want[t].stored) << m << ", turn " << t + 1;
+      EXPECT_EQ(got[t].n_cached, t == 0 ? 0 : got[t - 1].n_prompt) << m << ", turn " << t + 1;
     }
+    ASSERT_EQ(st.prefix_cache.size(), 1u);
+    const PrefixCacheMethodStats& c = st.prefix_cache[0];
+    EXPECT_EQ(c.hits, 9) << m;
+    EXPECT_EQ(c.replaced, 9) << m;  // turns 1..9's prompt entries, each replaced by the next turn's
+    EXPECT_EQ(c.entries, 2) << m;   // the image's and turn 10's
+    EXPECT_GT(c.tokens, got[9].n_prompt) << m;
+    EXPECT_LT(c.tokens, got[9].n_prompt + got[0].n_prompt) << m;
   }
 }
 
@@ -391,7 +562,7 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
   };
   std::vector<float> k(32), v(32);
   std::vector<TokenKind> kinds(96, TokenKind::kText);
-  int n_hits = 0, n_inserts = 0, n_evictions = 0;
+  int n_hits = 0, n_inserts = 0, n_evictions = 0, n_replaced = 0;
   for (int op = 0; op < 3000; ++op) {
     const std::string& m = methods[rng() % methods.size()];
     const size_t base = rng() % bases.size();
@@ -409,12 +580,30 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
       const std::vector<RowKey> rows = rows_of(base, n);
       const uint64_t need = cache_kv.sequence_bytes(*src);
       const uint64_t room = rng() % 4 == 0 ? need * (rng() % 3) : cfg.budget_bytes;
-      // The model: an existing entry is touched; else LRU entries go until it fits.
+      // A third of the inserts replace the entry they continue (the Scheduler's next turn):
+      // the longest shorter prefix, looked up (and so touched) first.
+      int64_t replaces = -1;
+      auto prev = model.end();
+      if (rng() % 3 == 0 && n > 1) {
+        const PrefixCache::Hit hit = cache.find(m, 8, rows, n - 1, [](int64_t x) { return x % 3 != 0; });
+        prev = model_find(m, rows, n - 1);
+        ASSERT_EQ(hit.id >= 0, prev != model.end()) << "op " << op;
+        if (prev != model.end()) {
+          model.splice(model.begin(), model, prev);
+          replaces = hit.id;
+        }
+      }
+      // The model: an existing entry is touched; else the replaced entry goes, then LRU
+      // entries until it fits.
       bool want = false;
       auto same = std::find_if(model.begin(), model.end(), [&](const ModelEntry& x) { return x.method == m && x.rows == rows; });
       if (same != model.end()) {
         model.splice(model.begin(), model, same);
       } else {
+        if (prev != model.end()) {
+          model.erase(prev);
+          ++n_replaced;
+        }
         const uint64_t limit = std::min(cap, room);
         if (need <= limit) {
           uint64_t held = 0;
@@ -430,7 +619,7 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
           }
         }
       }
-      EXPECT_EQ(cache.insert(*src, m, 8, rows, room), want) << "op " << op;
+      EXPECT_EQ(cache.insert(*src, m, 8, rows, room, replaces), want) << "op " << op;
       n_inserts += want;
       cache_kv.remove_sequence(*src);
     } else if (choice < 9) {  // lookup: the longest entry that is a prefix, at an accepted boundary
@@ -466,6 +655,7 @@ TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
   EXPECT_GT(n_hits, 100);
   EXPECT_GT(n_inserts, 100);
   EXPECT_GT(n_evictions, 50);
+  EXPECT_GT(n_replaced, 50);
 }
 
 }  // namespace

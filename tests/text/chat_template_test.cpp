@@ -52,6 +52,17 @@ TEST(ChatTemplate, Vicuna) {
             "USER: <__media__>What color is the circle?\nASSISTANT:");
 }
 
+// What add_assistant_prompt appends: where prepare_prompt cuts a conversation's earlier turns.
+TEST(ChatTemplate, AssistantOpening) {
+  EXPECT_EQ(assistant_opening(ChatTemplate::kChatml), "<|im_start|>assistant\n");
+  EXPECT_EQ(assistant_opening(ChatTemplate::kVicuna), "ASSISTANT:");
+  EXPECT_EQ(assistant_opening(ChatTemplate::kLlama3), "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(assistant_opening(ChatTemplate::kNone), "");
+  for (ChatTemplate t : {ChatTemplate::kChatml, ChatTemplate::kVicuna, ChatTemplate::kLlama3, ChatTemplate::kSmolVlm,
+                         ChatTemplate::kGemma, ChatTemplate::kLlama2Sys})
+    EXPECT_TRUE(apply(t).ends_with(assistant_opening(t))) << chat_template_name(t);
+}
+
 TEST(ChatTemplate, Llama3) {
   EXPECT_EQ(apply(ChatTemplate::kLlama3),
             "<|start_header_id|>system<|end_header_id|>\n\nYou are helpful.<|eot_id|>"

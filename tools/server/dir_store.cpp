@@ -46,10 +46,71 @@ Result<std::unique_ptr<DirStore>> DirStore::open(const DirStoreOptions& options)
     found.push_back({name, static_cast<uint64_t>(d.file_size(ec)), d.last_write_time(ec)});
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.time < b.time; });
-  std::lock_guard<std::mutex> lock(s->mutex_);
-  for (const Found& f : found) s->add(f.name, f.size);  // the newest ends up first
-  s->trim(0);
+  {
+    std::lock_guard<std::mutex> lock(s->mutex_);
+    for (const Found& f : found) s->add(f.name, f.size);  // the newest ends up first
+    s->trim(0);
+  }
+  s->writer_ = std::thread([p = s.get()] { p->writer_loop(); });
   return s;
+}
+
+DirStore::~DirStore() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+void DirStore::flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  written_.wait(lock, [&] { return order_.empty(); });
+}
+
+// Written whole under a temporary name, then renamed: a reader never sees half a file.
+bool DirStore::write_file(const std::string& name, const std::string& value) const {
+  const std::string path = path_of(name), tmp = path + ".tmp";
+  bool ok = false;
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    ok = f && f.write(value.data(), static_cast<std::streamsize>(value.size())) && f.flush();
+  }
+  std::error_code ec;
+  if (ok) fs::rename(tmp, path, ec);
+  if (ok && !ec) return true;
+  fs::remove(tmp, ec);
+  return false;
+}
+
+void DirStore::writer_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stop_ || !order_.empty(); });
+    if (order_.empty()) return;  // stopping, everything written
+    const std::string name = order_.front();
+    const std::string& value = pending_.at(name);
+    const uint64_t size = value.size();
+    trim(size);
+    lock.unlock();
+    const bool ok = write_file(name, value);
+    lock.lock();
+    pending_.erase(name);
+    order_.pop_front();
+    pending_bytes_ -= size;
+    if (ok) {
+      add(name, size);
+      ++stats_.writes;
+      stats_.bytes_written += size;
+    } else {
+      ++stats_.errors;
+      ++stats_.dropped;
+      VLKV_LOG_WARN("vlkv serve: --cache-dir %s: cannot write a %llu-byte entry (disk full?)", options_.dir.c_str(),
+                    static_cast<unsigned long long>(size));
+    }
+    written_.notify_all();
+  }
 }
 
 void DirStore::add(const std::string& name, uint64_t size) {
@@ -75,6 +136,11 @@ void DirStore::trim(uint64_t room) {
 std::optional<std::string> DirStore::get(const std::string& key) {
   const std::string name = dir_store_name(key);
   std::lock_guard<std::mutex> lock(mutex_);
+  if (auto q = name.empty() ? pending_.end() : pending_.find(name); q != pending_.end()) {
+    ++stats_.hits;  // queued for the writer, not on disk yet
+    stats_.bytes_read += q->second.size();
+    return q->second;
+  }
   auto it = name.empty() ? files_.end() : files_.find(name);
   if (it == files_.end()) {
     ++stats_.misses;
@@ -105,37 +171,24 @@ std::optional<std::string> DirStore::get(const std::string& key) {
 bool DirStore::wants(const std::string& key, uint64_t bytes) {
   const std::string name = dir_store_name(key);
   std::lock_guard<std::mutex> lock(mutex_);
-  return !name.empty() && bytes <= options_.max_entry_bytes && bytes <= options_.max_total_bytes && !files_.count(name);
+  return !name.empty() && bytes <= options_.max_entry_bytes && bytes <= options_.max_total_bytes && !files_.count(name) &&
+         !pending_.count(name);
 }
 
 void DirStore::put(const std::string& key, std::string value) {
   const std::string name = dir_store_name(key);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (name.empty() || value.size() > options_.max_entry_bytes || value.size() > options_.max_total_bytes ||
-      files_.count(name)) {
-    ++stats_.dropped;
-    return;
-  }
-  trim(value.size());
-  // Written whole under a temporary name, then renamed: a reader never sees half a file.
-  const std::string path = path_of(name), tmp = path + ".tmp";
-  bool ok = false;
   {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ok = f && f.write(value.data(), static_cast<std::streamsize>(value.size())) && f.flush();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (name.empty() || value.size() > options_.max_entry_bytes || value.size() > options_.max_total_bytes ||
+        files_.count(name) || pending_.count(name) || pending_bytes_ + value.size() > options_.max_queued_bytes) {
+      ++stats_.dropped;
+      return;
+    }
+    pending_bytes_ += value.size();
+    order_.push_back(name);
+    pending_.emplace(name, std::move(value));
   }
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) {
-    fs::remove(tmp, ec);
-    ++stats_.errors;
-    ++stats_.dropped;
-    VLKV_LOG_WARN("vlkv serve: --cache-dir %s: cannot write a %zu-byte entry (disk full?)", options_.dir.c_str(), value.size());
-    return;
-  }
-  add(name, value.size());
-  ++stats_.writes;
-  stats_.bytes_written += value.size();
+  work_.notify_one();
 }
 
 void DirStore::refused(const std::string& key) {

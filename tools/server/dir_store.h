@@ -4,14 +4,20 @@
 // docs/prefix_cache.md). Bounded by a size cap, least recently used files removed first.
 // Files left by an earlier run are used too: their keys name the model, mmproj and method,
 // and a file is checked like any KV file when read back (one from another model, method or
-// a broken write is refused, deleted, and its entry recomputed).
+// a broken write is refused, deleted, and its entry recomputed). Files are written by a
+// writer thread of its own: put() only queues the value, so neither the stepping thread nor
+// a lookup waits for the disk; a queued value is found by get() before it is on disk.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "vlkv/prefix_store.h"
@@ -23,6 +29,7 @@ struct DirStoreOptions {
   std::string dir;
   uint64_t max_total_bytes = 8ull << 30;  // the files together
   uint64_t max_entry_bytes = 1ull << 30;  // one file
+  uint64_t max_queued_bytes = 1ull << 30; // values waiting for the writer (past it a put is dropped)
 };
 
 class DirStore : public PrefixStore {
@@ -30,6 +37,9 @@ class DirStore : public PrefixStore {
   // Creates dir if missing; takes stock of the entry files there (oldest first by mtime),
   // removes half-written ones, and trims to the cap.
   static Result<std::unique_ptr<DirStore>> open(const DirStoreOptions& options);
+  ~DirStore() override;  // writes what is still queued, then stops the writer
+  // Blocks until every value queued so far is written (or failed).
+  void flush();
 
   std::optional<std::string> get(const std::string& key) override;
   bool wants(const std::string& key, uint64_t bytes) override;
@@ -44,6 +54,8 @@ class DirStore : public PrefixStore {
   void add(const std::string& name, uint64_t size);  // lock held
   void remove(const std::string& name);              // lock held: the file and its record
   void trim(uint64_t room);                          // lock held: until room more bytes fit
+  void writer_loop();
+  bool write_file(const std::string& name, const std::string& value) const;  // no lock held
 
   struct File {
     uint64_t size = 0;
@@ -55,6 +67,14 @@ class DirStore : public PrefixStore {
   std::unordered_map<std::string, File> files_;
   uint64_t bytes_ = 0;
   PrefixStoreStats stats_;
+  // Queued for the writer: values by file name, oldest name first. A value stays in pending_
+  // while it is written (get() finds it there), so the map's nodes are never moved meanwhile.
+  std::map<std::string, std::string> pending_;
+  std::deque<std::string> order_;
+  uint64_t pending_bytes_ = 0;
+  bool stop_ = false;
+  std::condition_variable work_, written_;
+  std::thread writer_;
 };
 
 // The file name of a content key ("vlkv:prefix:HEX" -> HEX); "" for anything else.

@@ -113,6 +113,13 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
        [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.cached_tokens); }},
       {"prefix_cache_evictions_total", "counter", "Entries evicted, per KV method.",
        [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.evicted); }},
+      {"prefix_cache_replaced_total", "counter",
+       "Entries dropped for the longer entry of their conversation's next turn, per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.replaced); }},
+      {"prefix_cache_media_not_kept_total", "counter",
+       "Requests whose media rows the cache keeps no entries for (VidKV: its visual rows depend on all of the "
+       "prompt's text, so no other prompt could reuse them), per KV method.",
+       [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.media_not_kept); }},
       {"prefix_cache_entries", "gauge", "Entries held now, per KV method.",
        [](const PrefixCacheMethodStats& m) { return static_cast<double>(m.entries); }},
       {"prefix_cache_tokens", "gauge", "Tokens the entries hold, per KV method.",
