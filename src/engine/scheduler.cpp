@@ -64,7 +64,7 @@ struct Active {
   int64_t shared_n = 0;
   PrefixStore* shared_from = nullptr;
   int64_t n_local = 0;             // rows the prefix cache held at submission (fetch_shared)
-  bool reads_similarity = false;   // its method keys media rows by VidKV similarity (probe_method)
+  bool reads_similarity = false;   // its method keys media rows by visual-text similarity (probe_method)
   // Unencoded media (Request::encode): set until the prompt is encoded; rows below
   // unencoded_end must then come from the prefix cache, or be encoded before they are fed.
   std::function<Result<std::shared_ptr<const PreparedPrompt>>()> encode;
@@ -385,7 +385,7 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
       return invalid_argument("the prompt has media without embeddings and the request no encode callback");
     if (unencoded) a->encode = request.encode;
     // Similarities whenever there are visual tokens (a dot product each): the request's own
-    // KV method may read them (VidKV) even when the engine's does not; others ignore them.
+    // KV method may read them (uses_visual_similarity) even when the engine's does not; others ignore them.
     // Unencoded media have none yet (a method that reads them has its media encoded below).
     VLKV_ASSIGN_OR_RETURN(a->prompt, lay_out_prompt(*s.e, p, 0, /*with_similarity=*/!unencoded, unencoded));
     for (const FeedSegment& sg : a->prompt.segments)
