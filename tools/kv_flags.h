@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "kv/kv_cache.h"
@@ -90,17 +89,11 @@ inline Status check_kv_budget_for_model(uint64_t budget, const std::string& budg
   return Status::ok();
 }
 
-// Engine::load failed: KV method refusals (e.g. a group size that does not divide the
-// model's head_dim) get the flag's name in front.
+// Engine::load failed: KV method refusals (ErrorKind::kKvMethod, e.g. a group size that does
+// not divide the model's head_dim) get the flag's name in front.
 inline Status check_kv_load_error(const Status& st, const std::string& method, const char* flag = "--kv") {
-  const std::string& msg = st.message();
-  Result<Spec> spec = Spec::parse(std::string_view(method).substr(0, method.find('+')));
-  const std::string name = spec.is_ok() ? spec->name() : method;
-  if (st.code() == StatusCode::kInvalidArgument &&
-      (msg.find("KV method") != std::string::npos || msg.find("codec") != std::string::npos ||
-       msg.find("head_dim") != std::string::npos || msg.find(method) != std::string::npos ||
-       msg.find("'" + name + "'") != std::string::npos || msg.rfind(name + ":", 0) == 0))
-    return Status(st.code(), std::string(flag) + " '" + method + "': " + msg);
+  if (st.code() == StatusCode::kInvalidArgument && st.kind() == ErrorKind::kKvMethod)
+    return Status(st.code(), std::string(flag) + " '" + method + "': " + st.message());
   return st;
 }
 

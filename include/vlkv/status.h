@@ -20,25 +20,40 @@ enum class StatusCode {
   kInternal,
 };
 
+// What a failure concerns, for callers that act on it rather than on its message (the CLI
+// names the flag whose value was refused). kGeneral: nothing more than its code says.
+enum class ErrorKind {
+  kGeneral = 0,
+  kKvMethod,  // a KV method spec (or a codec it builds) that this model's cache cannot use
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message, ErrorKind kind = ErrorKind::kGeneral)
+      : code_(code), kind_(kind), message_(std::move(message)) {}
 
   static Status ok() { return {}; }
   bool is_ok() const { return code_ == StatusCode::kOk; }
   explicit operator bool() const { return is_ok(); }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  ErrorKind kind() const { return kind_; }
 
-  // Prefix context ("loading model.gguf: ") to a failure; ok stays ok.
+  // Prefix context ("loading model.gguf: ") to a failure; ok stays ok, the kind stays.
   Status with_context(const std::string& context) const {
     if (is_ok()) return *this;
-    return Status(code_, context + ": " + message_);
+    return Status(code_, context + ": " + message_, kind_);
+  }
+  // The same failure of another kind; ok stays ok.
+  Status with_kind(ErrorKind kind) const {
+    if (is_ok()) return *this;
+    return Status(code_, message_, kind);
   }
 
  private:
   StatusCode code_ = StatusCode::kOk;
+  ErrorKind kind_ = ErrorKind::kGeneral;
   std::string message_;
 };
 

@@ -1,6 +1,6 @@
 // The one way the engine feeds its decoder: a prompt (token ids, or a prepared prompt's text
 // and media chunks) or a generated token laid out as decoder rows — token kinds, RoPE and
-// M-RoPE positions, VidKV similarities, Gemma 3's non-causal media — for Session and Scheduler.
+// M-RoPE positions, visual-text similarities, Gemma 3's non-causal media — for Session and Scheduler.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ struct FeedSegment {
   int64_t begin = 0, end = 0;         // row range in the layout
   const float* embeddings = nullptr;  // media: [end - begin, n_embd_inp] (not owned); null for text
   std::vector<int64_t> mrope;         // Qwen2-VL/Qwen3-VL media: [end - begin, 3] (t, h, w) positions
-  std::vector<float> similarity;      // media when asked for: [end - begin] VidKV similarities, else empty
+  std::vector<float> similarity;      // media when asked for: [end - begin] visual-text similarities, else empty
   bool non_causal = false;            // Gemma 3 media: its rows see each other, fed whole in one step
   // Media rows (embeddings null: not encoded yet, lay_out_prompt's allow_unencoded; such rows
   // can be keyed and counted but not fed).
@@ -52,7 +52,7 @@ PromptLayout lay_out_tokens(std::span<const int32_t> tokens, int64_t start_pos);
 // A prepared prompt from start_pos: control tokens kSpecial, other text kText, media kVisual
 // with their embeddings; Qwen2-VL/Qwen3-VL media at M-RoPE positions from their grid
 // (advancing the text position by the grid's extent, not its token count); Gemma 3 media
-// non-causal (refused when longer than n_batch). with_similarity: VidKV's visual-text
+// non-causal (refused when longer than n_batch). with_similarity: the visual-text
 // similarities for the media segments. Empty chunks are skipped; bad sizes or token ids
 // are refused before anything is fed. allow_unencoded: media chunks without embeddings
 // (Engine::prepare_prompt_unencoded) are laid out as media segments with null embeddings.

@@ -3,7 +3,7 @@
 // the same content, which then copies the entry into its own sequence and evaluates only
 // the rest. Keys are content, never placeholder ids: a text row is its token id, a media
 // row the SHA-256 digest of its item (pixels, preprocessing, mmproj; PromptChunk::content_*)
-// and its index in the item, plus, for a method that reads VidKV's visual-text similarity,
+// and its index in the item, plus, for a method that reads the visual-text similarity,
 // that similarity's bits. Entries are per KV method spec and per feed chunk size: a kivi2
 // request never reads f16 entries, and an entry holds exactly the bytes a request feeding
 // the same rows in the same forward passes would store (the Scheduler only makes and uses

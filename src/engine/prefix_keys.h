@@ -12,7 +12,7 @@ namespace vlkv {
 
 // One key per row of layout, as far as the rows can be keyed by content: text rows by
 // token id; media rows by their chunk's digest (PromptChunk::content_*) and index, and by
-// their VidKV similarity bits when with_similarity (methods that read it store other bits
+// their visual-text similarity bits when with_similarity (methods that read it store other bits
 // for other following text). Stops before the first media chunk without a digest.
 // prepared: the prompt the layout was built from (null: a token list, all text).
 std::vector<RowKey> prompt_row_keys(const PreparedPrompt* prepared, const PromptLayout& layout, bool with_similarity);

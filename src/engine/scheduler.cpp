@@ -64,13 +64,13 @@ struct Active {
   int64_t shared_n = 0;
   PrefixStore* shared_from = nullptr;
   int64_t n_local = 0;             // rows the prefix cache held at submission (fetch_shared)
-  bool reads_similarity = false;   // its method keys media rows by VidKV similarity (probe_method)
+  bool reads_similarity = false;   // its method keys media rows by visual-text similarity (probe_method)
   // The entry it copied at admission when that entry ends at a turn cut of its prompt (the
   // previous turn of its conversation): its prompt-end entry replaces it.
   int64_t replaces = -1;
 
   // The most rows an entry of its prompt may hold: none of the media rows of a method that
-  // keys them by their similarity to all of the prompt's text (VidKV), which no other prompt
+  // keys them by their similarity to all of the prompt's text, which no other prompt
   // could reuse (docs/prefix_cache.md).
   int64_t max_entry_rows() const {
     if (reads_similarity)
@@ -406,7 +406,7 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
       return invalid_argument("the prompt has media without embeddings and the request no encode callback");
     if (unencoded) a->encode = request.encode;
     // Similarities whenever there are visual tokens (a dot product each): the request's own
-    // KV method may read them (VidKV) even when the engine's does not; others ignore them.
+    // KV method may read them (uses_visual_similarity) even when the engine's does not; others ignore them.
     // Unencoded media have none yet (a method that reads them has its media encoded below).
     VLKV_ASSIGN_OR_RETURN(a->prompt, lay_out_prompt(*s.e, p, 0, /*with_similarity=*/!unencoded, unencoded));
     for (const FeedSegment& sg : a->prompt.segments)

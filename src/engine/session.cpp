@@ -142,7 +142,7 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
   warn_if_text_only(prompt.n_visual_tokens());
   for (const PromptChunk& c : prompt.chunks)
     if (c.n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
-  // VidKV's salient visual tokens need each visual token's similarity to the prompt's text.
+  // A method keeping salient visual tokens needs each one's similarity to the prompt's text.
   VLKV_ASSIGN_OR_RETURN(PromptLayout layout,
                         lay_out_prompt(*engine_, prompt, next_pos_, engine_->kv->uses_visual_similarity()));
   const int64_t first_row = n_past_;

@@ -1,5 +1,5 @@
-// VidKV's visual-to-text similarity (arXiv 2503.16257, METHODS.md "Salient visual
-// tokens"): per visual token of a prompt, the mean dot product of its embedding (the
+// The visual-to-text similarity of salient-token methods (arXiv 2503.16257, METHODS.md
+// "Salient visual tokens"): per visual token of a prompt, the mean dot product of its embedding (the
 // projector output fed to the decoder) with the embeddings (token_embd rows) of the
 // prompt's text tokens. The engine passes it to KvCache::attend only for methods that
 // read it (KvCache::uses_visual_similarity).

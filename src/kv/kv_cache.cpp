@@ -40,6 +40,15 @@ Status check_method(const Method& method, const KvCacheConfig& config) {
   return Status::ok();
 }
 
+// The method of a spec, checked against the cache; its refusals are ErrorKind::kKvMethod
+// (the CLI names the flag that gave the spec).
+Result<std::unique_ptr<Method>> create_checked_method(std::string_view spec, const KvCacheConfig& config) {
+  Result<std::unique_ptr<Method>> m = create_method(spec, config.geometry);
+  if (!m.is_ok()) return m.status().with_kind(ErrorKind::kKvMethod);
+  if (Status st = check_method(**m, config); !st.is_ok()) return st.with_kind(ErrorKind::kKvMethod);
+  return m;
+}
+
 class KvCacheImpl final : public KvCache {
  public:
   KvCacheImpl(const KvCacheConfig& config, std::unique_ptr<Method> method, std::shared_ptr<const Codec> f32)
@@ -311,8 +320,7 @@ Result<const Method*> KvCacheImpl::method_for(const std::string& spec) {
   if (spec.empty() || spec == config_.method || spec == method_->spec()) return method_.get();
   auto it = methods_by_spec_.find(spec);
   if (it != methods_by_spec_.end()) return it->second;
-  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, create_method(spec, config_.geometry));
-  VLKV_RETURN_IF_ERROR(check_method(*m, config_));
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, create_checked_method(spec, config_));
   const Method* found = method_.get();
   if (m->spec() != method_->spec()) {
     auto canonical = methods_by_spec_.find(m->spec());
@@ -602,8 +610,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
     return invalid_argument("KV geometry: layer_window must have one entry per layer");
   for (int32_t w : g.layer_window)
     if (w < 0) return invalid_argument("KV geometry: a negative sliding window");
-  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> method, create_method(config.method, g));
-  VLKV_RETURN_IF_ERROR(check_method(*method, config));
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> method, create_checked_method(config.method, config));
   VLKV_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> f32, make_codec("f32"));
   return std::unique_ptr<KvCache>(new KvCacheImpl(config, std::move(method), std::move(f32)));
 }

@@ -105,7 +105,7 @@ void add_bias(std::vector<float>& y, const std::vector<float>& bias, int64_t dim
 
 }  // namespace
 
-Status TextDecoder::forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode,
+Status TextDecoder::forward(const DecoderInput& in, KvStepCache& cache, SeqId seq, LogitsMode mode,
                             std::vector<float>& logits, ThreadPool& pool) const {
   BatchSequence one;
   one.seq = seq;
@@ -143,7 +143,7 @@ struct TextDecoder::StepActs {
   std::vector<float> up;    // [n, n_ff]
 };
 
-Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache, ThreadPool& pool) const {
+Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvStepCache& cache, ThreadPool& pool) const {
   StepRows rows;
   lay_out(batch, cache, rows);
   if (rows.live.empty()) return Status::ok();
@@ -160,7 +160,7 @@ Status TextDecoder::forward_batch(std::span<BatchSequence> batch, KvCache& cache
   return Status::ok();
 }
 
-void TextDecoder::lay_out(std::span<BatchSequence> batch, const KvCache& cache, StepRows& rows) const {
+void TextDecoder::lay_out(std::span<BatchSequence> batch, const KvStepCache& cache, StepRows& rows) const {
   rows.row0.assign(batch.size(), -1);
   for (size_t i = 0; i < batch.size(); ++i) batch[i].status = check_step_input(batch, i, cache);
   for (int pass = 0; pass < 2; ++pass) {  // pass 0: single-token sequences, pass 1: prompt chunks
@@ -175,7 +175,7 @@ void TextDecoder::lay_out(std::span<BatchSequence> batch, const KvCache& cache, 
   }
 }
 
-Status TextDecoder::check_step_input(std::span<const BatchSequence> batch, size_t i, const KvCache& cache) const {
+Status TextDecoder::check_step_input(std::span<const BatchSequence> batch, size_t i, const KvStepCache& cache) const {
   const BatchSequence& b = batch[i];
   VLKV_RETURN_IF_ERROR(check_input(b.in));
   for (size_t j = 0; j < i; ++j)
@@ -209,7 +209,7 @@ void TextDecoder::embed(std::span<const BatchSequence> batch, const StepRows& ro
 
 // Attention block: x += Wo · attention(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)), attention per
 // sequence over its own cache (each call parallel over its heads).
-void TextDecoder::attention_block(int il, std::span<BatchSequence> batch, const StepRows& rows, KvCache& cache,
+void TextDecoder::attention_block(int il, std::span<BatchSequence> batch, const StepRows& rows, KvStepCache& cache,
                                   StepActs& a, ThreadPool& pool) const {
   const LayerWeights& l = w_.layers[il];
   const int64_t n = rows.n_rows, n_dec = rows.n_decode, n_pro = rows.n_prompt(), n_embd = hp_.n_embd;
@@ -251,7 +251,7 @@ void TextDecoder::attention_block(int il, std::span<BatchSequence> batch, const 
 // False when no live sequence's attention reads this layer's own q/k (every query and key
 // comes from an earlier layer of the same step) and nobody observes them.
 bool TextDecoder::reads_own_qk(int il, std::span<const BatchSequence> batch, const StepRows& rows,
-                               const KvCache& cache) const {
+                               const KvStepCache& cache) const {
   if (il == 0) return true;  // a plan shares only an earlier layer's q/k
   for (size_t i : rows.live) {
     const BatchSequence& b = batch[i];

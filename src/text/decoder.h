@@ -2,7 +2,7 @@
 // attention through the KV cache, RMSNorm, SwiGLU/GeGLU FFN; gemma3 adds q/k norms and
 // post-norms) → RMSNorm → logits.
 // Reads top to bottom like the model's equations; all attention state lives in
-// the KvCache, so one decoder serves any number of sequences.
+// the KV cache (what a step calls: KvStepCache), so one decoder serves any number of sequences.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_step_cache.h"
 #include "text/hparams.h"
 #include "text/text_weights.h"
 #include "text/tokenizer.h"
@@ -44,10 +44,10 @@ struct DecoderInput {
   // architectures reject it.
   const int64_t* mrope_positions = nullptr;
   // Optional: [n_tokens] per visual token, the mean dot product of its embedding with the
-  // prompt's text token embeddings, passed to KvCache::attend (methods that keep salient visual tokens).
+  // prompt's text token embeddings, passed to KvStepCache::attend (methods that keep salient visual tokens).
   const float* visual_similarity = nullptr;
   // The chunk's tokens see each other in full (gemma3 media chunks, libmtmd's non-causal
-  // decode): KvCache::attend's non_causal. Only for architectures with media_non_causal.
+  // decode): KvStepCache::attend's non_causal. Only for architectures with media_non_causal.
   bool non_causal = false;
   // Optional (vlkv calibrate): called once per layer with the layer's q and k.
   const std::function<void(const LayerQk&)>* observer = nullptr;
@@ -71,7 +71,7 @@ class TextDecoder {
   // Runs the chunk through every layer, storing its K/V in `cache` for `seq`
   // and committing it. logits: [n_out, n_vocab] with n_out = 0, 1 or n_tokens.
   // On error (e.g. KV budget exhausted) the sequence is left as before the call.
-  Status forward(const DecoderInput& in, KvCache& cache, SeqId seq, LogitsMode mode, std::vector<float>& logits,
+  Status forward(const DecoderInput& in, KvStepCache& cache, SeqId seq, LogitsMode mode, std::vector<float>& logits,
                  ThreadPool& pool) const;
 
   // One forward pass advancing several sequences (distinct seq ids): one decode token of
@@ -82,7 +82,7 @@ class TextDecoder {
   // arithmetic does not depend on the other rows. A sequence whose input is invalid or whose
   // cache runs out of memory gets its own status and is rolled back; the others commit.
   // Returns non-ok only when the whole step failed (no sequence committed).
-  Status forward_batch(std::span<BatchSequence> batch, KvCache& cache, ThreadPool& pool) const;
+  Status forward_batch(std::span<BatchSequence> batch, KvStepCache& cache, ThreadPool& pool) const;
 
   const TextHparams& hparams() const { return hp_; }
 
@@ -92,13 +92,13 @@ class TextDecoder {
 
   Status check_input(const DecoderInput& in) const;
   // check_input plus what depends on the batch and the cache, for batch[i].
-  Status check_step_input(std::span<const BatchSequence> batch, size_t i, const KvCache& cache) const;
+  Status check_step_input(std::span<const BatchSequence> batch, size_t i, const KvStepCache& cache) const;
   // Checks each sequence (its status) and lays out the rows of the valid ones.
-  void lay_out(std::span<BatchSequence> batch, const KvCache& cache, StepRows& rows) const;
+  void lay_out(std::span<BatchSequence> batch, const KvStepCache& cache, StepRows& rows) const;
   void embed(std::span<const BatchSequence> batch, const StepRows& rows, std::vector<float>& x) const;
-  void attention_block(int il, std::span<BatchSequence> batch, const StepRows& rows, KvCache& cache, StepActs& a,
+  void attention_block(int il, std::span<BatchSequence> batch, const StepRows& rows, KvStepCache& cache, StepActs& a,
                        ThreadPool& pool) const;
-  bool reads_own_qk(int il, std::span<const BatchSequence> batch, const StepRows& rows, const KvCache& cache) const;
+  bool reads_own_qk(int il, std::span<const BatchSequence> batch, const StepRows& rows, const KvStepCache& cache) const;
   void ffn_block(int il, int64_t n_dec, int64_t n_pro, StepActs& a, ThreadPool& pool) const;
   void add_deepstack(int il, std::span<const BatchSequence> batch, const StepRows& rows, std::vector<float>& x) const;
   void output_head(std::span<BatchSequence> batch, const StepRows& rows, StepActs& a, ThreadPool& pool) const;

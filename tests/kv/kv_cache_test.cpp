@@ -275,5 +275,32 @@ TEST(KvCache, CreateRejectsBadMethodsAndGeometry) {
   EXPECT_DOUBLE_EQ((*ok)->bytes_per_token(), 2.0 * 2 * 2 * 64 * 2);
 }
 
+// The CLI names the --kv flag from the error's kind, not from its wording: every refusal of a
+// method spec (syntax, name, key, value, head_dim, an inner method of a wrapper, a sequence's
+// own spec) is ErrorKind::kKvMethod; the cache's own configuration errors are not.
+TEST(KvCache, MethodRefusalsCarryTheKvMethodKind) {
+  KvCacheConfig kc;
+  kc.geometry = {2, 8, 2, 8};  // head_dim 8: int4's default group of 32 does not fit
+  for (const char* bad : {"int9", "f16:", "f16:window=4", "int4:g=7", "int4:g=32", "kivi:bits=3",
+                          "qcache_gla:n_lazy=1+int4:g=7", "f16+int4"}) {
+    kc.method = bad;
+    auto r = KvCache::create(kc);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kKvMethod) << bad << ": " << r.status().message();
+  }
+  kc.method = "f16";
+  kc.geometry = {2, 6, 4, 8};  // 6 % 4 != 0: the model's geometry, not the method
+  auto geometry = KvCache::create(kc);
+  ASSERT_FALSE(geometry.is_ok());
+  EXPECT_EQ(geometry.status().kind(), ErrorKind::kGeneral);
+  kc.geometry = {2, 8, 2, 8};
+  auto cache = KvCache::create(kc);
+  ASSERT_TRUE(cache.is_ok());
+  Result<SeqId> seq = (*cache)->add_sequence("int4:g=7");
+  ASSERT_FALSE(seq.is_ok());
+  EXPECT_EQ(seq.status().kind(), ErrorKind::kKvMethod);
+  EXPECT_EQ(seq.status().with_context("request").kind(), ErrorKind::kKvMethod);  // context keeps the kind
+}
+
 }  // namespace
 }  // namespace vlkv

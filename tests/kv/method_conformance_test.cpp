@@ -49,7 +49,7 @@ std::unique_ptr<Method> method_of(const std::string& spec) {
 // kivi2, 0.16 zipvl's 2-bit class, 0.11 int4:dot=8, 0.043 akvq_vl: a massive token's score
 // moves by up to ~1 logit). A kernel that decodes wrongly is off by O(1); the kernels
 // themselves are held to worst-case bounds in int_codec_test.cpp.
-double stored_rows_tolerance(const KvCache& cache) {
+double stored_rows_tolerance(const KvCacheStats& cache) {
   auto m = create_method(cache.method_name(), kGeom);
   if (!m.is_ok()) return 1e-4;
   int bits = 0;
@@ -127,11 +127,11 @@ void step(KvCache& cache, SeqId seq, std::vector<std::vector<float>>& hk, std::v
 // Stored rows vs the exact history, within the method's declared bound, relative to
 // max|x| over the aligned run of block_tokens tokens (Method::error_block_tokens). Rows
 // in sequence order (read_back, with Method::stored_positions for out-of-order storage).
-void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::vector<float>>& hk,
+void check_round_trip(const KvCacheStats& cache, SeqId seq, const std::vector<std::vector<float>>& hk,
                       const std::vector<std::vector<float>>& hv, double bound, int block_tokens = 1) {
   const KvGeometry& g = kGeom;
   const int d = g.head_dim;
-  const int64_t bt = block_tokens, n = cache.n_tokens(seq);
+  const int64_t bt = block_tokens, n = cache.layer_tokens(seq, 0);  // committed: every layer's
   for (int l = 0; l < g.n_layers; ++l)
     for (int h = 0; h < g.n_kv_heads; ++h) {
       std::vector<float> k, v;
@@ -159,12 +159,12 @@ void check_round_trip(const KvCache& cache, SeqId seq, const std::vector<std::ve
 // Relative RMS round-trip error of each (layer, kv head)'s stored K and V rows vs the
 // history, for methods declaring Method::rms_error_bound() (2-bit rotated and 1.x-bit
 // codes, whose max-abs bound is uninformative). Rows in sequence order (as above).
-void check_rms(const KvCache& cache, SeqId seq, const std::vector<std::vector<float>>& hk,
+void check_rms(const KvCacheStats& cache, SeqId seq, const std::vector<std::vector<float>>& hk,
                const std::vector<std::vector<float>>& hv, double bound) {
   if (bound < 0) return;
   const KvGeometry& g = kGeom;
   const int d = g.head_dim;
-  const int64_t n = cache.n_tokens(seq);
+  const int64_t n = cache.layer_tokens(seq, 0);  // committed: every layer's
   for (int l = 0; l < g.n_layers; ++l)
     for (int h = 0; h < g.n_kv_heads; ++h) {
       std::vector<float> k, v;

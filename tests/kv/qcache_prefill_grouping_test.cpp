@@ -51,7 +51,7 @@ Status run_step(KvCache& c, SeqId seq, const KvGeometry& g, const StepData& d, c
   return Status::ok();
 }
 
-std::vector<int> lazy_bases(const KvCache& c, SeqId seq, const KvGeometry& g, int n_new) {
+std::vector<int> lazy_bases(const KvStepCache& c, SeqId seq, const KvGeometry& g, int n_new) {
   std::vector<int> out;
   for (int l = 0; l < g.n_layers; ++l) {
     const int b = c.next_step_plan(seq, l, n_new).score_layer;

@@ -14,11 +14,11 @@
 
 #include "base/fp16.h"
 #include "kv/codec_registry.h"
-#include "kv/codecs/real_fft.h"
-#include "kv/codecs/sign1_codecs.h"
-#include "kv/codecs/sign1_kernels.h"
-#include "kv/codecs/sign1_transform.h"
-#include "kv/codecs/ternary_tiles.h"
+#include "kv/methods/vidkv/real_fft.h"
+#include "kv/methods/vidkv/sign1_codecs.h"
+#include "kv/methods/vidkv/sign1_kernels.h"
+#include "kv/methods/vidkv/sign1_transform.h"
+#include "kv/methods/vidkv/ternary_tiles.h"
 #include "kv_test_util.h"
 
 namespace vlkv {

@@ -35,7 +35,7 @@ KvGeometry windowed_geometry() {
 
 // Tolerance as the method conformance test derives it (method_conformance_test.cpp): f32
 // sums, plus what a codec's fused rounding of queries / probabilities does through the softmax.
-double stored_rows_tolerance(const KvCache& cache) {
+double stored_rows_tolerance(const KvCacheStats& cache) {
   auto m = create_method(cache.method_name(), windowed_geometry());
   if (!m.is_ok()) return 1e-4;
   int bits = 0;

@@ -9,7 +9,7 @@
 
 #include "kv/kv_cache.h"
 #include "kv/method_registry.h"
-#include "kv/methods/vidkv_salient.h"
+#include "kv/methods/vidkv/vidkv_salient.h"
 #include "kv_test_util.h"
 
 namespace vlkv {

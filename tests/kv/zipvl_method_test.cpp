@@ -11,7 +11,7 @@
 #include "kv/kv_cache.h"
 #include "kv/layer_editor.h"
 #include "kv/method_registry.h"
-#include "kv/methods/zipvl_ratio.h"
+#include "kv/methods/zipvl/zipvl_ratio.h"
 #include "kv_test_util.h"
 
 namespace vlkv {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gguf/gguf_reader.h"
+#include "kv/kv_cache.h"
 #include "kv/method_registry.h"
 #include "batch_test_model.h"
 #include "text/decoder.h"

@@ -84,6 +84,10 @@ TEST(CliKvFlags, ComposedMethodsWithParametersOnBothSides) {
   EXPECT_NE(ok.err.find("lazy layers"), std::string::npos) << ok.err;
   expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "--kv", "qcache_gla:n_lazy=1+kivi2:wat=1"}),
                     "--kv", "no parameter 'wat'");
+  // A value the inner method cannot take on this model: its message names only the inner
+  // method, the flag comes from the error's kind.
+  expect_flag_error(testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "--kv", "qcache_gla:n_lazy=1+kivi:bits=3"}),
+                    "--kv 'qcache_gla:n_lazy=1+kivi:bits=3': 'kivi': bits=3");
 }
 
 // Statistics a text-only prompt cannot give: the method runs, degraded, with one warning.

@@ -27,6 +27,10 @@ Result<std::unique_ptr<SessionBackend>> SessionBackend::create(const BackendOpti
     EngineParams p = options.engine;
     p.kv_method = method;
     Result<std::unique_ptr<Engine>> e = Engine::load(p);
+    // A refused --kv-allow method is named as the scheduler backend names it (the caller
+    // names --kv only for the first, the default method).
+    if (!e.is_ok() && method != options.kv_methods.front())
+      return e.status().with_context("--kv-allow '" + method + "'").with_kind(ErrorKind::kGeneral);
     if (!e.is_ok()) return e.status();
     b->engines_.emplace(method, std::move(e).value());
   }
