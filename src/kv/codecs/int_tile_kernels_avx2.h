@@ -418,12 +418,15 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
   const __m256i k127 = _mm256_set1_epi32(127);
   const __m256 centre = _mm256_set1_ps(0.5f * ((1 << B) - 1));
   const int64_t nb = seg.n_blocks();
+  const uint8_t* blk[kRunBlocks];
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
-    const intt::BlockRun run(seg, b0);
-    const int kb = run.kb, kn = run.kn;
-    const uint8_t* const* blk = run.blk;
-    const uint8_t* const* next = run.next;
-    const int64_t lines = run.lines;
+    const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
+    for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
+    // The next run's blocks, a few lines per unit below (a burst would fill the line buffers).
+    const uint8_t* next[kRunBlocks];
+    const int kn = static_cast<int>(std::clamp<int64_t>(nb - b0 - kRunBlocks, 0, kRunBlocks));
+    for (int b = 0; b < kn; ++b) next[b] = seg.block(b0 + kRunBlocks + b);
+    const int64_t lines = (seg.block_bytes + 63) / 64;
     // As the AVX-512 path: p' / step = p^ * s^ (p^ = p / max p per row, s^ = scale * kQMax /
     // max scale per group, each scaled once per run).
     for (int r = 0; r < RB; ++r) {
