@@ -12,23 +12,22 @@
 namespace vlkv::attn {
 namespace {
 
-// Cephes-style expf as exp_avx2: n = round(x log2 e), r = x - n ln 2 (two-part), degree-6
-// polynomial on |r| <= ln2/2, times 2^n. Relative error ~2 ulp; x below -87 flushes to ~0.
-inline float32x4_t exp_neon(float32x4_t x) {
-  x = vmaxq_f32(x, vdupq_n_f32(-87.0f));
-  const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
-  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-  float32x4_t y = vdupq_n_f32(1.9875691500e-4f);
-  y = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), y, r);
-  y = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), y, r);
-  y = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), y, r);
-  y = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), y, r);
-  y = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), y, r);
-  y = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), y, vmulq_f32(r, r));
-  const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
-  return vmulq_f32(y, vreinterpretq_f32_s32(e));
-}
+struct ExpOps {
+  using V = float32x4_t;
+  static V splat(float f) { return vdupq_n_f32(f); }
+  static V max(V a, V b) { return vmaxq_f32(a, b); }
+  static V mul(V a, V b) { return vmulq_f32(a, b); }
+  static V add(V a, V b) { return vaddq_f32(a, b); }
+  static V round(V a) { return vrndnq_f32(a); }
+  static V fmadd(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+  static V fnmadd(V a, V b, V c) { return vfmsq_f32(c, a, b); }
+  static V scale2n(V y, V n) {  // through the exponent bits
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(e));
+  }
+};
+#include "kv/exp_cephes.inc"
+inline float32x4_t exp_neon(float32x4_t x) { return exp_cephes<ExpOps>(x); }
 
 float exp_sub_sum_neon(float* x, int64_t n, float m) {
   const float32x4_t vm = vdupq_n_f32(m);

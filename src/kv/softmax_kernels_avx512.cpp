@@ -16,21 +16,19 @@ VLKV_TARGET_BEGIN(VLKV_ISA_AVX512)
 namespace vlkv::attn {
 namespace {
 
-inline __m512 exp_avx512(__m512 x) {
-  x = _mm512_maskz_max_ps(0xffff, x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_maskz_roundscale_ps(0xffff, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_maskz_scalef_ps(0xffff, y, n);
-}
+struct ExpOps {
+  using V = __m512;
+  static V splat(float f) { return _mm512_set1_ps(f); }
+  static V max(V a, V b) { return _mm512_maskz_max_ps(0xffff, a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V round(V a) { return _mm512_maskz_roundscale_ps(0xffff, a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+  static V scale2n(V y, V n) { return _mm512_maskz_scalef_ps(0xffff, y, n); }
+};
+#include "kv/exp_cephes.inc"
+inline __m512 exp_avx512(__m512 x) { return exp_cephes<ExpOps>(x); }
 
 float exp_sub_sum_avx512(float* x, int64_t n, float m) {
   const __m512 vm = _mm512_set1_ps(m);

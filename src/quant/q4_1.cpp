@@ -27,11 +27,8 @@ void dequantize_ref(const void* src, float* dst, int64_t n) {
 void quantize_ref(const float* src, void* dst, int64_t n) {
   auto* p = static_cast<uint8_t*>(dst);
   for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
-    float min = src[0], max = src[0];
-    for (int j = 1; j < kQk; ++j) {
-      min = std::min(min, src[j]);
-      max = std::max(max, src[j]);
-    }
+    float min, max;
+    min_max(src, kQk, &min, &max);
     const float d = (max - min) / 15.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     store_half(p, d);
@@ -46,20 +43,15 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
-                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
-
 const FormatKernels& kernels() {
-  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ4_1Avx2), VLKV_X86(&kQ4_1Avx512),
-                                                              VLKV_X86(&kQ4_1Avx512Vnni), VLKV_ARM(&kQ4_1Neon),
-                                                              VLKV_ARM(&kQ4_1Dotprod)));
-  return table.get();
+  return block_format_table<dequantize_ref, kQk, kBytes>(VLKV_X86(&kQ4_1Avx2), VLKV_X86(&kQ4_1Avx512),
+                                                         VLKV_X86(&kQ4_1Avx512Vnni), VLKV_ARM(&kQ4_1Neon),
+                                                         VLKV_ARM(&kQ4_1Dotprod));
 }
 
 }  // namespace
 
-const WeightFormat kQ4_1Format = {GgmlType::kQ4_1, "q4_1", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
-                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
+constinit const WeightFormat kQ4_1Format = block_format<kernels>(GgmlType::kQ4_1, "q4_1", kQk, kBytes,
+                                                                dequantize_ref, quantize_ref);
 
 }  // namespace vlkv::quant

@@ -32,13 +32,7 @@ void dequantize_ref(const void* src, float* dst, int64_t n) {
 void quantize_ref(const float* src, void* dst, int64_t n) {
   auto* p = static_cast<uint8_t*>(dst);
   for (int64_t b = 0; b < n / kQk; ++b, p += kBytes, src += kQk) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQk; ++j) {
-      if (amax < std::fabs(src[j])) {
-        amax = std::fabs(src[j]);
-        max = src[j];
-      }
-    }
+    const float max = signed_absmax(src, kQk);
     const float d = max / -16.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     store_half(p, d);
@@ -56,20 +50,15 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
-                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
-
 const FormatKernels& kernels() {
-  static const SimdTable<FormatKernels> table(format_variants(&kScalar, VLKV_X86(&kQ5_0Avx2), VLKV_X86(&kQ5_0Avx512),
-                                                              VLKV_X86(&kQ5_0Avx512Vnni), VLKV_ARM(&kQ5_0Neon),
-                                                              VLKV_ARM(&kQ5_0Dotprod)));
-  return table.get();
+  return block_format_table<dequantize_ref, kQk, kBytes>(VLKV_X86(&kQ5_0Avx2), VLKV_X86(&kQ5_0Avx512),
+                                                         VLKV_X86(&kQ5_0Avx512Vnni), VLKV_ARM(&kQ5_0Neon),
+                                                         VLKV_ARM(&kQ5_0Dotprod));
 }
 
 }  // namespace
 
-const WeightFormat kQ5_0Format = {GgmlType::kQ5_0, "q5_0", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
-                                  Dispatched<kernels>::dot_q8, nullptr, nullptr, kernels};
+constinit const WeightFormat kQ5_0Format = block_format<kernels>(GgmlType::kQ5_0, "q5_0", kQk, kBytes,
+                                                                dequantize_ref, quantize_ref);
 
 }  // namespace vlkv::quant

@@ -192,4 +192,45 @@ float dot_q8_scalar(const void* row, const Q8Activations& x, int64_t n) {
   return static_cast<float>(acc);
 }
 
+// The tier table of a block format with dot_q8: its scalar variant from the reference
+// dequantizer Deq, then the ISA variants its files define (as format_variants).
+template <void (*Deq)(const void*, float*, int64_t), int64_t kBlockElems, size_t kBlockBytes>
+const FormatKernels& block_format_table(const FormatKernels* avx2, const FormatKernels* avx512,
+                                        const FormatKernels* avx512_vnni, const FormatKernels* neon,
+                                        const FormatKernels* dotprod) {
+  static const FormatKernels scalar = {Deq, dot_scalar<Deq, kBlockElems, kBlockBytes>,
+                                       dot_q8_scalar<Deq, kBlockElems, kBlockBytes>};
+  static const SimdTable<FormatKernels> table(format_variants(&scalar, avx2, avx512, avx512_vnni, neon, dotprod));
+  return table.get();
+}
+
+// The WeightFormat entry of a block format with dot_q8, its fast paths through the tier table K().
+template <const FormatKernels& (*K)()>
+constexpr WeightFormat block_format(GgmlType type, const char* name, int64_t block_elems, size_t block_bytes,
+                                    void (*dequantize_ref)(const void*, float*, int64_t),
+                                    void (*quantize_ref)(const float*, void*, int64_t)) {
+  return {type, name, block_elems, block_bytes, dequantize_ref, quantize_ref, Dispatched<K>::dequantize,
+          Dispatched<K>::dot, Dispatched<K>::dot_q8, nullptr, nullptr, K};
+}
+
+// The value of largest magnitude of x[0, n) (the first of equal magnitudes), as ggml's
+// symmetric quantizers pick it.
+inline float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+inline void min_max(const float* x, int n, float* min, float* max) {
+  *min = *max = x[0];
+  for (int j = 1; j < n; ++j) {
+    *min = std::min(*min, x[j]);
+    *max = std::max(*max, x[j]);
+  }
+}
+
 }  // namespace vlkv::quant

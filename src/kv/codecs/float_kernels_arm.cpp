@@ -72,77 +72,29 @@ void scores_rows(const float* q, int d, const Elem* rows, int64_t n, float scale
 }
 
 template <class Elem>
-void scores_neon(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  const int d = s.head_dim;
-  if (d % 8 != 0) return scores_scalar<Elem>(q, n_q, s, scale, logits, ld);
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));
-    for (int r0 = 0; r0 < n_q; r0 += 2) {
-      const float* qr = q + static_cast<int64_t>(r0) * d;
-      if (n_q - r0 >= 2) scores_rows<Elem, 2>(qr, d, rows, n, scale, logits + r0 * ld + t0, ld);
-      else scores_rows<Elem, 1>(qr, d, rows, n, scale, logits + r0 * ld + t0, ld);
-    }
-    t0 += n;
-  }
+void scores_fallback(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
+  scores_scalar<Elem>(q, n_q, s, scale, logits, ld);
 }
-
-// RB rows x 16 channels (4 vectors) in registers over n tokens; the last 8 channels of a
-// head that is not a multiple of 16 as 2 vectors.
-template <class Elem, int RB, int CV>
-inline void accumulate_block(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, int c0, float* out) {
-  float32x4_t acc[RB][CV];
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CV; ++c) acc[r][c] = vld1q_f32(out + r * d + c0 + 4 * c);
-  for (int64_t j = 0; j < n; ++j) {
-    const Elem* v = rows + j * d + c0;
-    float32x4_t vv[CV];
-    for (int c = 0; c < CV; ++c) vv[c] = load4(v + 4 * c);
-    for (int r = 0; r < RB; ++r) {
-      const float32x4_t w = vld1q_dup_f32(p + r * ld + j);
-      for (int c = 0; c < CV; ++c) acc[r][c] = vfmaq_f32(acc[r][c], w, vv[c]);
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CV; ++c) vst1q_f32(out + r * d + c0 + 4 * c, acc[r][c]);
-}
-
-template <class Elem, int RB>
-void accumulate_rows(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, float* out) {
-  int c0 = 0;
-  for (; c0 + 16 <= d; c0 += 16) accumulate_block<Elem, RB, 4>(p, ld, rows, n, d, c0, out);
-  if (c0 < d) accumulate_block<Elem, RB, 2>(p, ld, rows, n, d, c0, out);
-}
-
 template <class Elem>
-void accumulate_neon(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  if (d % 8 != 0) return accumulate_scalar<Elem>(p, ld, n_q, s, out);
-  constexpr int64_t kSub = 64;  // tokens per pass: the rows stay in L1 across the query rows
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n_run = s.contiguous_blocks(t0);
-    const Elem* run = reinterpret_cast<const Elem*>(s.block(t0));
-    for (int64_t j0 = 0; j0 < n_run; j0 += kSub) {
-      const int64_t n = std::min(kSub, n_run - j0);
-      const Elem* rows = run + j0 * d;
-      for (int r0 = 0; r0 < n_q; r0 += 4) {
-        const float* pr = p + r0 * ld + t0 + j0;
-        float* o = out + static_cast<int64_t>(r0) * d;
-        switch (std::min(4, n_q - r0)) {
-          case 4: accumulate_rows<Elem, 4>(pr, ld, rows, n, d, o); break;
-          case 3: accumulate_rows<Elem, 3>(pr, ld, rows, n, d, o); break;
-          case 2: accumulate_rows<Elem, 2>(pr, ld, rows, n, d, o); break;
-          default: accumulate_rows<Elem, 1>(pr, ld, rows, n, d, o); break;
-        }
-      }
-    }
-    t0 += n_run;
-  }
+void accumulate_fallback(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
+  accumulate_scalar<Elem>(p, ld, n_q, s, out);
 }
+
+struct VecOps {
+  using V = float32x4_t;
+  static constexpr int kLanes = 4, kMaxVecs = 4, kScoreRows = 2, kDimMultiple = 8;
+  template <class Elem>
+  static V load(const Elem* x) { return load4(x); }
+  static V loadf(const float* x) { return vld1q_f32(x); }
+  static void storef(float* x, V v) { vst1q_f32(x, v); }
+  static V splat(const float* x) { return vld1q_dup_f32(x); }
+  static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+};
+
+#include "kv/codecs/float_kernel_loops.inc"
 
 }  // namespace
 
-const FloatKernels kFloatKernelsNeon{scores_neon<float>, scores_neon<uint16_t>, accumulate_neon<float>,
-                                     accumulate_neon<uint16_t>};
+const FloatKernels kFloatKernelsNeon = float_kernel_table();
 
 }  // namespace vlkv::float_kernels

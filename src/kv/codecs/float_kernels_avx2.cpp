@@ -24,7 +24,7 @@ inline __m256 load8(const Elem* x) {
 
 
 template <class Elem>
-void scores_avx2_generic(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
+void scores_fallback(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
   const int d = s.head_dim, d8 = d & ~7;
   for (int64_t t0 = 0; t0 < s.n_tokens;) {
     const int64_t n = s.contiguous_blocks(t0);
@@ -68,7 +68,7 @@ void scores_avx2_generic(const float* q, int n_q, const SegmentView& s, float sc
 }
 
 template <class Elem>
-void accumulate_avx2_generic(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
+void accumulate_fallback(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
   const int d = s.head_dim, d8 = d & ~7;
   for (int64_t t0 = 0; t0 < s.n_tokens;) {
     const int64_t n = s.contiguous_blocks(t0);
@@ -120,7 +120,7 @@ inline __m256 reduce_8(const __m256* v) {
 }
 
 template <class Elem, int RB>  // RB = 1 or 2 rows
-void scores_rows_avx2(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
+void scores_rows(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
                                 int64_t ld) {
   const __m256 vscale = _mm256_set1_ps(scale);
   int64_t j = 0;
@@ -149,77 +149,22 @@ void scores_rows_avx2(const float* q, int d, const Elem* rows, int64_t n, float 
   }
 }
 
-template <class Elem>
-void scores_avx2(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  const int d = s.head_dim;
-  if (d % 8 != 0) return scores_avx2_generic<Elem>(q, n_q, s, scale, logits, ld);
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));
-    for (int r0 = 0; r0 < n_q; r0 += 2) {
-      if (n_q - r0 >= 2) scores_rows_avx2<Elem, 2>(q + static_cast<int64_t>(r0) * d, d, rows, n, scale, logits + r0 * ld + t0, ld);
-      else scores_rows_avx2<Elem, 1>(q + static_cast<int64_t>(r0) * d, d, rows, n, scale, logits + r0 * ld + t0, ld);
-    }
-    t0 += n;
-  }
-}
+struct VecOps {
+  using V = __m256;
+  static constexpr int kLanes = 8, kMaxVecs = 2, kScoreRows = 2, kDimMultiple = 8;
+  template <class Elem>
+  static V load(const Elem* x) { return load8(x); }
+  static V loadf(const float* x) { return _mm256_loadu_ps(x); }
+  static void storef(float* x, V v) { _mm256_storeu_ps(x, v); }
+  static V splat(const float* x) { return _mm256_broadcast_ss(x); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
 
-template <class Elem, int RB, int CB>
-inline void accumulate_block_avx2(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, int c0,
-                                            float* out) {
-  __m256 acc[RB][CB];
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_loadu_ps(out + r * d + c0 + 8 * c);
-  for (int64_t j = 0; j < n; ++j) {
-    const Elem* v = rows + j * d + c0;
-    __m256 vv[CB];
-    for (int c = 0; c < CB; ++c) vv[c] = load8(v + 8 * c);
-    for (int r = 0; r < RB; ++r) {
-      const __m256 w = _mm256_broadcast_ss(p + r * ld + j);
-      for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_fmadd_ps(w, vv[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + r * d + c0 + 8 * c, acc[r][c]);
-}
-
-template <class Elem, int RB>
-void accumulate_rows_avx2(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, float* out) {
-  int c0 = 0;
-  for (; c0 + 16 <= d; c0 += 16) accumulate_block_avx2<Elem, RB, 2>(p, ld, rows, n, d, c0, out);
-  if (c0 < d) accumulate_block_avx2<Elem, RB, 1>(p, ld, rows, n, d, c0, out);
-}
-
-template <class Elem>
-void accumulate_avx2(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  if (d % 8 != 0) return accumulate_avx2_generic<Elem>(p, ld, n_q, s, out);
-  constexpr int64_t kSub = 64;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n_run = s.contiguous_blocks(t0);
-    const Elem* run = reinterpret_cast<const Elem*>(s.block(t0));
-    for (int64_t j0 = 0; j0 < n_run; j0 += kSub) {
-      const int64_t n = std::min(kSub, n_run - j0);
-      const Elem* rows = run + j0 * d;
-      for (int r0 = 0; r0 < n_q; r0 += 4) {
-        const float* pr = p + r0 * ld + t0 + j0;
-        float* o = out + static_cast<int64_t>(r0) * d;
-        switch (std::min(4, n_q - r0)) {
-          case 4: accumulate_rows_avx2<Elem, 4>(pr, ld, rows, n, d, o); break;
-          case 3: accumulate_rows_avx2<Elem, 3>(pr, ld, rows, n, d, o); break;
-          case 2: accumulate_rows_avx2<Elem, 2>(pr, ld, rows, n, d, o); break;
-          default: accumulate_rows_avx2<Elem, 1>(pr, ld, rows, n, d, o); break;
-        }
-      }
-    }
-    t0 += n_run;
-  }
-}
+#include "kv/codecs/float_kernel_loops.inc"
 
 }  // namespace
 
-const FloatKernels kFloatKernelsAvx2{scores_avx2<float>, scores_avx2<uint16_t>,
-                            accumulate_avx2<float>, accumulate_avx2<uint16_t>};
+const FloatKernels kFloatKernelsAvx2 = float_kernel_table();
 
 }  // namespace vlkv::float_kernels
 VLKV_TARGET_END

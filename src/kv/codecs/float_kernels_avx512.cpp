@@ -28,7 +28,7 @@ inline __m512 load16(const Elem* x, __mmask16 m) {
 
 
 template <class Elem>
-void scores_avx512_generic(const float* q, int n_q, const SegmentView& s, float scale, float* logits,
+void scores_fallback(const float* q, int n_q, const SegmentView& s, float scale, float* logits,
                                int64_t ld) {
   const int d = s.head_dim;
   for (int64_t t0 = 0; t0 < s.n_tokens;) {
@@ -71,7 +71,7 @@ void scores_avx512_generic(const float* q, int n_q, const SegmentView& s, float 
 }
 
 template <class Elem>
-void accumulate_avx512_generic(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
+void accumulate_fallback(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
   const int d = s.head_dim;
   for (int64_t t0 = 0; t0 < s.n_tokens;) {
     const int64_t n = s.contiguous_blocks(t0);
@@ -158,7 +158,7 @@ inline void scores_4keys_avx512(const float* q, int d, const Elem* k0, const Ele
 }
 
 template <class Elem, int RB>
-void scores_rows_avx512(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
+void scores_rows(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
                                     int64_t ld) {
   const __m512 vscale = _mm512_set1_ps(scale);
   int64_t j = 0;
@@ -176,89 +176,22 @@ void scores_rows_avx512(const float* q, int d, const Elem* rows, int64_t n, floa
   }
 }
 
-template <class Elem>
-void scores_avx512(const float* q, int n_q, const SegmentView& s, float scale, float* logits, int64_t ld) {
-  const int d = s.head_dim;
-  if (d % 16 != 0) return scores_avx512_generic<Elem>(q, n_q, s, scale, logits, ld);
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    for (int r0 = 0; r0 < n_q; r0 += 4) {
-      const float* qr = q + static_cast<int64_t>(r0) * d;
-      float* lr = logits + r0 * ld + t0;
-      switch (std::min(4, n_q - r0)) {
-        case 4: scores_rows_avx512<Elem, 4>(qr, d, rows, n, scale, lr, ld); break;
-        case 3: scores_rows_avx512<Elem, 3>(qr, d, rows, n, scale, lr, ld); break;
-        case 2: scores_rows_avx512<Elem, 2>(qr, d, rows, n, scale, lr, ld); break;
-        default: scores_rows_avx512<Elem, 1>(qr, d, rows, n, scale, lr, ld); break;
-      }
-    }
-    t0 += n;
-  }
-}
+struct VecOps {
+  using V = __m512;
+  static constexpr int kLanes = 16, kMaxVecs = 4, kScoreRows = 4, kDimMultiple = 16;
+  template <class Elem>
+  static V load(const Elem* x) { return load16(x, 0xffff); }
+  static V loadf(const float* x) { return _mm512_loadu_ps(x); }
+  static void storef(float* x, V v) { _mm512_storeu_ps(x, v); }
+  static V splat(const float* x) { return _mm512_set1_ps(*x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
 
-// out[r, c0 .. c0 + 16*CB) += sum_j p[r * ld + j] * v_j[c0 ..] for rows r < RB, tokens j < n.
-template <class Elem, int RB, int CB>
-inline void accumulate_block_avx512(const float* p, int64_t ld, const Elem* rows, int64_t n, int d,
-                                                int c0, float* out) {
-  __m512 acc[RB][CB];
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_loadu_ps(out + r * d + c0 + 16 * c);
-  for (int64_t j = 0; j < n; ++j) {
-    const Elem* v = rows + j * d + c0;
-    __m512 vv[CB];
-    for (int c = 0; c < CB; ++c) vv[c] = load16(v + 16 * c, 0xffff);
-    for (int r = 0; r < RB; ++r) {
-      const __m512 w = _mm512_set1_ps(p[r * ld + j]);
-      for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(w, vv[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(out + r * d + c0 + 16 * c, acc[r][c]);
-}
-
-template <class Elem, int RB>
-void accumulate_rows_avx512(const float* p, int64_t ld, const Elem* rows, int64_t n, int d, float* out) {
-  for (int c0 = 0; c0 < d;) {
-    switch (std::min(4, (d - c0) / 16)) {
-      case 4: accumulate_block_avx512<Elem, RB, 4>(p, ld, rows, n, d, c0, out); c0 += 64; break;
-      case 3: accumulate_block_avx512<Elem, RB, 3>(p, ld, rows, n, d, c0, out); c0 += 48; break;
-      case 2: accumulate_block_avx512<Elem, RB, 2>(p, ld, rows, n, d, c0, out); c0 += 32; break;
-      default: accumulate_block_avx512<Elem, RB, 1>(p, ld, rows, n, d, c0, out); c0 += 16; break;
-    }
-  }
-}
-
-template <class Elem>
-void accumulate_avx512(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  if (d % 16 != 0) return accumulate_avx512_generic<Elem>(p, ld, n_q, s, out);
-  constexpr int64_t kSub = 64;  // tokens per sub-block: 16 KiB of f16 rows at d = 128, in L1
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n_run = s.contiguous_blocks(t0);
-    const Elem* run = reinterpret_cast<const Elem*>(s.block(t0));  // [n_run, head_dim]
-    for (int64_t j0 = 0; j0 < n_run; j0 += kSub) {
-      const int64_t n = std::min(kSub, n_run - j0);
-      const Elem* rows = run + j0 * d;
-      for (int r0 = 0; r0 < n_q; r0 += 4) {
-        const float* pr = p + r0 * ld + t0 + j0;
-        float* o = out + static_cast<int64_t>(r0) * d;
-        switch (std::min(4, n_q - r0)) {
-          case 4: accumulate_rows_avx512<Elem, 4>(pr, ld, rows, n, d, o); break;
-          case 3: accumulate_rows_avx512<Elem, 3>(pr, ld, rows, n, d, o); break;
-          case 2: accumulate_rows_avx512<Elem, 2>(pr, ld, rows, n, d, o); break;
-          default: accumulate_rows_avx512<Elem, 1>(pr, ld, rows, n, d, o); break;
-        }
-      }
-    }
-    t0 += n_run;
-  }
-}
+#include "kv/codecs/float_kernel_loops.inc"
 
 }  // namespace
 
-const FloatKernels kFloatKernelsAvx512{scores_avx512<float>, scores_avx512<uint16_t>,
-                            accumulate_avx512<float>, accumulate_avx512<uint16_t>};
+const FloatKernels kFloatKernelsAvx512 = float_kernel_table();
 
 }  // namespace vlkv::float_kernels
 VLKV_TARGET_END

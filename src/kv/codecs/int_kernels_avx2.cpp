@@ -16,6 +16,6 @@ VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)
 #include "kv/codecs/int_tile_kernels_avx2.h"
 
 namespace vlkv::intk {
-const IntTileKernels kIntTileKernelsAvx2 = tile_kernels<false>();
+const IntTileKernels kIntTileKernelsAvx2 = tile_kernels<Avx2Dots<false>>();
 }  // namespace vlkv::intk
 VLKV_TARGET_END

@@ -16,6 +16,6 @@ VLKV_TARGET_BEGIN(VLKV_ISA_AVX2_VNNI)
 #include "kv/codecs/int_tile_kernels_avx2.h"
 
 namespace vlkv::intk {
-const IntTileKernels kIntTileKernelsAvx2Vnni = tile_kernels<true>();
+const IntTileKernels kIntTileKernelsAvx2Vnni = tile_kernels<Avx2Dots<true>>();
 }  // namespace vlkv::intk
 VLKV_TARGET_END

@@ -1,15 +1,23 @@
-// The AVX-512 VNNI variant of IntTileKernels (int_kernels.h): the kernels of
-// int_tile_kernels_avx512.h, which carry their own target attributes.
+// The AVX-512 VNNI variant of IntTileKernels (int_kernels.h), kernels in int_tile_kernels_avx512.h.
+// Every header is included above the target region (base/simd_dispatch.h says why).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "base/simd_dispatch.h"
+#include "kv/codec.h"
 #include "kv/codecs/int_kernels.h"
+#include "kv/codecs/int_tiles.h"
+
+VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI)
 #include "kv/codecs/int_tile_kernels_avx512.h"
 
 namespace vlkv::intk {
-
-const IntTileKernels kIntTileKernelsAvx512Vnni{
-    {{tilek::scores<2, false>, tilek::scores<2, true>}, {tilek::scores<4, false>, tilek::scores<4, true>},
-     {tilek::scores<8, false>, tilek::scores<8, true>}},
-    {{tilek::accumulate<2, false>, tilek::accumulate<2, true>}, {tilek::accumulate<4, false>, tilek::accumulate<4, true>},
-     {tilek::accumulate<8, false>, tilek::accumulate<8, true>}},
-};
-
+const IntTileKernels kIntTileKernelsAvx512Vnni = tilek::tile_kernels<tilek::Avx512Vnni>();
 }  // namespace vlkv::intk
+VLKV_TARGET_END

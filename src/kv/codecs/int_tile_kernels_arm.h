@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kv/codec.h"
@@ -143,17 +144,6 @@ void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, const uint8_t* s
   }
 }
 
-template <int B, bool kPerToken, bool kWide, class Dot>
-void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
-              const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
-  switch (rb) {
-    case 4: return key_tile_rows<B, 4, kPerToken, kWide, Dot>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    case 3: return key_tile_rows<B, 3, kPerToken, kWide, Dot>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    case 2: return key_tile_rows<B, 2, kPerToken, kWide, Dot>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    default: return key_tile_rows<B, 1, kPerToken, kWide, Dot>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-  }
-}
-
 struct ScoreScratch {
   std::vector<int8_t> hi, lo;
   std::vector<int32_t> hsum, lsum;
@@ -205,20 +195,6 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
   }
 }
 
-// As int_tile_kernels_avx512.h's narrow_query_rows: per (row, 32 channels) q^ = q * 127 / max |q|.
-inline void narrow_query_rows(const float* q, int n_q, int d, float* qhat, float* qstep) {
-  constexpr float kLevels = query_levels(false);
-  const int np = d / 32;
-  for (int r = 0; r < n_q; ++r)
-    for (int pc = 0; pc < np; ++pc) {
-      const int64_t c = static_cast<int64_t>(r) * d + 32 * pc;
-      const float m = piece_max(q, nullptr, static_cast<int>(c), 32);
-      qstep[r * np + pc] = m / kLevels;
-      const float32x4_t inv = vdupq_n_f32(intt::inverse_step(kLevels, m));
-      for (int i = 0; i < 32; i += 4) vst1q_f32(qhat + c + i, vmulq_f32(vld1q_f32(q + c + i), inv));
-    }
-}
-
 // As int_tile_kernels_avx512.h's narrow_channel_rows (one block's rounding at dot=8).
 inline void narrow_channel_rows(const float* q, const float* qhat, const float* qstep, int n_q, int d,
                                 const uint8_t* sc_h, const uint8_t* mn_h, float* sc, float* mn, int8_t* lo, float* step,
@@ -248,108 +224,49 @@ inline void narrow_channel_rows(const float* q, const float* qhat, const float* 
   }
 }
 
-// logits[r * ld + t] = scale * q_r . k_t over the view (int_tile_kernels_avx512.h's scores()).
-template <int B, bool kWide, class Dot>
-void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale, float* logits,
-            int64_t ld) {
-  thread_local ScoreScratch s;
-  constexpr float kLevels = query_levels(kWide);
-  const int d = sh.d, units = d / 16;
-  const bool per_token = sh.g > 0;
-  const int P = per_token ? sh.g : kWide ? d : (d % 32 == 0 ? 32 : 16);
-  const int np = d / P;
-  s.hi.resize(static_cast<size_t>(n_q) * d);
-  s.lo.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(n_q) * np);
+// ---------------- int_tile_loops.inc's hooks (Isa: the Dot policy) ----------------
+
+template <int B, bool kWide, class Isa>
+inline void size_rows(ScoreScratch& s, int n_q, int, int np) {
   s.hsum.assign(static_cast<size_t>(n_q) * np, 0);
   s.lsum.assign(s.hsum.size(), 0);
-  s.inv.resize(static_cast<size_t>(n_q) * d);
-  s.c0.resize(n_q);
-  auto byte_sums = [&] {  // the 8-bit codes' offset terms, after each rounding of the rows
-    if constexpr (B == 8) {
-      if constexpr (kWide) piece_byte_sums(s.hi.data(), n_q, d, P, s.hsum.data());
-      piece_byte_sums(s.lo.data(), n_q, d, P, s.lsum.data());
-    }
-  };
-  auto rows = [&](int r0) {
-    const int64_t o = static_cast<int64_t>(r0) * np;
-    return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
-                 s.step.data() + o, s.hsum.data() + o, s.lsum.data() + o};
-  };
-  if (per_token) {
-    for (int r = 0; r < n_q; ++r) {
-      const float* qr = q + static_cast<int64_t>(r) * d;
-      for (int pc = 0; pc < np; ++pc) set_piece_step(s, r, pc, d, P, kLevels, piece_max(qr, nullptr, pc * P, P));
-      round_q<kWide>(qr, nullptr, &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                     &s.lo[static_cast<size_t>(r) * d]);
-    }
-    byte_sums();
-    s.qsum.assign(static_cast<size_t>(n_q) * np, 0.0f);
-    for (int r = 0; r < n_q; ++r)
-      for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
-    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-      const uint8_t* blk = seg.block(b);
-      if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
-      for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, true, kWide, Dot>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk,
-                                      blk + 2 * 16 * np, s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale,
-                                      logits + r0 * ld + b * 16, ld);
-    }
-    return;
+}
+// The 8-bit codes' offset terms, after each rounding of the rows.
+template <int B, bool kWide, class Isa>
+inline void rounded_rows(ScoreScratch& s, int n_q, int d, int P) {
+  if constexpr (B == 8) {
+    if constexpr (kWide) piece_byte_sums(s.hi.data(), n_q, d, P, s.hsum.data());
+    piece_byte_sums(s.lo.data(), n_q, d, P, s.lsum.data());
   }
-  const int G = seg.tokens_per_block;
-  const int64_t tb = 32 * B;
-  s.sc.resize(d);
-  s.mn.resize(d);
-  if (!kWide && P == 32) {
-    s.qhat.resize(static_cast<size_t>(n_q) * d);
-    s.qstep.resize(static_cast<size_t>(n_q) * np);
-    narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
+}
+template <int B, class Isa>
+inline QRows query_rows(ScoreScratch& s, int r0, int d, int np) {
+  const int64_t o = static_cast<int64_t>(r0) * np;
+  return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
+               s.step.data() + o, s.hsum.data() + o, s.lsum.data() + o};
+}
+inline void abs_max_rows(const float* q, int n_q, int d, float* qmax) {
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < d; c += 4)
+      vst1q_f32(qmax + c, vmaxq_f32(vld1q_f32(qmax + c), vabsq_f32(vld1q_f32(q + static_cast<int64_t>(r) * d + c))));
+}
+inline void load_channel_meta(const uint8_t* blk, int d, float* sc, float* mn) {
+  for (int i = 0; i < d; i += 4) {
+    vst1q_f32(sc + i, halves4(blk + 2 * i));
+    vst1q_f32(mn + i, halves4(blk + 2 * d + 2 * i));
   }
-  if constexpr (kWide) {  // per channel: max over rows of |q| (wide_channel_rows' step)
-    s.qmax.assign(d, 0.0f);
-    for (int r = 0; r < n_q; ++r)
-      for (int c = 0; c < d; c += 4)
-        vst1q_f32(&s.qmax[c], vmaxq_f32(vld1q_f32(&s.qmax[c]), vabsq_f32(vld1q_f32(q + static_cast<int64_t>(r) * d + c))));
-  }
-  for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-    const uint8_t* blk = seg.block(b);
-    if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
-    if constexpr (kWide) {
-      wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
-    } else if (P == 32) {
-      narrow_channel_rows(q, s.qhat.data(), s.qstep.data(), n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(),
-                          s.lo.data(), s.step.data(), s.c0.data());
-    } else {  // 16-channel pieces (d % 32 != 0)
-      for (int i = 0; i < d; i += 4) {
-        vst1q_f32(&s.sc[i], halves4(blk + 2 * i));
-        vst1q_f32(&s.mn[i], halves4(blk + 2 * d + 2 * i));
-      }
-      for (int r = 0; r < n_q; ++r)
-        for (int pc = 0; pc < np; ++pc)
-          set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + static_cast<int64_t>(r) * d;
-        round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                       &s.lo[static_cast<size_t>(r) * d]);
-        Lanes16 acc;
-        for (int i = 0; i < d; i += 16)
-          for (int k = 0; k < 4; ++k) acc.v[k] = vfmaq_f32(acc.v[k], vld1q_f32(qr + i + 4 * k), vld1q_f32(&s.mn[i + 4 * k]));
-        s.c0[r] = hsum16(acc);
-      }
-    }
-    byte_sums();
-    for (int tt = 0; tt < G / 16; ++tt)
-      for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, false, kWide, Dot>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0),
-                                       nullptr, nullptr, nullptr, s.c0.data() + r0, scale,
-                                       logits + r0 * ld + b * G + tt * 16, ld);
-  }
+}
+// sum_c q_c min_c in 16 lanes, hsum16's order (the AVX-512 path's bits).
+inline float dot_min(const float* qr, const float* mn, int d) {
+  Lanes16 acc;
+  for (int i = 0; i < d; i += 16)
+    for (int k = 0; k < 4; ++k) acc.v[k] = vfmaq_f32(acc.v[k], vld1q_f32(qr + i + 4 * k), vld1q_f32(mn + i + 4 * k));
+  return hsum16(acc);
 }
 
 // ---------------- accumulate ----------------
 
-constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
+using intt::kRunBlocks;  // 16-token blocks sharing one probability step (64 tokens)
 
 struct AccScratch {
   // p' rounded (128 hi + lo, 7 bits each): [k][b][r][16] bytes, tokens of block b in order
@@ -394,6 +311,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const V
   for (int64_t b0 = 0; b0 < nb; b0 += kRunBlocks) {
     const int kb = static_cast<int>(std::min<int64_t>(kRunBlocks, nb - b0));
     for (int b = 0; b < kb; ++b) blk[b] = seg.block(b0 + b);
+    // The next run's blocks, a few lines per unit below (a burst would fill the line buffers).
     const uint8_t* next[kRunBlocks];
     const int kn = static_cast<int>(std::clamp<int64_t>(nb - b0 - kRunBlocks, 0, kRunBlocks));
     for (int b = 0; b < kn; ++b) next[b] = seg.block(b0 + kRunBlocks + b);
@@ -503,30 +421,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const V
     }
 }
 
-template <int B, bool kWide, class Dot>
-void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, const ValueTileShape& sh, float* out) {
-  thread_local AccScratch s;
-  for (int r0 = 0; r0 < n_q; r0 += 4) {
-    const float* pr = p + r0 * ld;
-    float* o = out + static_cast<int64_t>(r0) * sh.d;
-    switch (std::min(4, n_q - r0)) {
-      case 4: accumulate_rows<B, 4, kWide, Dot>(pr, ld, seg, sh, o, s); break;
-      case 3: accumulate_rows<B, 3, kWide, Dot>(pr, ld, seg, sh, o, s); break;
-      case 2: accumulate_rows<B, 2, kWide, Dot>(pr, ld, seg, sh, o, s); break;
-      default: accumulate_rows<B, 1, kWide, Dot>(pr, ld, seg, sh, o, s);
-    }
-  }
-}
-
-template <class Dot>
-IntTileKernels tile_kernels() {
-  return IntTileKernels{
-      {{scores<2, false, Dot>, scores<2, true, Dot>}, {scores<4, false, Dot>, scores<4, true, Dot>},
-       {scores<8, false, Dot>, scores<8, true, Dot>}},
-      {{accumulate<2, false, Dot>, accumulate<2, true, Dot>}, {accumulate<4, false, Dot>, accumulate<4, true, Dot>},
-       {accumulate<8, false, Dot>, accumulate<8, true, Dot>}},
-  };
-}
+#include "kv/codecs/int_tile_loops.inc"
 
 }  // namespace
 }  // namespace vlkv::intk

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kv/codec.h"
@@ -185,9 +186,10 @@ struct QRows {
 };
 
 // As tilek::key_tile_rows, for the 8 tokens of half h of each tile.
-template <int B, int RB, bool kPerToken, bool kWide, bool kVnni>
+template <int B, int RB, bool kPerToken, bool kWide, class Isa>
 void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
                    const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
+  constexpr bool kVnni = Isa::kVnni;
   constexpr int64_t kTb = 32 * B;
   const int np = d / P, upp = P / 16;
   __m256 accf[RB];
@@ -242,17 +244,11 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
   for (int r = 0; r < RB; ++r) _mm256_storeu_ps(lg + r * ld + 8 * h, _mm256_mul_ps(accf[r], _mm256_set1_ps(scale)));
 }
 
-template <int B, bool kPerToken, bool kWide, bool kVnni>
-void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
-              const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
-  for (int h = 0; h < 2; ++h) {
-    switch (rb) {
-      case 4: key_tile_half<B, 4, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld); break;
-      case 3: key_tile_half<B, 3, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld); break;
-      case 2: key_tile_half<B, 2, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld); break;
-      default: key_tile_half<B, 1, kPerToken, kWide, kVnni>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    }
-  }
+// The 16 tokens of a tile as its two halves.
+template <int B, int RB, bool kPerToken, bool kWide, class Isa>
+void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
+                   const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
+  for (int h = 0; h < 2; ++h) key_tile_half<B, RB, kPerToken, kWide, Isa>(codes, h, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
 }
 
 struct ScoreScratch {
@@ -304,20 +300,8 @@ inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax,
   }
 }
 
-// As tilek::narrow_query_rows / narrow_channel_rows (per-channel blocks at dot=8, 32-channel
+// As tilek::narrow_channel_rows (per-channel blocks at dot=8, 32-channel
 // pieces): the same per-lane operations, the AVX-512 path's summation order for c0.
-inline void narrow_query_rows(const float* q, int n_q, int d, float* qhat, float* qstep) {
-  constexpr float kLevels = query_levels(false);
-  const int np = d / 32;
-  for (int r = 0; r < n_q; ++r)
-    for (int pc = 0; pc < np; ++pc) {
-      const int64_t c = static_cast<int64_t>(r) * d + 32 * pc;
-      const float m = piece_max(q + c, nullptr, 0, 32);
-      qstep[r * np + pc] = m / kLevels;
-      const __m256 inv = _mm256_set1_ps(intt::inverse_step(kLevels, m));
-      for (int e = 0; e < 32; e += 8) _mm256_storeu_ps(qhat + c + e, _mm256_mul_ps(_mm256_loadu_ps(q + c + e), inv));
-    }
-}
 inline void narrow_channel_rows(const float* q, const float* qhat, const float* qstep, int n_q, int d,
                                 const uint8_t* sc_h, const uint8_t* mn_h, float* sc, float* mn, int8_t* lo, float* step,
                                 float* c0) {
@@ -348,121 +332,54 @@ inline void narrow_channel_rows(const float* q, const float* qhat, const float* 
   }
 }
 
-// As tilek::scores (same steps, same rounding).
-template <int B, bool kWide, bool kVnni>
-void scores(const float* q, int n_q, const SegmentView& seg, const intt::KeyTileShape& sh, float scale, float* logits,
-            int64_t ld) {
-  thread_local ScoreScratch s;
-  constexpr float kLevels = query_levels(kWide);
-  const int d = sh.d, units = d / 16;
-  const bool per_token = sh.g > 0;
-  const int P = per_token ? sh.g : kWide ? d : (d % 32 == 0 ? 32 : 16);
-  const int np = d / P;
-  s.hi.resize(static_cast<size_t>(n_q) * d);
-  s.lo.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(n_q) * np);
-  s.inv.resize(static_cast<size_t>(n_q) * d);
-  s.c0.resize(n_q);
-  constexpr bool kWords = B == 8 && !kVnni;
-  if constexpr (kWords) s.w.resize(s.hi.size());
-  auto rows = [&](int r0) {
-    return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
-                 s.step.data() + static_cast<int64_t>(r0) * np, kWords ? s.w.data() + static_cast<int64_t>(r0) * d : nullptr};
-  };
-  auto words = [&] {
-    if constexpr (kWords) words_from_bytes<kWide>(s.hi.data(), s.lo.data(), static_cast<int64_t>(n_q) * d, s.w.data());
-  };
-  if (per_token) {
-    s.qsum.resize(static_cast<size_t>(n_q) * np);
-    for (int r = 0; r < n_q; ++r) {
-      const float* qr = q + static_cast<int64_t>(r) * d;
-      for (int pc = 0; pc < np; ++pc) {
-        set_piece_step(s, r, pc, d, P, kLevels, piece_max(qr, nullptr, pc * P, P));
-        // Summed in channel order, as the AVX-512 path.
-        float sum = 0.0f;
-        for (int i = pc * P; i < (pc + 1) * P; ++i) sum += qr[i];
-        s.qsum[static_cast<size_t>(r) * np + pc] = sum;
-      }
-      round_q<kWide>(qr, nullptr, &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                     &s.lo[static_cast<size_t>(r) * d]);
-    }
-    words();
-    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-      const uint8_t* blk = seg.block(b);
-      if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
-      for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, true, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk,
-                                        blk + 2 * 16 * np, s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale,
-                                        logits + r0 * ld + b * 16, ld);
-    }
-    return;
+// ---------------- int_tile_loops.inc's hooks ----------------
+
+template <bool V>
+struct Avx2Dots {
+  static constexpr bool kVnni = V;  // AVX-VNNI's vpdpbusd, else vpmaddubsw / vpmaddwd
+};
+template <int B, class Isa>
+constexpr bool kWordDots = B == 8 && !Isa::kVnni;  // 8-bit codes without VNNI: dot_words8
+
+template <int B, bool kWide, class Isa>
+inline void size_rows(ScoreScratch& s, int, int, int) {
+  if constexpr (kWordDots<B, Isa>) s.w.resize(s.hi.size());
+}
+template <int B, bool kWide, class Isa>
+inline void rounded_rows(ScoreScratch& s, int n_q, int d, int) {
+  if constexpr (kWordDots<B, Isa>) words_from_bytes<kWide>(s.hi.data(), s.lo.data(), static_cast<int64_t>(n_q) * d, s.w.data());
+}
+template <int B, class Isa>
+inline QRows query_rows(ScoreScratch& s, int r0, int d, int np) {
+  return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
+               s.step.data() + static_cast<int64_t>(r0) * np,
+               kWordDots<B, Isa> ? s.w.data() + static_cast<int64_t>(r0) * d : nullptr};
+}
+inline void abs_max_rows(const float* q, int n_q, int d, float* qmax) {
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < d; c += 8)
+      _mm256_storeu_ps(qmax + c, _mm256_max_ps(_mm256_loadu_ps(qmax + c), abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+}
+inline void load_channel_meta(const uint8_t* blk, int d, float* sc, float* mn) {
+  for (int i = 0; i < d; i += 8) {
+    _mm256_storeu_ps(sc + i, load_halves8(blk + 2 * i));
+    _mm256_storeu_ps(mn + i, load_halves8(blk + 2 * d + 2 * i));
   }
-  const int G = seg.tokens_per_block;
-  const int64_t tb = 32 * B;
-  s.sc.resize(d);
-  s.mn.resize(d);
-  if (!kWide && P == 32) {
-    s.qhat.resize(static_cast<size_t>(n_q) * d);
-    s.qstep.resize(static_cast<size_t>(n_q) * np);
-    narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
+}
+// sum_c q_c min_c in the lane order of the AVX-512 path (16 lanes as two halves, then
+// _mm512_reduce_add_ps's order), so both tiers give the same bits.
+inline float dot_min(const float* qr, const float* mn, int d) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+  for (int i = 0; i < d; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(mn + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(mn + i + 8), a1);
   }
-  if constexpr (kWide) {  // per channel: max over rows of |q| (wide_channel_rows' step)
-    s.qmax.assign(d, 0.0f);
-    for (int r = 0; r < n_q; ++r)
-      for (int c = 0; c < d; c += 8)
-        _mm256_storeu_ps(&s.qmax[c], _mm256_max_ps(_mm256_loadu_ps(&s.qmax[c]),
-                                                   abs8(_mm256_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
-  }
-  for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-    const uint8_t* blk = seg.block(b);
-    if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
-    if constexpr (kWide) {
-      wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
-      words();
-      for (int tt = 0; tt < G / 16; ++tt)
-        for (int r0 = 0; r0 < n_q; r0 += 4)
-          key_tile<B, false, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P,
-                                           rows(r0), nullptr, nullptr, nullptr, s.c0.data() + r0, scale,
-                                           logits + r0 * ld + b * G + tt * 16, ld);
-      continue;
-    }
-    if (P == 32) {
-      narrow_channel_rows(q, s.qhat.data(), s.qstep.data(), n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(),
-                          s.lo.data(), s.step.data(), s.c0.data());
-    } else {  // 16-channel pieces (d % 32 != 0)
-      for (int i = 0; i < d; i += 8) {
-        _mm256_storeu_ps(&s.sc[i], load_halves8(blk + 2 * i));
-        _mm256_storeu_ps(&s.mn[i], load_halves8(blk + 2 * d + 2 * i));
-      }
-      for (int r = 0; r < n_q; ++r)
-        for (int pc = 0; pc < np; ++pc)
-          set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + static_cast<int64_t>(r) * d;
-        round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                       &s.lo[static_cast<size_t>(r) * d]);
-        // sum_c q_c min_c in the lane order of the AVX-512 path (16 lanes as two halves, then
-        // _mm512_reduce_add_ps's order), so both tiers give the same bits.
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        for (int i = 0; i < d; i += 16) {
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i), _mm256_loadu_ps(&s.mn[i]), a0);
-          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + i + 8), _mm256_loadu_ps(&s.mn[i + 8]), a1);
-        }
-        s.c0[r] = hsum8(_mm256_add_ps(a1, a0));
-      }
-    }
-    words();
-    for (int tt = 0; tt < G / 16; ++tt)
-      for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, false, kWide, kVnni>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0),
-                                         nullptr, nullptr, nullptr, s.c0.data() + r0, scale,
-                                         logits + r0 * ld + b * G + tt * 16, ld);
-  }
+  return hsum8(_mm256_add_ps(a1, a0));
 }
 
 // ---------------- accumulate ----------------
 
-constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
+using intt::kRunBlocks;  // 16-token blocks sharing one probability step (64 tokens)
 
 struct AccScratch {
   std::vector<int8_t> hi, lo;  // [RB][ng][64]
@@ -474,9 +391,10 @@ struct AccScratch {
 };
 
 // As tilek::accumulate_rows (same steps and rounding; lanes in two halves of 8).
-template <int B, int RB, bool kWide, bool kVnni>
+template <int B, int RB, bool kWide, class Isa>
 void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const intt::ValueTileShape& sh, float* out,
                      AccScratch& s) {
+  constexpr bool kVnni = Isa::kVnni;
   constexpr float kQMax = kWide ? 16383.0f : 127.0f;
   constexpr int64_t kTb = 32 * B;
   constexpr int kRun = 16 * kRunBlocks;
@@ -642,30 +560,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
     }
 }
 
-template <int B, bool kWide, bool kVnni>
-void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, const intt::ValueTileShape& sh, float* out) {
-  thread_local AccScratch s;
-  for (int r0 = 0; r0 < n_q; r0 += 4) {
-    const float* pr = p + r0 * ld;
-    float* o = out + static_cast<int64_t>(r0) * sh.d;
-    switch (std::min(4, n_q - r0)) {
-      case 4: accumulate_rows<B, 4, kWide, kVnni>(pr, ld, seg, sh, o, s); break;
-      case 3: accumulate_rows<B, 3, kWide, kVnni>(pr, ld, seg, sh, o, s); break;
-      case 2: accumulate_rows<B, 2, kWide, kVnni>(pr, ld, seg, sh, o, s); break;
-      default: accumulate_rows<B, 1, kWide, kVnni>(pr, ld, seg, sh, o, s);
-    }
-  }
-}
-
-template <bool kVnni>
-constexpr IntTileKernels tile_kernels() {
-  return IntTileKernels{
-      {{scores<2, false, kVnni>, scores<2, true, kVnni>}, {scores<4, false, kVnni>, scores<4, true, kVnni>},
-       {scores<8, false, kVnni>, scores<8, true, kVnni>}},
-      {{accumulate<2, false, kVnni>, accumulate<2, true, kVnni>}, {accumulate<4, false, kVnni>, accumulate<4, true, kVnni>},
-       {accumulate<8, false, kVnni>, accumulate<8, true, kVnni>}},
-  };
-}
+#include "kv/codecs/int_tile_loops.inc"
 
 }  // namespace
 }  // namespace vlkv::intk

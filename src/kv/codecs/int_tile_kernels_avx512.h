@@ -25,6 +25,8 @@
 // at dot=8); IntCodec runs 8-bit key tiles only with P <= intt::kMaxDotChannels8 = 512
 // (dequantizing beyond). accumulate sums a 64-token run: 64 * 255 * 127 < 2^21, any B.
 // p must be non-negative (softmax weights), as attention passes them.
+//
+// Included only inside int_kernels_avx512vnni.cpp's target region; the drivers are int_tile_loops.inc's.
 #pragma once
 
 #include <immintrin.h>
@@ -33,10 +35,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "base/simd_dispatch.h"
 #include "kv/codec.h"
+#include "kv/codecs/int_kernels.h"
 #include "kv/codecs/int_tiles.h"
 
 // GCC 12's AVX-512 headers seed many intrinsics with _mm512_undefined_*(), which trips
@@ -46,8 +50,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace vlkv::tilek {
-
-#define VLKV_TILE_VNNI VLKV_TARGET(VLKV_ISA_AVX512_VNNI)
 
 using intt::KeyTileShape;
 using intt::ValueTileShape;
@@ -60,7 +62,7 @@ inline int32_t load_i32(const void* p) {
 
 // One tile -> quads[j]: lane l = 4 codes (elements 4j..4j+3 of lane l) as bytes.
 template <int B>
-VLKV_TILE_VNNI inline void unpack_quads(const uint8_t* tile, __m512i* quads) {
+inline void unpack_quads(const uint8_t* tile, __m512i* quads) {
   if constexpr (B == 2) {
     const __m512i w = _mm512_loadu_si512(tile), k3 = _mm512_set1_epi8(3);
     quads[0] = _mm512_and_si512(w, k3);
@@ -79,7 +81,7 @@ VLKV_TILE_VNNI inline void unpack_quads(const uint8_t* tile, __m512i* quads) {
   }
 }
 
-VLKV_TILE_VNNI inline __m512 load_halves16(const uint8_t* p) {
+inline __m512 load_halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
@@ -87,7 +89,7 @@ VLKV_TILE_VNNI inline __m512 load_halves16(const uint8_t* p) {
 // (lo in [0, 127], hi = qi >> 7 in s8, |qi| <= 16383), narrow stores qi (|qi| <= 127).
 //   q, mul, inv: [n] with n % 16 == 0 (inv per channel); hi, lo: [n]
 template <bool kWide>
-VLKV_TILE_VNNI inline void round_q(const float* q, const float* mul, const float* inv, int n, int8_t* hi, int8_t* lo) {
+inline void round_q(const float* q, const float* mul, const float* inv, int n, int8_t* hi, int8_t* lo) {
   const __m512i k127 = _mm512_set1_epi32(127);
   for (int c = 0; c < n; c += 16) {
     __m512 v = _mm512_mul_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(inv + c));
@@ -115,8 +117,8 @@ struct QRows {  // RB prepared query rows
 // 16 tokens (one tile row of `codes`), RB query rows. Per-token (kPerToken): scales / mins
 // [n_groups][16] f16 at sc_h / mn_h, qsum [RB][n_groups] = sum of q over each group, and
 // P == g; per-channel: c0 [RB] = sum_c q_c min_c.
-template <int B, int RB, bool kPerToken, bool kWide>
-VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
+template <int B, int RB, bool kPerToken, bool kWide, class Isa>
+void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
                                   const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
   constexpr int64_t kTb = 32 * B;
   const int np = d / P, upp = P / 16;
@@ -150,24 +152,13 @@ VLKV_TILE_VNNI void key_tile_rows(const uint8_t* codes, int d, int P, QRows q, c
   for (int r = 0; r < RB; ++r) _mm512_storeu_ps(lg + r * ld, _mm512_mul_ps(accf[r], _mm512_set1_ps(scale)));
 }
 
-template <int B, bool kPerToken, bool kWide>
-void key_tile(int rb, const uint8_t* codes, int d, int P, QRows q, const uint8_t* sc_h, const uint8_t* mn_h,
-              const float* qsum, const float* c0, float scale, float* lg, int64_t ld) {
-  switch (rb) {
-    case 4: return key_tile_rows<B, 4, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    case 3: return key_tile_rows<B, 3, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    case 2: return key_tile_rows<B, 2, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-    default: return key_tile_rows<B, 1, kPerToken, kWide>(codes, d, P, q, sc_h, mn_h, qsum, c0, scale, lg, ld);
-  }
-}
-
 struct ScoreScratch {
   std::vector<int8_t> hi, lo;
   std::vector<float> step, inv, qsum, c0, sc, mn, qmax, qhat, qstep;
 };
 
 // max over channels [c0, c0 + n) of |v (* mul)|.
-VLKV_TILE_VNNI inline float piece_max(const float* v, const float* mul, int c0, int n) {
+inline float piece_max(const float* v, const float* mul, int c0, int n) {
   __m512 mx = _mm512_setzero_ps();
   for (int c = c0; c < c0 + n; c += 16) {
     __m512 x = _mm512_loadu_ps(v + c);
@@ -177,7 +168,7 @@ VLKV_TILE_VNNI inline float piece_max(const float* v, const float* mul, int c0, 
   return _mm512_reduce_max_ps(mx);
 }
 // Step of piece pc of row r from its max m: inv[r, c] = levels / m over the piece (0 when m is 0).
-VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
+inline void set_piece_step(ScoreScratch& s, int r, int pc, int d, int P, float levels, float m) {
   s.step[static_cast<size_t>(r) * (d / P) + pc] = m / levels;
   const __m512 iv = _mm512_set1_ps(intt::inverse_step(levels, m));
   for (int c = pc * P; c < (pc + 1) * P; c += 16) _mm512_storeu_ps(&s.inv[static_cast<size_t>(r) * d + c], iv);
@@ -188,7 +179,7 @@ VLKV_TILE_VNNI inline void set_piece_step(ScoreScratch& s, int r, int pc, int d,
 // (hi / lo [n_q, d]) and c0[r] = sum_c q_rc min_c. One pass over the channels for every row,
 // the f16 scales and mins read in place (sc_h, mn_h: [d] f16), four rows' sums interleaved;
 // per row the same operations in the same order as round_q and a sequential fma chain.
-VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax, const uint8_t* sc_h,
+inline void wide_channel_rows(const float* q, int n_q, int d, const float* qmax, const uint8_t* sc_h,
                                              const uint8_t* mn_h, int8_t* hi, int8_t* lo, float* step, float* c0) {
   constexpr float kLevels = query_levels(true);
   __m512 mx = _mm512_setzero_ps();
@@ -224,26 +215,12 @@ VLKV_TILE_VNNI inline void wide_channel_rows(const float* q, int n_q, int d, con
 // bound is looser than that max (by the spread of q * scale inside a piece, ~2x on outlier
 // data), but the rounding is one multiply per query element and block, where the exact max
 // needed a reduction and two divisions per (row, block): it cost as much as the dots.
-//   q: [n_q, d] (d % 32 == 0); qhat: [n_q, d]; qstep: [n_q, d / 32] = max |q| / 127
-VLKV_TILE_VNNI inline void narrow_query_rows(const float* q, int n_q, int d, float* qhat, float* qstep) {
-  constexpr float kLevels = query_levels(false);
-  const int np = d / 32;
-  for (int r = 0; r < n_q; ++r)
-    for (int pc = 0; pc < np; ++pc) {
-      const int64_t c = static_cast<int64_t>(r) * d + 32 * pc;
-      const __m512 a = _mm512_loadu_ps(q + c), b = _mm512_loadu_ps(q + c + 16);
-      const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-      qstep[r * np + pc] = m / kLevels;
-      const __m512 inv = _mm512_set1_ps(intt::inverse_step(kLevels, m));
-      _mm512_storeu_ps(qhat + c, _mm512_mul_ps(a, inv));
-      _mm512_storeu_ps(qhat + c + 16, _mm512_mul_ps(b, inv));
-    }
-}
+// (narrow_query_rows is int_tile_loops.inc's, the same on every tier.)
 
 // One block's rounding (see narrow_query_rows): lo [n_q, d] = round(q^ * s^), step [n_q, np]
 // = qstep * max scale, c0[r] = sum_c q_rc min_c (the AVX2 path's lane order: same bits).
 //   sc_h, mn_h: [d] f16; sc, mn: [d] scratch for s^ and the mins as floats
-VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, const float* qhat, const float* qstep, int n_q, int d,
+inline void narrow_channel_rows(const float* q, const float* qhat, const float* qstep, int n_q, int d,
                                                const uint8_t* sc_h, const uint8_t* mn_h, float* sc, float* mn,
                                                int8_t* lo, float* step, float* c0) {
   const int np = d / 32;
@@ -268,107 +245,40 @@ VLKV_TILE_VNNI inline void narrow_channel_rows(const float* q, const float* qhat
   }
 }
 
-// logits[r * ld + t] = scale * q_r . k_t over the view (blocks of 16 tokens per-token, G per channel).
-template <int B, bool kWide>
-VLKV_TILE_VNNI void scores(const float* q, int n_q, const SegmentView& seg, const KeyTileShape& sh, float scale,
-                           float* logits, int64_t ld) {
-  thread_local ScoreScratch s;
-  constexpr float kLevels = query_levels(kWide);
-  const int d = sh.d, units = d / 16;
-  const bool per_token = sh.g > 0;
-  // Steps: per token, one per (row, group), set once per call. Per channel, q' = q * scale
-  // changes with every block: at 16 bits one step per block shared by every row (its max
-  // over rows and channels: one reduction), at 8 bits one per (row, 32 channels), as an
-  // outlier channel's q' would flatten the others (narrow_query_rows).
-  const int P = per_token ? sh.g : kWide ? d : (d % 32 == 0 ? 32 : 16);
-  const int np = d / P;
-  s.hi.resize(static_cast<size_t>(n_q) * d);
-  s.lo.resize(s.hi.size());
-  s.step.resize(static_cast<size_t>(n_q) * np);
-  s.inv.resize(static_cast<size_t>(n_q) * d);
-  s.c0.resize(n_q);
-  auto rows = [&](int r0) {
-    return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
-                 s.step.data() + static_cast<int64_t>(r0) * np};
-  };
-  if (per_token) {
-    for (int r = 0; r < n_q; ++r) {
-      const float* qr = q + static_cast<int64_t>(r) * d;
-      for (int pc = 0; pc < np; ++pc) set_piece_step(s, r, pc, d, P, kLevels, piece_max(qr, nullptr, pc * P, P));
-      round_q<kWide>(qr, nullptr, &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                     &s.lo[static_cast<size_t>(r) * d]);
-    }
-    s.qsum.assign(static_cast<size_t>(n_q) * np, 0.0f);
-    for (int r = 0; r < n_q; ++r)
-      for (int i = 0; i < d; ++i) s.qsum[static_cast<size_t>(r) * np + i / P] += q[static_cast<int64_t>(r) * d + i];
-    for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-      const uint8_t* blk = seg.block(b);
-      if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
-      for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, true, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes, d, P, rows(r0), blk, blk + 2 * 16 * np,
-                                 s.qsum.data() + static_cast<int64_t>(r0) * np, nullptr, scale, logits + r0 * ld + b * 16,
-                                 ld);
-    }
-    return;
+// ---------------- int_tile_loops.inc's hooks ----------------
+
+struct Avx512Vnni {};  // the one flavour of this tier (Isa)
+
+template <int B, bool kWide, class Isa>
+inline void size_rows(ScoreScratch&, int, int, int) {}
+template <int B, bool kWide, class Isa>
+inline void rounded_rows(ScoreScratch&, int, int, int) {}
+template <int B, class Isa>
+inline QRows query_rows(ScoreScratch& s, int r0, int d, int np) {
+  return QRows{s.hi.data() + static_cast<int64_t>(r0) * d, s.lo.data() + static_cast<int64_t>(r0) * d,
+               s.step.data() + static_cast<int64_t>(r0) * np};
+}
+inline void abs_max_rows(const float* q, int n_q, int d, float* qmax) {
+  for (int r = 0; r < n_q; ++r)
+    for (int c = 0; c < d; c += 16)
+      _mm512_storeu_ps(qmax + c, _mm512_max_ps(_mm512_loadu_ps(qmax + c),
+                                               _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
+}
+inline void load_channel_meta(const uint8_t* blk, int d, float* sc, float* mn) {
+  for (int i = 0; i < d; i += 16) {
+    _mm512_storeu_ps(sc + i, load_halves16(blk + 2 * i));
+    _mm512_storeu_ps(mn + i, load_halves16(blk + 2 * d + 2 * i));
   }
-  const int G = seg.tokens_per_block;
-  const int64_t tb = 32 * B;
-  s.sc.resize(d);
-  s.mn.resize(d);
-  if (!kWide && P == 32) {
-    s.qhat.resize(static_cast<size_t>(n_q) * d);
-    s.qstep.resize(static_cast<size_t>(n_q) * np);
-    narrow_query_rows(q, n_q, d, s.qhat.data(), s.qstep.data());
-  }
-  if constexpr (kWide) {  // per channel: max over rows of |q| (wide_channel_rows' step)
-    s.qmax.assign(d, 0.0f);
-    for (int r = 0; r < n_q; ++r)
-      for (int c = 0; c < d; c += 16)
-        _mm512_storeu_ps(&s.qmax[c], _mm512_max_ps(_mm512_loadu_ps(&s.qmax[c]),
-                                                   _mm512_abs_ps(_mm512_loadu_ps(q + static_cast<int64_t>(r) * d + c))));
-  }
-  for (int64_t b = 0; b < seg.n_blocks(); ++b) {
-    const uint8_t* blk = seg.block(b);
-    if (b + 2 < seg.n_blocks()) intt::prefetch_bytes(seg.block(b + 2), seg.block_bytes);
-    if constexpr (kWide) {
-      wide_channel_rows(q, n_q, d, s.qmax.data(), blk, blk + 2 * d, s.hi.data(), s.lo.data(), s.step.data(), s.c0.data());
-      for (int tt = 0; tt < G / 16; ++tt)
-        for (int r0 = 0; r0 < n_q; r0 += 4)
-          key_tile<B, false, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0),
-                                    nullptr, nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16,
-                                    ld);
-      continue;
-    }
-    if (P == 32) {
-      narrow_channel_rows(q, s.qhat.data(), s.qstep.data(), n_q, d, blk, blk + 2 * d, s.sc.data(), s.mn.data(),
-                          s.lo.data(), s.step.data(), s.c0.data());
-    } else {  // 16-channel pieces (d % 32 != 0)
-      for (int i = 0; i < d; i += 16) {
-        _mm512_storeu_ps(&s.sc[i], load_halves16(blk + 2 * i));
-        _mm512_storeu_ps(&s.mn[i], load_halves16(blk + 2 * d + 2 * i));
-      }
-      for (int r = 0; r < n_q; ++r)
-        for (int pc = 0; pc < np; ++pc)
-          set_piece_step(s, r, pc, d, P, kLevels, piece_max(q + static_cast<int64_t>(r) * d, s.sc.data(), pc * P, P));
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + static_cast<int64_t>(r) * d;
-        round_q<kWide>(qr, s.sc.data(), &s.inv[static_cast<size_t>(r) * d], d, &s.hi[static_cast<size_t>(r) * d],
-                       &s.lo[static_cast<size_t>(r) * d]);
-        __m512 acc = _mm512_setzero_ps();
-        for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(&s.mn[i]), acc);
-        s.c0[r] = _mm512_reduce_add_ps(acc);
-      }
-    }
-    for (int tt = 0; tt < G / 16; ++tt)
-      for (int r0 = 0; r0 < n_q; r0 += 4)
-        key_tile<B, false, kWide>(std::min(4, n_q - r0), blk + sh.meta_bytes + tt * units * tb, d, P, rows(r0), nullptr,
-                                  nullptr, nullptr, s.c0.data() + r0, scale, logits + r0 * ld + b * G + tt * 16, ld);
-  }
+}
+inline float dot_min(const float* qr, const float* mn, int d) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + i), _mm512_loadu_ps(mn + i), acc);
+  return _mm512_reduce_add_ps(acc);
 }
 
 // ---------------- accumulate ----------------
 
-constexpr int kRunBlocks = 4;  // 16-token blocks sharing one probability step (64 tokens)
+using intt::kRunBlocks;  // 16-token blocks sharing one probability step (64 tokens)
 
 struct AccScratch {
   // p' rounded (128 hi + lo, 7 bits each), four rows packed per quad: byte 16 j + 4 r of
@@ -382,12 +292,12 @@ struct AccScratch {
 
 // 4 rows of 16 int32 in [-128, 127] -> 64 bytes, row r's elements 4j..4j+3 at byte 16 j + 4 r
 // (vpackssdw / vpacksswb work within 128-bit lanes: lane j keeps elements 4j..4j+3 of each row).
-VLKV_TILE_VNNI inline __m512i pack_rows4(const __m512i* v) {
+inline __m512i pack_rows4(const __m512i* v) {
   return _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
 }
 
-template <int B, int RB, bool kWide>
-VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
+template <int B, int RB, bool kWide, class Isa>
+void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const ValueTileShape& sh,
                                     float* out, AccScratch& s) {
   // Codes are the u8 operand, probability halves the s8 one (a broadcast memory operand):
   // 7 bits each, pq = 128 hi + lo (14 bits) or pq = lo (7 bits).
@@ -519,22 +429,6 @@ VLKV_TILE_VNNI void accumulate_rows(const float* p, int64_t ld, const SegmentVie
     }
 }
 
-// out[r] += sum_t p[r * ld + t] * v_t over the view (blocks of 16 tokens, value tiles).
-template <int B, bool kWide>
-void accumulate(const float* p, int64_t ld, int n_q, const SegmentView& seg, const ValueTileShape& sh, float* out) {
-  thread_local AccScratch s;
-  for (int r0 = 0; r0 < n_q; r0 += 4) {
-    const float* pr = p + r0 * ld;
-    float* o = out + static_cast<int64_t>(r0) * sh.d;
-    switch (std::min(4, n_q - r0)) {
-      case 4: accumulate_rows<B, 4, kWide>(pr, ld, seg, sh, o, s); break;
-      case 3: accumulate_rows<B, 3, kWide>(pr, ld, seg, sh, o, s); break;
-      case 2: accumulate_rows<B, 2, kWide>(pr, ld, seg, sh, o, s); break;
-      default: accumulate_rows<B, 1, kWide>(pr, ld, seg, sh, o, s);
-    }
-  }
-}
-
-#undef VLKV_TILE_VNNI
+#include "kv/codecs/int_tile_loops.inc"
 
 }  // namespace vlkv::tilek

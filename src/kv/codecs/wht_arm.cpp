@@ -22,29 +22,22 @@ inline float32x4_t butterflies4(float32x4_t x) {
   return vbslq_f32(upper2, vsubq_f32(y, x), vaddq_f32(x, y));
 }
 
-void wht_row(float* x, int d) {
-  for (int i = 0; i < d; i += 4) vst1q_f32(x + i, butterflies4(vld1q_f32(x + i)));
-  for (int h = 4; h < d; h *= 2)
-    for (int i = 0; i < d; i += 2 * h)
-      for (int j = i; j < i + h; j += 4) {
-        const float32x4_t a = vld1q_f32(x + j), b = vld1q_f32(x + j + h);
-        vst1q_f32(x + j, vaddq_f32(a, b));
-        vst1q_f32(x + j + h, vsubq_f32(a, b));
-      }
-  const float32x4_t s = vdupq_n_f32(1.0f / std::sqrt(static_cast<float>(d)));
-  for (int i = 0; i < d; i += 4) vst1q_f32(x + i, vmulq_f32(vld1q_f32(x + i), s));
-}
+struct VecOps {
+  using V = float32x4_t;
+  static constexpr int kLanes = 4;
+  static V load(const float* x) { return vld1q_f32(x); }
+  static void store(float* x, V v) { vst1q_f32(x, v); }
+  static V add(V a, V b) { return vaddq_f32(a, b); }
+  static V sub(V a, V b) { return vsubq_f32(a, b); }
+  static V mul(V a, V b) { return vmulq_f32(a, b); }
+  static V splat(float f) { return vdupq_n_f32(f); }
+  static V butterflies(V x) { return butterflies4(x); }
+};
 
-void wht_rows_neon(float* x, int64_t n, int d) {
-  if (d < 4) {  // below one vector: the scalar reference
-    for (int64_t r = 0; r < n; ++r) wht(x + r * d, d);
-    return;
-  }
-  for (int64_t r = 0; r < n; ++r) wht_row(x + r * d, d);
-}
+#include "kv/codecs/wht_loops.inc"
 
 }  // namespace
 
-const WhtKernels kWhtKernelsNeon{wht_rows_neon};
+const WhtKernels kWhtKernelsNeon{wht_rows_simd};
 
 }  // namespace vlkv

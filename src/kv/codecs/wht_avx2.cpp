@@ -25,30 +25,23 @@ inline __m256 butterflies8(__m256 x) {
   return _mm256_blend_ps(_mm256_add_ps(x, y), _mm256_sub_ps(y, x), 0xF0);
 }
 
-void wht_row(float* x, int d) {
-  for (int i = 0; i < d; i += 8) _mm256_storeu_ps(x + i, butterflies8(_mm256_loadu_ps(x + i)));
-  for (int h = 8; h < d; h *= 2)
-    for (int i = 0; i < d; i += 2 * h)
-      for (int j = i; j < i + h; j += 8) {
-        const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + h);
-        _mm256_storeu_ps(x + j, _mm256_add_ps(a, b));
-        _mm256_storeu_ps(x + j + h, _mm256_sub_ps(a, b));
-      }
-  const __m256 s = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
-  for (int i = 0; i < d; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
-}
+struct VecOps {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V load(const float* x) { return _mm256_loadu_ps(x); }
+  static void store(float* x, V v) { _mm256_storeu_ps(x, v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V splat(float f) { return _mm256_set1_ps(f); }
+  static V butterflies(V x) { return butterflies8(x); }
+};
 
-void wht_rows_avx2(float* x, int64_t n, int d) {
-  if (d < 8) {  // below one vector: the scalar reference
-    for (int64_t r = 0; r < n; ++r) wht(x + r * d, d);
-    return;
-  }
-  for (int64_t r = 0; r < n; ++r) wht_row(x + r * d, d);
-}
+#include "kv/codecs/wht_loops.inc"
 
 }  // namespace
 
-const WhtKernels kWhtKernelsAvx2{wht_rows_avx2};
+const WhtKernels kWhtKernelsAvx2{wht_rows_simd};
 
 }  // namespace vlkv
 VLKV_TARGET_END

@@ -94,6 +94,21 @@ inline void for_row_blocks(int n_rows, F&& f) {
   }
 }
 
+// byte_floats().f[b][i] = 1.0f iff bit i of b is set, else 0, for the AVX2 and NEON plane
+// kernels: each plane's byte of an 8-token slab expands to 8 lanes, and acc += table[b] * w is
+// one FMA (an and + add with a mask table would be two).
+struct ByteFloatTable {
+  alignas(32) float f[256][8];
+  ByteFloatTable() {
+    for (int b = 0; b < 256; ++b)
+      for (int i = 0; i < 8; ++i) f[b][i] = ((b >> i) & 1) ? 1.0f : 0.0f;
+  }
+};
+inline const ByteFloatTable& byte_floats() {
+  static const ByteFloatTable t;
+  return t;
+}
+
 // ---------------- the ISA kernels (sign1_planes_{avx2,avx512,arm}.cpp) ----------------
 void plane_scores_rows_avx2(const uint8_t* planes, int n_planes, int group, const float* w, const float* base,
                             int n_rows, float scale, float* lg, int64_t ld);

@@ -9,19 +9,6 @@
 namespace vlkv::sign1 {
 namespace {
 
-// kByteFloats[b][i] = 1.0f iff bit i of b is set, else 0 (one FMA per plane and slab half).
-struct ByteFloatTable {
-  alignas(16) float f[256][8];
-  ByteFloatTable() {
-    for (int b = 0; b < 256; ++b)
-      for (int i = 0; i < 8; ++i) f[b][i] = ((b >> i) & 1) ? 1.0f : 0.0f;
-  }
-};
-const ByteFloatTable& byte_floats() {
-  static const ByteFloatTable t;
-  return t;
-}
-
 // 8 lanes as two halves.
 struct F8 {
   float32x4_t lo, hi;

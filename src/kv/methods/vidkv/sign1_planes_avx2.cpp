@@ -10,20 +10,6 @@ namespace {
 
 #define VLKV_S1_AVX2 VLKV_TARGET(VLKV_ISA_AVX2)
 
-// kByteFloats[b][i] = 1.0f iff bit i of b is set, else 0: acc += table[b] * w is one FMA
-// (an and + add with a mask table would be two).
-struct ByteFloatTable {
-  alignas(32) float f[256][8];
-  ByteFloatTable() {
-    for (int b = 0; b < 256; ++b)
-      for (int i = 0; i < 8; ++i) f[b][i] = ((b >> i) & 1) ? 1.0f : 0.0f;
-  }
-};
-const ByteFloatTable& byte_floats() {
-  static const ByteFloatTable t;
-  return t;
-}
-
 // RB query rows x 2 slabs (16 tokens) at once: each plane's weights are broadcast once
 // for both slabs and each table row loaded once for all rows (2 RB FMA chains); `two`:
 // the second slab is there (not the last 8 tokens of a group). The planes are mixk's
