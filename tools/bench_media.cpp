@@ -47,6 +47,7 @@ Result<MediaRow> bench_method(const BenchMediaOptions& o, const std::vector<Medi
   using Clock = std::chrono::steady_clock;
   EngineParams ep = o.engine;
   ep.kv_method = method;
+  ep.media_cache_bytes = 0;  // every repetition runs the encoder (a cached encode would time a hash lookup)
   Result<std::unique_ptr<Engine>> loaded = Engine::load(ep);
   if (!loaded.is_ok()) return check_kv_load_error(loaded.status(), method);
   Engine& e = **loaded;

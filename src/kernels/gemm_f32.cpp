@@ -3,6 +3,7 @@
 #include "kernels/gemm_f32.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -100,16 +101,30 @@ const GemmF32Kernels& gemm_f32_kernels() {
 }
 
 void gemm_f32(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  if (n_tokens <= 0 || w.n_rows <= 0) return;
-  const WeightFormat& fmt = format_of(w);
+  const MatvecTarget target{&w, y};
+  gemm_f32_fused(std::span<const MatvecTarget>(&target, 1), x, n_tokens, pool);
+}
+
+void gemm_f32_fused(std::span<const MatvecTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  constexpr size_t kMaxTargets = 4;
+  VLKV_CHECK(targets.size() <= kMaxTargets);
+  if (n_tokens <= 0 || targets.empty()) return;
   const GemmF32Kernels& kern = gemm_f32_kernels();
   const int mr = kern.mr, nr = kern.nr;
-  const int64_t K = w.n_cols, N = w.n_rows;
+  const int64_t K = targets[0].w->n_cols;
   const int64_t panel_rows = static_cast<int64_t>(kPanelGroups) * nr;
-  const int64_t n_panels = (N + panel_rows - 1) / panel_rows;
+  std::array<const WeightFormat*, kMaxTargets> fmts{};
+  std::array<int64_t, kMaxTargets + 1> first_panel{};  // target i's panels are [first_panel[i], first_panel[i + 1])
+  for (size_t i = 0; i < targets.size(); ++i) {
+    VLKV_CHECK(targets[i].w->n_cols == K);
+    fmts[i] = &format_of(*targets[i].w);
+    first_panel[i + 1] = first_panel[i] + (targets[i].w->n_rows + panel_rows - 1) / panel_rows;
+  }
+  const int64_t n_panels = first_panel[targets.size()];
+  if (n_panels == 0) return;
   // Token blocks per panel: one (each panel dequantized once) unless there are too few panels
   // to give every thread ~4 tasks; a block repacks its panel, which costs 1/block_tokens of its
-  // multiply-adds.
+  // multiply-adds. The targets' panels share one task list, so one wake-up and one tail for all.
   const int64_t want_tasks = 4 * static_cast<int64_t>(pool.n_threads());
   const int64_t max_blocks = (n_tokens + mr - 1) / mr;
   const int64_t n_tblocks = std::clamp<int64_t>((want_tasks + n_panels - 1) / n_panels, 1, max_blocks);
@@ -123,8 +138,14 @@ void gemm_f32(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
     row_buf.resize(static_cast<size_t>(kKc));
     ctile.resize(static_cast<size_t>(16 * nr));  // [mr, nr] a tile whose weight rows end past N
     for (int64_t task = task0; task < task1; ++task) {
-      const int64_t p = task / n_blocks, blk = task % n_blocks;
-      const int64_t r0 = p * panel_rows, n_rows = std::min(panel_rows, N - r0);
+      const int64_t gp = task / n_blocks, blk = task % n_blocks;
+      size_t ti = 0;
+      while (gp >= first_panel[ti + 1]) ++ti;
+      const WeightMatrix& w = *targets[ti].w;
+      const WeightFormat& fmt = *fmts[ti];
+      float* y = targets[ti].y;
+      const int64_t N = w.n_rows;
+      const int64_t r0 = (gp - first_panel[ti]) * panel_rows, n_rows = std::min(panel_rows, N - r0);
       const int64_t t_begin = blk * block_tokens, t_end = std::min(n_tokens, t_begin + block_tokens);
       const int64_t n_groups = (n_rows + nr - 1) / nr;
       for (int64_t k0 = 0; k0 < K; k0 += kKc) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 
 #include "base/thread_pool.h"
@@ -43,6 +44,11 @@ extern const GemmF32Kernels kGemmF32Avx2, kGemmF32Avx512, kGemmF32Neon;
 // y [n_tokens, w.n_rows] = x [n_tokens, w.n_cols] times w transposed, exact dequantization
 // and f32 arithmetic (matmul's exact prefill path).
 void gemm_f32(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// Several matrices of the same width times the same x (the Q, K, V projections; FFN gate and
+// up), one task list over all their panels: one thread wake-up and one load-balancing tail
+// instead of one per matrix. Each target's y equals gemm_f32(*w, x, n_tokens, y) bit for bit.
+// At most 4 targets.
+void gemm_f32_fused(std::span<const MatvecTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool);
 
 // Fills fns[m - 1] with K<m>::fn for m = 1..MR.
 template <int MR, int NR, template <int> class K, int... I>

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "base/fp16.h"
+#include "kernels/f16_table_lookup.h"
 
 namespace vlkv {
 
@@ -219,17 +220,7 @@ const ActivationTables& activation_tables() {
 }  // namespace
 
 void gelu(const float* x, int64_t n, float* out) {
-  const std::vector<float>& table = activation_tables().gelu;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (v <= -10.0f) {
-      out[i] = 0.0f;
-    } else if (v >= 10.0f) {
-      out[i] = v;
-    } else {
-      out[i] = table[fp32_to_fp16(v)];
-    }
-  }
+  f16_table_lookup(activation_tables().gelu.data(), x, n, out, /*gelu_clamp=*/true);
 }
 
 void gelu_exact(const float* x, int64_t n, float* out) {
@@ -237,8 +228,7 @@ void gelu_exact(const float* x, int64_t n, float* out) {
 }
 
 void gelu_quick(const float* x, int64_t n, float* out) {
-  const std::vector<float>& table = activation_tables().gelu_quick;
-  for (int64_t i = 0; i < n; ++i) out[i] = table[fp32_to_fp16(x[i])];
+  f16_table_lookup(activation_tables().gelu_quick.data(), x, n, out, /*gelu_clamp=*/false);
 }
 
 void gelu_quick_exact(const float* x, int64_t n, float* out) {

@@ -2,9 +2,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <span>
 
 #include "base/check.h"
 #include "kernels/attention_f32.h"
+#include "kernels/gemm_f32.h"
+#include "kernels/gemm_q8.h"
 #include "kernels/ops.h"
 #include "quant/weight_format.h"
 
@@ -254,6 +258,19 @@ void for_rows(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int
   pool.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(b, e); }, /*min_per_thread=*/16);
 }
 
+// Matrices of one width times the same rows: one fused exact GEMM when every one takes the
+// exact f32 path (ViT weights are F16/F32: matmul would run gemm_f32 on each), else matmul
+// on each; the results are the same either way (gemm_f32_fused).
+void matmuls_same_x(std::initializer_list<MatvecTarget> targets, const float* x, int64_t n, ThreadPool& pool) {
+  bool exact = n > 1;
+  for (const MatvecTarget& t : targets) exact = exact && !gemm_q8_applies(*t.w);
+  if (exact) {
+    gemm_f32_fused(std::span<const MatvecTarget>(targets.begin(), targets.size()), x, n, pool);
+    return;
+  }
+  for (const MatvecTarget& t : targets) matmul(*t.w, x, n, t.y, pool);
+}
+
 }  // namespace
 
 void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, const VitRope& rope, ThreadPool& pool,
@@ -270,9 +287,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
   std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &proj = sc.proj, &up = sc.up;
 
   for_rows(pool, n, [&](int64_t b, int64_t e) { vit_norm_rows(hp, x + b * d, l.ln1_w, l.ln1_b, e - b, &xn[b * d]); });
-  matmul(l.wq, xn.data(), n, q.data(), pool);
-  matmul(l.wk, xn.data(), n, k.data(), pool);
-  matmul(l.wv, xn.data(), n, v.data(), pool);
+  matmuls_same_x({{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}}, xn.data(), n, pool);
   for_rows(pool, n, [&](int64_t b, int64_t e) {
     add_bias_rows(&q[b * d], l.bq, e - b, d);
     add_bias_rows(&k[b * d], l.bk, e - b, d);
@@ -303,11 +318,10 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
     add_inplace(x + b * d, &proj[b * d], (e - b) * d);
     vit_norm_rows(hp, x + b * d, l.ln2_w, l.ln2_b, e - b, &xn[b * d]);
   });
-  matmul(l.ffn_up, xn.data(), n, up.data(), pool);
   if (l.ffn_gate.n_rows > 0) {
     std::vector<float>& gate = sc.gate;  // [n, n_ff]
     gate.resize(n * n_ff);
-    matmul(l.ffn_gate, xn.data(), n, gate.data(), pool);
+    matmuls_same_x({{&l.ffn_up, up.data()}, {&l.ffn_gate, gate.data()}}, xn.data(), n, pool);
     for_rows(pool, n, [&](int64_t b, int64_t e) {
       add_bias_rows(&up[b * n_ff], l.ffn_up_b, e - b, n_ff);
       add_bias_rows(&gate[b * n_ff], l.ffn_gate_b, e - b, n_ff);
@@ -315,6 +329,7 @@ void vit_block(const VitHparams& hp, const VitLayer& l, float* x, int64_t n, con
       for (int64_t i = b * n_ff; i < e * n_ff; ++i) up[i] *= gate[i];
     });
   } else {
+    matmul(l.ffn_up, xn.data(), n, up.data(), pool);
     for_rows(pool, n, [&](int64_t b, int64_t e) {
       add_bias_rows(&up[b * n_ff], l.ffn_up_b, e - b, n_ff);
       vit_activation(hp.ffn_op, &up[b * n_ff], (e - b) * n_ff);

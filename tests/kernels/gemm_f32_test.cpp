@@ -99,6 +99,45 @@ TEST_F(GemmF32Test, RowsAreBitEqualWhateverTheBatch) {
   }
 }
 
+// The fused call (Q/K/V, gate/up of a ViT block) gives each target the bits gemm_f32 gives it
+// alone: matrices of different heights and formats, partial panels, every tier, 1 and 3 threads.
+TEST_F(GemmF32Test, FusedTargetsEqualSeparateCallsBitForBit) {
+  const int64_t n_cols = 512, n_tokens = 37;
+  const int64_t heights[3] = {45, 300, 7};
+  const GgmlType types[3] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16};
+  std::vector<std::vector<uint8_t>> bytes(3);
+  std::vector<WeightMatrix> ws;
+  for (int i = 0; i < 3; ++i) {
+    const WeightFormat* fmt = find_weight_format(types[i]);
+    ASSERT_NE(fmt, nullptr);
+    const size_t rb = static_cast<size_t>(n_cols / fmt->block_elems) * fmt->block_bytes;
+    bytes[i].resize(rb * heights[i]);
+    const std::vector<float> src = random_vec(heights[i] * n_cols, 11 + i);
+    for (int64_t r = 0; r < heights[i]; ++r) fmt->quantize_row_ref(&src[r * n_cols], bytes[i].data() + r * rb, n_cols);
+    ws.push_back(WeightMatrix{types[i], bytes[i].data(), heights[i], n_cols, rb});
+  }
+  const std::vector<float> x = random_vec(n_tokens * n_cols, 12);
+  for (SimdTier tier : supported_simd_tiers()) {
+    set_simd_tier_for_testing(tier);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<float>> fused(3), alone(3);
+      std::vector<MatvecTarget> targets;
+      for (int i = 0; i < 3; ++i) {
+        fused[i].assign(n_tokens * heights[i], NAN);
+        alone[i].assign(n_tokens * heights[i], NAN);
+        targets.push_back(MatvecTarget{&ws[i], fused[i].data()});
+        gemm_f32(ws[i], x.data(), n_tokens, alone[i].data(), pool);
+      }
+      gemm_f32_fused(targets, x.data(), n_tokens, pool);
+      for (int i = 0; i < 3; ++i)
+        for (size_t j = 0; j < fused[i].size(); ++j)
+          ASSERT_EQ(fused[i][j], alone[i][j]) << simd_tier_name(tier) << " threads=" << threads << " target=" << i
+                                              << " j=" << j;
+    }
+  }
+}
+
 // Double-precision softmax attention. Tolerance per output, relative to max |v|: logits carry
 // gamma_d * scale * sum_c |q_c k_c| (at most L over the keys), which moves each weight by a
 // relative e^{2L} - 1 ~ 2L and the weighted mean by <= 2L max|v|; the f32 sums of n weights and
