@@ -73,23 +73,32 @@ const WeightFormat& format_of(const WeightMatrix& w) {
 }
 
 // Dequantizes rows [r0, r0 + n_rows) x columns [k0, k0 + kc) of w into panel
-// [ceil(n_rows / nr)][kc][nr]; rows past n_rows of the last group are zero.
-void pack_panel(const WeightMatrix& w, const WeightFormat& fmt, int64_t r0, int64_t n_rows, int64_t k0, int64_t kc,
-                int nr, float* panel, float* row_buf) {
+// [ceil(n_rows / nr)][kc][nr]; rows past n_rows of the last group are zero. rows_buf: nr * kc
+// floats, a group's rows dequantized side by side before the tier's pack interleaves them.
+void pack_panel(const GemmF32Kernels& kern, const WeightMatrix& w, const WeightFormat& fmt, int64_t r0,
+                int64_t n_rows, int64_t k0, int64_t kc, float* panel, float* rows_buf) {
+  const int nr = kern.nr;
   const size_t byte_offset = static_cast<size_t>(k0 / fmt.block_elems) * fmt.block_bytes;
   const int64_t n_groups = (n_rows + nr - 1) / nr;
   for (int64_t g = 0; g < n_groups; ++g) {
-    float* dst = panel + g * kc * nr;
     const int rows = static_cast<int>(std::min<int64_t>(nr, n_rows - g * nr));
-    if (rows < nr) std::fill_n(dst, kc * nr, 0.0f);
-    for (int j = 0; j < rows; ++j) {
-      fmt.dequantize_row(w.data + (r0 + g * nr + j) * w.row_bytes + byte_offset, row_buf, kc);
-      for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = row_buf[k];
-    }
+    for (int j = 0; j < rows; ++j)
+      fmt.dequantize_row(w.data + (r0 + g * nr + j) * w.row_bytes + byte_offset, rows_buf + j * kc, kc);
+    kern.pack(rows_buf, kc, rows, kc, nr, panel + g * kc * nr);
   }
 }
 
 }  // namespace
+
+void gemm_f32_pack_scalar(const float* rows, int64_t ld, int n_rows, int64_t kc, int nr, float* panel) {
+  for (int j = 0; j < nr; ++j) {
+    if (j >= n_rows) {
+      for (int64_t k = 0; k < kc; ++k) panel[k * nr + j] = 0.0f;
+      continue;
+    }
+    for (int64_t k = 0; k < kc; ++k) panel[k * nr + j] = rows[j * ld + k];
+  }
+}
 
 const GemmF32Kernels& gemm_f32_kernels() {
   static const GemmF32Kernels scalar = make_gemm_f32_table<kScalarMr, kScalarNr, ScalarK>(&row_max_scalar, &exp_sum_scalar);
@@ -135,7 +144,7 @@ void gemm_f32_fused(std::span<const MatvecTarget> targets, const float* x, int64
   pool.parallel_for_chunked(n_panels * n_blocks, 1, [&](int64_t task0, int64_t task1, int) {
     thread_local std::vector<float> panel, row_buf, ctile;
     panel.resize(static_cast<size_t>(panel_rows * kKc));
-    row_buf.resize(static_cast<size_t>(kKc));
+    row_buf.resize(static_cast<size_t>(nr * kKc));
     ctile.resize(static_cast<size_t>(16 * nr));  // [mr, nr] a tile whose weight rows end past N
     for (int64_t task = task0; task < task1; ++task) {
       const int64_t gp = task / n_blocks, blk = task % n_blocks;
@@ -151,7 +160,7 @@ void gemm_f32_fused(std::span<const MatvecTarget> targets, const float* x, int64
       for (int64_t k0 = 0; k0 < K; k0 += kKc) {
         const int64_t kc = std::min(kKc, K - k0);
         const bool accumulate = k0 > 0;
-        pack_panel(w, fmt, r0, n_rows, k0, kc, nr, panel.data(), row_buf.data());
+        pack_panel(kern, w, fmt, r0, n_rows, k0, kc, panel.data(), row_buf.data());
         for (int64_t t = t_begin; t < t_end; t += mr) {
           const int m = static_cast<int>(std::min<int64_t>(mr, t_end - t));
           const GemmF32Fn fn = kern.fns[m - 1];

@@ -34,7 +34,13 @@ struct GemmF32Kernels {
   // soft_max scales its logits first), returns their f32 sum. exp by the polynomial of
   // exp_poly.h (relative error < 2e-7 on the range; inputs below -87.3 give ~1e-38, not 0).
   float (*exp_sum)(float* s, int64_t n, float scale, float shift) = nullptr;
+  // The weight panel's layout: panel[k * nr + j] = rows[j * ld + k] for k < kc, j < nr, with
+  // 0 for rows j >= n_rows (n_rows <= nr). A copy: any tier gives the same panel.
+  void (*pack)(const float* rows, int64_t ld, int n_rows, int64_t kc, int nr, float* panel) = nullptr;
 };
+
+// The scalar pack (GemmF32Kernels::pack), the default of tiers without their own.
+void gemm_f32_pack_scalar(const float* rows, int64_t ld, int n_rows, int64_t kc, int nr, float* panel);
 
 // The kernels of the current SIMD tier (scalar reference as the fallback). Thread-safe.
 const GemmF32Kernels& gemm_f32_kernels();
@@ -54,19 +60,21 @@ void gemm_f32_fused(std::span<const MatvecTarget> targets, const float* x, int64
 template <int MR, int NR, template <int> class K, int... I>
 constexpr GemmF32Kernels make_gemm_f32_table(decltype(GemmF32Kernels::row_max) row_max,
                                              decltype(GemmF32Kernels::exp_sum) exp_sum,
-                                             std::integer_sequence<int, I...>) {
+                                             decltype(GemmF32Kernels::pack) pack, std::integer_sequence<int, I...>) {
   GemmF32Kernels k;
   k.mr = MR;
   k.nr = NR;
   ((k.fns[I] = K<I + 1>::fn), ...);
   k.row_max = row_max;
   k.exp_sum = exp_sum;
+  k.pack = pack;
   return k;
 }
 template <int MR, int NR, template <int> class K>
 constexpr GemmF32Kernels make_gemm_f32_table(decltype(GemmF32Kernels::row_max) row_max,
-                                             decltype(GemmF32Kernels::exp_sum) exp_sum) {
-  return make_gemm_f32_table<MR, NR, K>(row_max, exp_sum, std::make_integer_sequence<int, MR>());
+                                             decltype(GemmF32Kernels::exp_sum) exp_sum,
+                                             decltype(GemmF32Kernels::pack) pack = &gemm_f32_pack_scalar) {
+  return make_gemm_f32_table<MR, NR, K>(row_max, exp_sum, pack, std::make_integer_sequence<int, MR>());
 }
 
 }  // namespace vlkv

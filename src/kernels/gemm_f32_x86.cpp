@@ -9,9 +9,10 @@
 #include "kernels/exp_poly.h"
 #include "kernels/gemm_f32.h"
 
-// GCC 12: the AVX-512 min/max/roundscale intrinsics' undefined pass-through operand trips
-// -Wmaybe-uninitialized once inlined; the values are fully defined.
+// GCC 12: the AVX-512 min/max/roundscale/shuffle intrinsics' undefined pass-through operand
+// trips -W(maybe-)uninitialized once inlined; the values are fully defined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace vlkv {
 namespace {
@@ -187,12 +188,84 @@ VLKV_TARGET(VLKV_ISA_AVX512) float exp_sum_avx512(float* s, int64_t n, float sca
   return total;
 }
 
+// Panel packing (GemmF32Kernels::pack): 8x8 (AVX2) or 16x16 (AVX-512) blocks transposed in
+// registers, rows j of the block becoming consecutive lanes of panel row k. A group with fewer
+// rows than nr, and the columns past the last whole block, go through the scalar pack.
+VLKV_TARGET(VLKV_ISA_AVX2) void transpose8(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+VLKV_TARGET(VLKV_ISA_AVX512) void transpose16(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // 2x2 blocks of pairs
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // 4x4 blocks within each 128-bit lane
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // 128-bit lanes across rows 4 apart
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + i + 4], 0x88);
+      t[8 * h + i + 4] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + i + 4], 0xdd);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // and rows 8 apart
+    _mm512_storeu_ps(dst + i * ldd, _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88));
+    _mm512_storeu_ps(dst + (i + 8) * ldd, _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd));
+  }
+}
+
+template <int B, void (*Transpose)(const float*, int64_t, float*, int64_t)>
+void pack_blocks(const float* rows, int64_t ld, int n_rows, int64_t kc, int nr, float* panel) {
+  if (n_rows < nr) {
+    gemm_f32_pack_scalar(rows, ld, n_rows, kc, nr, panel);
+    return;
+  }
+  const int64_t k_whole = kc / B * B;
+  for (int j = 0; j < nr; j += B)
+    for (int64_t k = 0; k < k_whole; k += B) Transpose(rows + j * ld + k, ld, panel + k * nr + j, nr);
+  for (int64_t k = k_whole; k < kc; ++k)
+    for (int j = 0; j < nr; ++j) panel[k * nr + j] = rows[j * ld + k];
+}
+
 template <int M> struct Avx2K { static constexpr GemmF32Fn fn = &gemm_avx2<M>; };
 template <int M> struct Avx512K { static constexpr GemmF32Fn fn = &gemm_avx512<M>; };
 
 }  // namespace
 
-const GemmF32Kernels kGemmF32Avx2 = make_gemm_f32_table<kAvx2Mr, kAvx2Nr, Avx2K>(&row_max_avx2, &exp_sum_avx2);
-const GemmF32Kernels kGemmF32Avx512 = make_gemm_f32_table<kAvx512Mr, kAvx512Nr, Avx512K>(&row_max_avx512, &exp_sum_avx512);
+const GemmF32Kernels kGemmF32Avx2 = make_gemm_f32_table<kAvx2Mr, kAvx2Nr, Avx2K>(&row_max_avx2, &exp_sum_avx2,
+                                                                                 &pack_blocks<8, &transpose8>);
+const GemmF32Kernels kGemmF32Avx512 = make_gemm_f32_table<kAvx512Mr, kAvx512Nr, Avx512K>(
+    &row_max_avx512, &exp_sum_avx512, &pack_blocks<16, &transpose16>);
 
 }  // namespace vlkv

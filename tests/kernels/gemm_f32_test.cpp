@@ -99,6 +99,25 @@ TEST_F(GemmF32Test, RowsAreBitEqualWhateverTheBatch) {
   }
 }
 
+// Each tier's panel pack (register transposes) lays out exactly what the scalar pack does:
+// whole blocks, a column tail, a short last group (zero rows), a row stride wider than kc.
+TEST_F(GemmF32Test, EveryTierPacksPanelsAsTheScalarPack) {
+  const std::vector<float> rows = random_vec(32 * 300, 21);
+  for (SimdTier tier : supported_simd_tiers()) {
+    set_simd_tier_for_testing(tier);
+    const GemmF32Kernels& kern = gemm_f32_kernels();
+    for (int n_rows : {kern.nr, kern.nr - 3, 1}) {
+      for (int64_t kc : {int64_t{256}, int64_t{92}, int64_t{7}}) {
+        std::vector<float> got(kc * kern.nr, NAN), want(kc * kern.nr, NAN);
+        kern.pack(rows.data(), 300, n_rows, kc, kern.nr, got.data());
+        gemm_f32_pack_scalar(rows.data(), 300, n_rows, kc, kern.nr, want.data());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << simd_tier_name(tier) << " n_rows=" << n_rows << " kc=" << kc << " i=" << i;
+      }
+    }
+  }
+}
+
 // The fused call (Q/K/V, gate/up of a ViT block) gives each target the bits gemm_f32 gives it
 // alone: matrices of different heights and formats, partial panels, every tier, 1 and 3 threads.
 TEST_F(GemmF32Test, FusedTargetsEqualSeparateCallsBitForBit) {
