@@ -14,7 +14,7 @@
 #include "base/cpu_features.h"
 #include "commands.h"
 #include "kv_flags.h"
-#include "param_json.h"
+#include "bench_json.h"
 
 namespace vlkv::cli {
 namespace {
@@ -91,13 +91,8 @@ void print_row(const BenchMediaOptions& o, const std::string& model, const std::
                         {"prefill_ms", 1e3 * r.prefill_s},
                         {"prefill_tok_s", prefill_tok_s},
                         {"ttft_ms", 1e3 * r.ttft_s},
-                        {"repetitions", o.repetitions},
-                        {"simd", simd_tier_name(simd_tier())},
-                        {"threads", r.threads}};
-    EngineParams used = o.engine;  // the row's engine, one key per row of EngineParams' table
-    used.kv_method = r.method;
-    j["engine"] = params_to_json(used);
-    std::printf("%s\n", j.dump().c_str());
+                        {"repetitions", o.repetitions}};
+    print_bench_json(std::move(j), o.engine, r.method, r.threads);
   } else {
     std::printf("%-24s %-28s %-12s %8lld %8lld %10.1f %12.1f %10.1f\n", model.c_str(), mmproj.c_str(),
                 r.method.c_str(), static_cast<long long>(r.n_prompt_tokens), static_cast<long long>(r.n_visual_tokens),

@@ -28,7 +28,7 @@
 #include "kv_flags.h"
 #include "media_flags.h"
 #include "param_flags.h"
-#include "param_json.h"
+#include "bench_json.h"
 #include "vlkv/engine.h"
 
 namespace vlkv::cli {
@@ -387,7 +387,6 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"read_bandwidth_gb_s", o.read_gb_s},
                         {"roofline_pct", row.roofline_pct},
                         {"roofline_meaningful", row.roofline_meaningful},
-                        {"simd", simd_tier_name(simd_tier())},
                         {"bits_per_elem", row.bits_per_elem},
                         {"peak_rss_bytes", row.peak_rss},
                         {"max_seqs_in_budget", row.max_seqs},
@@ -395,12 +394,8 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"seq_decode_tok_s", row.seq_decode_tok_s},
                         {"decode_cpu_ms_per_token", row.decode_cpu_ms_per_token},
                         {"kv_stored_bytes_per_token", row.kv_stored_bytes_per_token},
-                        {"threads", row.threads},
                         {"n_decode", o.n_decode}};
-    EngineParams used = o.engine;  // the row's engine, one key per row of EngineParams' table
-    used.kv_method = row.method;
-    j["engine"] = params_to_json(used);
-    std::printf("%s\n", j.dump().c_str());
+    print_bench_json(std::move(j), o.engine, row.method, row.threads);
   } else {
     char roof[32] = "-";
     if (row.roofline_pct > 0)

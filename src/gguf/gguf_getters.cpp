@@ -94,6 +94,16 @@ bool to_i64(const GgufValue& v, int64_t* out) {
   return false;
 }
 
+// An integer key's value as T (to_u64 or to_i64), or why not.
+template <class T>
+Result<T> integer_as(const std::string& path, std::string_view key, const GgufValue& v,
+                     bool (*convert)(const GgufValue&, T*), const char* type_name) {
+  if (!v.is_integer()) return wrong_type(path, key, v, "an integer");
+  T out = 0;
+  if (!convert(v, &out)) return out_of_range(path, key, type_name);
+  return out;
+}
+
 bool to_f64(const GgufValue& v, double* out) {
   if (const auto* d = std::get_if<double>(&v.data)) { *out = *d; return true; }
   if (const auto* u = std::get_if<uint64_t>(&v.data)) { *out = static_cast<double>(*u); return true; }
@@ -109,18 +119,12 @@ bool to_f64(const GgufValue& v, double* out) {
 
 Result<uint64_t> GgufFile::get_u64(std::string_view key) const {
   VLKV_FIND_OR_RETURN(v, key);
-  if (!v->is_integer()) return wrong_type(path_, key, *v, "an integer");
-  uint64_t out = 0;
-  if (!to_u64(*v, &out)) return out_of_range(path_, key, "u64");
-  return out;
+  return integer_as<uint64_t>(path_, key, *v, to_u64, "u64");
 }
 
 Result<int64_t> GgufFile::get_i64(std::string_view key) const {
   VLKV_FIND_OR_RETURN(v, key);
-  if (!v->is_integer()) return wrong_type(path_, key, *v, "an integer");
-  int64_t out = 0;
-  if (!to_i64(*v, &out)) return out_of_range(path_, key, "i64");
-  return out;
+  return integer_as<int64_t>(path_, key, *v, to_i64, "i64");
 }
 
 Result<double> GgufFile::get_f64(std::string_view key) const {

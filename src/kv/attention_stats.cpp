@@ -106,10 +106,15 @@ struct LayerKeys {
   std::vector<float> new_keys;     // [n_kv, n_new, head_dim]
 };
 
-// Fills the calling thread's LayerKeys (reused across calls); the pool's workers read it
-// through the returned reference.
-const LayerKeys& layer_keys(const LayerCache& layer, const LayerCache* key_source, const float* k, int n_new, int n_kv,
-                            int d) {
+// What both probe passes start with: the outputs zeroed (key_mass [n_kv, n_keys], probe_maps
+// [n_probes, n_heads, n_keys] when given) and the calling thread's LayerKeys filled (reused
+// across calls); the pool's workers read it through the returned reference.
+const LayerKeys& start_probe_pass(const LayerCache& layer, const LayerCache* key_source, const float* k, int n_new,
+                                  const AttendShape& shape, int n_probes, float* key_mass, float* probe_maps) {
+  const int n_kv = shape.n_kv_heads, d = shape.head_dim;
+  const int64_t n_keys = layer.n_tokens + n_new;
+  std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
+  if (probe_maps) std::fill(probe_maps, probe_maps + static_cast<int64_t>(n_probes) * shape.n_heads * n_keys, 0.0f);
   thread_local LayerKeys lk;
   all_chunks(layer, key_source, n_kv, d, lk.chunks, lk.head_begin);
   gather_new_keys(k, n_new, n_kv, d, lk.new_keys);
@@ -147,12 +152,7 @@ void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Co
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
-  const LayerKeys& lk = layer_keys(layer, key_source, k, n_new, n_kv, d);
-  const std::vector<Chunk>& cs = lk.chunks;
-  const std::vector<size_t>& hb = lk.head_begin;
-  const std::vector<float>& keys = lk.new_keys;
-  std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
-  if (probe_maps) std::fill(probe_maps, probe_maps + static_cast<int64_t>(pr.n) * shape.n_heads * n_keys, 0.0f);
+  const auto& [cs, hb, keys] = start_probe_pass(layer, key_source, k, n_new, shape, pr.n, key_mass, probe_maps);
   if (pr.n == 0) return;
   // Task = (kv head, probe tile): the tile's logits over every key it sees, kept until its
   // rows' max and sum are known, then turned into probabilities and summed per key into
@@ -241,12 +241,7 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
-  const LayerKeys& lk = layer_keys(layer, key_source, k, n_new, n_kv, d);
-  const std::vector<Chunk>& cs = lk.chunks;
-  const std::vector<size_t>& hb = lk.head_begin;
-  const std::vector<float>& keys = lk.new_keys;
-  std::fill(key_mass, key_mass + n_kv * n_keys, 0.0f);
-  if (probe_maps) std::fill(probe_maps, probe_maps + static_cast<int64_t>(pr.n) * shape.n_heads * n_keys, 0.0f);
+  const auto& [cs, hb, keys] = start_probe_pass(layer, key_source, k, n_new, shape, pr.n, key_mass, probe_maps);
   if (pr.n == 0) return;
   // New keys past the last probe are seen by none: their mass stays 0.
   const int64_t n_new_chunks = (pr.tokens[pr.n - 1] + kChunkTokens) / kChunkTokens;

@@ -3,41 +3,23 @@
 #include <algorithm>
 #include <map>
 
-#include "base/check.h"
+#include "kv/registry_table.h"
 
 namespace vlkv {
 
-// Function-local static: registration runs from other files' static initializers.
-static std::map<std::string, CodecInfo>& codec_table() {
-  static std::map<std::string, CodecInfo> table;
-  return table;
-}
-
-bool register_codec(CodecInfo info) {
-  auto& table = codec_table();
-  VLKV_CHECK_MSG(table.find(info.name) == table.end(), "codec registered twice");
-  std::string name = info.name;
-  table.emplace(std::move(name), std::move(info));
-  return true;
-}
+bool register_codec(CodecInfo info) { return add_to_registry(std::move(info), "codec registered twice"); }
 
 Result<std::shared_ptr<const Codec>> make_codec(std::string_view text) {
   VLKV_ASSIGN_OR_RETURN(Spec spec, Spec::parse(text));
-  const auto& table = codec_table();
+  const auto& table = registry_table<CodecInfo>();
   const auto it = table.find(spec.name());
   if (it == table.end()) {
-    std::string valid;
-    for (const auto& [name, info] : table) valid += (valid.empty() ? "" : ", ") + name;
-    return invalid_argument("unknown KV codec '" + spec.name() + "'; valid codecs: " + valid);
+    return invalid_argument("unknown KV codec '" + spec.name() + "'; valid codecs: " + registry_names<CodecInfo>());
   }
   VLKV_RETURN_IF_ERROR(spec.check_keys(it->second.params));
   return it->second.create(spec);
 }
 
-std::vector<const CodecInfo*> list_codecs() {
-  std::vector<const CodecInfo*> out;
-  for (const auto& [name, info] : codec_table()) out.push_back(&info);
-  return out;
-}
+std::vector<const CodecInfo*> list_codecs() { return registry_entries<CodecInfo>(); }
 
 }  // namespace vlkv

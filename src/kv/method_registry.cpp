@@ -3,22 +3,11 @@
 #include <map>
 #include <variant>
 
-#include "base/check.h"
+#include "kv/registry_table.h"
 
 namespace vlkv {
 
-static std::map<std::string, MethodInfo>& method_table() {
-  static std::map<std::string, MethodInfo> table;  // function-local: safe from static initializers
-  return table;
-}
-
-bool register_method(MethodInfo info) {
-  auto& table = method_table();
-  VLKV_CHECK_MSG(table.find(info.name) == table.end(), "KV method registered twice");
-  std::string name = info.name;
-  table.emplace(std::move(name), std::move(info));
-  return true;
-}
+bool register_method(MethodInfo info) { return add_to_registry(std::move(info), "KV method registered twice"); }
 
 namespace {
 
@@ -31,12 +20,11 @@ std::variant<Looked, SpecError> look_up(std::string_view text) {
   const size_t plus = text.find('+');
   Result<Spec> spec = Spec::parse(text.substr(0, plus));
   if (!spec.is_ok()) return SpecError{SpecErrorKind::kSyntax, spec.status().message()};
-  const auto& table = method_table();
+  const auto& table = registry_table<MethodInfo>();
   const auto it = table.find(spec->name());
   if (it == table.end()) {
-    std::string valid;
-    for (const auto& [name, info] : table) valid += (valid.empty() ? "" : ", ") + name;
-    return SpecError{SpecErrorKind::kUnknownName, "unknown KV method '" + spec->name() + "'; valid methods: " + valid};
+    return SpecError{SpecErrorKind::kUnknownName,
+                     "unknown KV method '" + spec->name() + "'; valid methods: " + registry_names<MethodInfo>()};
   }
   if (Status st = spec->check_keys(it->second.params); !st.is_ok()) return SpecError{SpecErrorKind::kUnknownKey, st.message()};
   if (plus != std::string_view::npos && !it->second.wrap) {
@@ -73,11 +61,7 @@ std::optional<SpecError> check_method_spec(std::string_view text) {
 }
 
 
-std::vector<const MethodInfo*> list_methods() {
-  std::vector<const MethodInfo*> out;
-  for (const auto& [name, info] : method_table()) out.push_back(&info);
-  return out;
-}
+std::vector<const MethodInfo*> list_methods() { return registry_entries<MethodInfo>(); }
 
 std::string describe_methods() {
   std::string out;

@@ -44,6 +44,15 @@ ChatTemplate unsupported_family(const char* family) {
   return ChatTemplate::kNone;
 }
 
+// "<|role|>\n" + content + end per message, then "<|assistant|>\n" to open the reply
+// (Phi-3, Falcon 3 and Zephyr differ only in the turn's end).
+std::string pipe_role_turns(const std::vector<ChatMessage>& messages, const char* end, bool add_ass) {
+  std::string out;
+  for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + end;
+  if (add_ass) out += "<|assistant|>\n";
+  return out;
+}
+
 }  // namespace
 
 std::string_view chat_template_name(ChatTemplate tmpl) {
@@ -186,20 +195,17 @@ std::string apply_chat_template(ChatTemplate tmpl, const std::vector<ChatMessage
       break;
     }
     case ChatTemplate::kPhi3:
-      for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
-      if (add_ass) out += "<|assistant|>\n";
+      out += pipe_role_turns(messages, "<|end|>\n", add_ass);
       break;
     case ChatTemplate::kPhi4:
       for (const auto& m : messages) out += "<|im_start|>" + m.role + "<|im_sep|>" + m.content + "<|im_end|>";
       if (add_ass) out += "<|im_start|>assistant<|im_sep|>";
       break;
     case ChatTemplate::kFalcon3:
-      for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "\n";
-      if (add_ass) out += "<|assistant|>\n";
+      out += pipe_role_turns(messages, "\n", add_ass);
       break;
     case ChatTemplate::kZephyr:
-      for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|endoftext|>\n";
-      if (add_ass) out += "<|assistant|>\n";
+      out += pipe_role_turns(messages, "<|endoftext|>\n", add_ass);
       break;
     case ChatTemplate::kGemma: {
       std::string system_prompt;  // gemma has no system turn: it is prepended to the next user turn

@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "base/log.h"
+#include "text/symbol_merge.h"
 #include "text/unicode.h"
 
 namespace vlkv {
@@ -164,12 +165,7 @@ void BpeModel::tokenize(const Vocab& vocab, std::string_view text, std::vector<T
           left.begin + left.n != right.begin) {
         continue;  // outdated
       }
-      left.n += right.n;
-      right.n = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols[right.next].prev = bigram.left;
-      add_bigram(left.prev, bigram.left);
-      add_bigram(bigram.left, left.next);
+      merge_symbol_pair(symbols, bigram.left, bigram.right, add_bigram);
     }
 
     for (const Symbol& s : symbols) {

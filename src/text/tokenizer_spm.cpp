@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "text/symbol_merge.h"
 #include "text/unicode.h"
 
 namespace vlkv {
@@ -56,12 +57,7 @@ class SpmSession {
       Symbol& left = symbols_[bigram.left];
       Symbol& right = symbols_[bigram.right];
       if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;  // stale
-      left.n += right.n;
-      right.n = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = bigram.left;
-      try_add_bigram(left.prev, bigram.left);
-      try_add_bigram(bigram.left, left.next);
+      merge_symbol_pair(symbols_, bigram.left, bigram.right, [this](int l, int r) { try_add_bigram(l, r); });
     }
     for (int i = symbols_.empty() ? -1 : 0; i != -1; i = symbols_[i].next) resegment(symbols_[i], out);
   }

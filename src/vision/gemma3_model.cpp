@@ -4,8 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "gguf/gguf_optional.h"
 #include "kernels/ops.h"
-#include "vision/vision_model.h"
+#include "vision/projector_vision_model.h"
 #include "vision/vit_common_image.h"
 
 namespace vlkv {
@@ -16,13 +17,8 @@ Result<Gemma3Projector> Gemma3Projector::load(const GgufFile& g) {
   if (hp.projector_type != "gemma3") return invalid_file("mmproj: projector type is not gemma3");
   if (!hp.feature_layers.empty())  // clip_graph_siglip runs every layer; a feature layer would be ignored there too
     return unsupported("mmproj: 'clip.vision.feature_layer' with the gemma3 projector is not supported");
-  Result<int64_t> scale = g.get_i64("clip.vision.projector.scale_factor");
-  if (scale.is_ok()) {
-    if (*scale < 1 || *scale > 64) return invalid_file("mmproj: projector.scale_factor out of range");
-    p.merge_ = *scale;
-  } else if (scale.status().code() != StatusCode::kNotFound) {
-    return scale.status();
-  }
+  VLKV_ASSIGN_OR_RETURN(p.merge_, gguf_i64_or(g, "clip.vision.projector.scale_factor", p.merge_));
+  if (p.merge_ < 1 || p.merge_ > 64) return invalid_file("mmproj: projector.scale_factor out of range");
   VLKV_ASSIGN_OR_RETURN(p.encoder_, SiglipEncoder::load(g, hp));
   if (p.encoder_.n_patches_side() % p.merge_ != 0)
     return unsupported("mmproj: a patch grid of " + std::to_string(p.encoder_.n_patches_side()) +
@@ -83,18 +79,12 @@ Status Gemma3Projector::encode(const ImageTensor& img, std::vector<float>& embd,
 
 namespace {
 
-class Gemma3VisionModel final : public VisionModel {
+class Gemma3VisionModel final : public ProjectorVisionModel<Gemma3Projector> {
  public:
-  explicit Gemma3VisionModel(Gemma3Projector p) : p_(std::move(p)) {}
-
-  std::string_view projector_type() const override { return "gemma3"; }
-  int64_t n_embd_out() const override { return p_.n_embd_out(); }
+  using ProjectorVisionModel::ProjectorVisionModel;
 
   Result<std::vector<ImageTensor>> preprocess(const Image& image) const override {
-    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
-    std::vector<ImageTensor> out;
-    out.push_back(std::move(t));
-    return out;
+    return one_image_tensor(p_.preprocess(image));
   }
 
   // <start_of_image> [n_tokens] <end_of_image>, as libmtmd frames it (img_beg / img_end):
@@ -116,15 +106,9 @@ class Gemma3VisionModel final : public VisionModel {
     VLKV_RETURN_IF_ERROR(p_.encode(t, out.pieces[1].embd.data, pool));
     return out;
   }
-
- private:
-  Gemma3Projector p_;
 };
 
-VLKV_REGISTER_VISION_MODEL("gemma3", [](const GgufFile& g) -> Result<std::unique_ptr<VisionModel>> {
-  VLKV_ASSIGN_OR_RETURN(Gemma3Projector p, Gemma3Projector::load(g));
-  return std::unique_ptr<VisionModel>(new Gemma3VisionModel(std::move(p)));
-});
+VLKV_REGISTER_VISION_MODEL("gemma3", (load_projector_model<Gemma3VisionModel, Gemma3Projector>));
 
 }  // namespace
 }  // namespace vlkv

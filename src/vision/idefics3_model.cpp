@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gguf/gguf_optional.h"
 #include "vision/mmproj_key_audit.h"
 #include "vision/vit_common_image.h"
 
@@ -101,20 +102,11 @@ Result<Idefics3Projector> Idefics3Projector::load(const GgufFile& g) {
     return unsupported("mmproj: tensor 'v.pre_ln.weight' (a pre-LayerNorm, applied by llama.cpp's ViT) is not "
                        "supported for idefics3");
   }
-  Result<int64_t> scale = g.get_i64("clip.vision.projector.scale_factor");
-  if (scale.is_ok()) {
-    if (*scale < 1 || *scale > 16) return invalid_file("mmproj: projector.scale_factor out of range");
-    p.scale_ = *scale;
-  } else if (scale.status().code() != StatusCode::kNotFound) {
-    return scale.status();
-  }
-  Result<int64_t> edge = g.get_i64("clip.vision.preproc_image_size");
-  if (edge.is_ok()) {
-    if (*edge < 0 || *edge > (1 << 15)) return invalid_file("mmproj: preproc_image_size out of range");
-    p.longest_edge_ = *edge;
-  } else if (edge.status().code() != StatusCode::kNotFound) {
-    return edge.status();
-  }
+  VLKV_ASSIGN_OR_RETURN(p.scale_, gguf_i64_or(g, "clip.vision.projector.scale_factor", p.scale_));
+  if (p.scale_ < 1 || p.scale_ > 16) return invalid_file("mmproj: projector.scale_factor out of range");
+  VLKV_ASSIGN_OR_RETURN(p.longest_edge_, gguf_i64_or(g, "clip.vision.preproc_image_size", p.longest_edge_));
+  if (p.longest_edge_ < 0 || p.longest_edge_ > (1 << 15))
+    return invalid_file("mmproj: preproc_image_size out of range");
   VLKV_ASSIGN_OR_RETURN(p.encoder_, SiglipEncoder::load(g, hp));
   const GgufTensorInfo* fc = g.find_tensor("mm.model.fc.weight");
   if (!fc || fc->dims.size() != 2) return invalid_file("mmproj: missing or malformed 'mm.model.fc.weight'");

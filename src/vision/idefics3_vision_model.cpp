@@ -2,17 +2,14 @@
 #include <memory>
 
 #include "vision/idefics3_model.h"
-#include "vision/vision_model.h"
+#include "vision/projector_vision_model.h"
 
 namespace vlkv {
 namespace {
 
-class Idefics3VisionModel final : public VisionModel {
+class Idefics3VisionModel final : public ProjectorVisionModel<Idefics3Projector> {
  public:
-  explicit Idefics3VisionModel(Idefics3Projector p) : p_(std::move(p)) {}
-
-  std::string_view projector_type() const override { return "idefics3"; }
-  int64_t n_embd_out() const override { return p_.n_embd_out(); }
+  using ProjectorVisionModel::ProjectorVisionModel;
 
   Result<std::vector<ImageTensor>> preprocess(const Image& image) const override {
     const VitHparams& hp = p_.hparams();
@@ -59,15 +56,9 @@ class Idefics3VisionModel final : public VisionModel {
     if (tile != tiles.tensors.size()) return Status(StatusCode::kInternal, "idefics3: tiles disagree with the layout");
     return out;
   }
-
- private:
-  Idefics3Projector p_;
 };
 
-VLKV_REGISTER_VISION_MODEL("idefics3", [](const GgufFile& g) -> Result<std::unique_ptr<VisionModel>> {
-  VLKV_ASSIGN_OR_RETURN(Idefics3Projector p, Idefics3Projector::load(g));
-  return std::unique_ptr<VisionModel>(new Idefics3VisionModel(std::move(p)));
-});
+VLKV_REGISTER_VISION_MODEL("idefics3", (load_projector_model<Idefics3VisionModel, Idefics3Projector>));
 
 }  // namespace
 }  // namespace vlkv

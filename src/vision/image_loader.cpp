@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "vision/image.h"
+#include "vision/media_file.h"
 #include "vision/stb_image_guards.h"
 
 #if defined(__GNUC__)
@@ -105,16 +106,10 @@ Result<Image> decode(const uint8_t* data, size_t size, const MediaLimits& limits
 
 // The file's bytes, under limits.max_file_bytes.
 Result<std::vector<uint8_t>> read_file(const std::string& path, const MediaLimits& limits) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return not_found(path + ": cannot open image file");
-  if (!S_ISREG(st.st_mode)) return invalid_argument(path + ": not a regular file");
-  if (static_cast<uint64_t>(st.st_size) > limits.max_file_bytes) {
-    return invalid_file(path + ": image file of " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
-                        std::to_string(limits.max_file_bytes));
-  }
+  VLKV_ASSIGN_OR_RETURN(const uint64_t size, media_file_size(path, "image", limits));
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
   if (!f) return not_found(path + ": cannot open image file");
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
   if (!bytes.empty() && std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
     return io_error(path + ": cannot read image file");
   }
@@ -122,6 +117,17 @@ Result<std::vector<uint8_t>> read_file(const std::string& path, const MediaLimit
 }
 
 }  // namespace
+
+Result<uint64_t> media_file_size(const std::string& path, const char* kind, const MediaLimits& limits) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return not_found(path + ": cannot open " + kind + " file");
+  if (!S_ISREG(st.st_mode)) return invalid_argument(path + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > limits.max_file_bytes) {
+    return invalid_file(path + ": " + kind + " file of " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
+                        std::to_string(limits.max_file_bytes));
+  }
+  return static_cast<uint64_t>(st.st_size);
+}
 
 Result<Image> decode_image(const uint8_t* data, size_t size, const MediaLimits& limits) {
   return decode(data, size, limits, "image");

@@ -4,17 +4,14 @@
 #include <memory>
 
 #include "vision/internvl_model.h"
-#include "vision/vision_model.h"
+#include "vision/projector_vision_model.h"
 
 namespace vlkv {
 namespace {
 
-class InternvlVisionModel final : public VisionModel {
+class InternvlVisionModel final : public ProjectorVisionModel<InternvlProjector> {
  public:
-  explicit InternvlVisionModel(InternvlProjector p) : p_(std::move(p)) {}
-
-  std::string_view projector_type() const override { return "internvl"; }
-  int64_t n_embd_out() const override { return p_.n_embd_out(); }
+  using ProjectorVisionModel::ProjectorVisionModel;
 
   Result<std::vector<ImageTensor>> preprocess(const Image& image) const override {
     VLKV_ASSIGN_OR_RETURN(InternvlTiles tiles, p_.preprocess(image));
@@ -42,15 +39,9 @@ class InternvlVisionModel final : public VisionModel {
       VLKV_RETURN_IF_ERROR(p_.encode_tile(tiles.tensors[i], out.pieces[i + 1].embd.data, pool));
     return out;
   }
-
- private:
-  InternvlProjector p_;
 };
 
-VLKV_REGISTER_VISION_MODEL("internvl", [](const GgufFile& g) -> Result<std::unique_ptr<VisionModel>> {
-  VLKV_ASSIGN_OR_RETURN(InternvlProjector p, InternvlProjector::load(g));
-  return std::unique_ptr<VisionModel>(new InternvlVisionModel(std::move(p)));
-});
+VLKV_REGISTER_VISION_MODEL("internvl", (load_projector_model<InternvlVisionModel, InternvlProjector>));
 
 }  // namespace
 }  // namespace vlkv

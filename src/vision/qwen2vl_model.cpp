@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "gguf/gguf_optional.h"
 #include "kernels/ops.h"
 #include "vision/vit_common_image.h"
 
@@ -26,6 +27,45 @@ Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, in
     w_bar = ceil_by(static_cast<float>(width) * beta);
   }
   return {w_bar, h_bar};
+}
+
+Result<Qwen2VlSize> qwen2vl_fitted_size(const char* who, int32_t width, int32_t height, int64_t align,
+                                        int64_t min_pixels, int64_t max_pixels) {
+  const std::string name(who);
+  if (width <= 0 || height <= 0) return invalid_argument(name + ": empty or malformed image");
+  const Qwen2VlSize size = qwen2vl_target_size(width, height, static_cast<int32_t>(align), min_pixels, max_pixels);
+  if (size.width <= 0 || size.height <= 0 || size.width % align != 0 || size.height % align != 0 ||
+      static_cast<int64_t>(size.width) * size.height > max_pixels) {
+    return invalid_argument(name + ": cannot fit a " + std::to_string(width) + "x" + std::to_string(height) +
+                            " image into the token limits");
+  }
+  return size;
+}
+
+Status qwen2vl_check_frames(const char* who, const ImageTensor& frame0, const ImageTensor& frame1, int64_t align) {
+  if (frame0.width != frame1.width || frame0.height != frame1.height || frame0.width % align != 0 ||
+      frame0.height % align != 0 || frame0.width <= 0 || frame0.height <= 0 ||
+      frame0.data.size() != static_cast<size_t>(3 * frame0.width * frame0.height) ||
+      frame1.data.size() != frame0.data.size()) {
+    return invalid_argument(std::string(who) + ": frames must be 3 x H x W with H, W multiples of " +
+                            std::to_string(align));
+  }
+  return Status::ok();
+}
+
+VitRope qwen2vl_rope_2d(const VitHparams& hp, const std::vector<int64_t>& pos_y, const std::vector<int64_t>& pos_x,
+                        ThreadPool& pool) {
+  const int64_t d = hp.n_embd;
+  const int n_heads = static_cast<int>(hp.n_heads), hd = static_cast<int>(hp.head_dim);
+  return [d, n_heads, hd, &pos_y, &pos_x, &pool](float* qk, int64_t n_tokens) {
+    const int sections[4] = {hd / 4, hd / 4, hd / 4, hd / 4};
+    pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t p[4] = {pos_y[i], pos_x[i], pos_y[i], pos_x[i]};
+        rope_vision(qk + i * d, n_heads, hd, p, sections, 10000.0f);
+      }
+    }, /*min_per_thread=*/16);
+  };
 }
 
 void qwen2vl_merge_block_order(const float* rows, int64_t ph, int64_t pw, int64_t merge, int64_t d, float* x,
@@ -100,13 +140,9 @@ Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
   VLKV_RETURN_IF_ERROR(refuse_unimplemented_keys(g, hp));
   if (p.is_qwen25()) {
     p.hp_.norm = VitNorm::kRms;
-    Result<int64_t> ws = g.get_i64("clip.vision.window_size");
-    if (ws.is_ok()) {
-      if (*ws < 1 || *ws > (1 << 16)) return invalid_file("mmproj: clip.vision.window_size out of range");
-      p.window_size_ = *ws;
-    } else if (ws.status().code() != StatusCode::kNotFound) {
-      return ws.status();
-    }
+    VLKV_ASSIGN_OR_RETURN(p.window_size_, gguf_i64_or(g, "clip.vision.window_size", p.window_size_));
+    if (p.window_size_ < 1 || p.window_size_ > (1 << 16))
+      return invalid_file("mmproj: clip.vision.window_size out of range");
     p.full_layer_.assign(static_cast<size_t>(hp.n_layers), false);
     Result<std::vector<int64_t>> idx = g.get_i64_array("clip.vision.wa_layer_indexes");
     Result<int64_t> pattern = g.get_i64("clip.vision.n_wa_pattern");
@@ -141,35 +177,20 @@ Result<Qwen2VlProjector> Qwen2VlProjector::load(const GgufFile& g) {
     }
   }
   if (hp.head_dim % 4 != 0) return invalid_file("mmproj: Qwen2-VL head dimension must be a multiple of 4");
-  Result<int64_t> merge = g.get_i64("clip.vision.spatial_merge_size");
-  if (merge.is_ok()) {
-    if (*merge < 1 || *merge > 8) return invalid_file("mmproj: spatial_merge_size out of range");
-    p.merge_ = *merge;
-  } else if (merge.status().code() != StatusCode::kNotFound) {
-    return merge.status();
-  }
+  VLKV_ASSIGN_OR_RETURN(p.merge_, gguf_i64_or(g, "clip.vision.spatial_merge_size", p.merge_));
+  if (p.merge_ < 1 || p.merge_ > 8) return invalid_file("mmproj: spatial_merge_size out of range");
   if (g.find_tensor("v.patch_embd.bias")) return unsupported("mmproj: Qwen2-VL patch embedding with a bias");
   VLKV_ASSIGN_OR_RETURN(p.patch_kernel0_, bind_vit_patch_kernel(g, "v.patch_embd.weight", hp.patch_size, hp.n_embd));
   VLKV_ASSIGN_OR_RETURN(p.patch_kernel1_, bind_vit_patch_kernel(g, "v.patch_embd.weight.1", hp.patch_size, hp.n_embd));
   VLKV_ASSIGN_OR_RETURN(p.layers_, bind_vit_layers(g, hp));
   if (g.find_tensor("v.pre_ln.weight")) return unsupported("mmproj: Qwen2-VL with a pre-LayerNorm is not supported");
-  if (g.find_tensor("v.post_ln.weight")) {
-    VLKV_ASSIGN_OR_RETURN(p.post_ln_w_, bind_vit_vector(g, "v.post_ln.weight", hp.n_embd));
-    VLKV_ASSIGN_OR_RETURN(p.post_ln_b_, bind_vit_vector_optional(g, "v.post_ln.bias", hp.n_embd));
-  }
+  VLKV_RETURN_IF_ERROR(bind_vit_norm_optional(g, "v.post_ln", hp.n_embd, p.post_ln_w_, p.post_ln_b_));
   if (p.window_attn_ && p.window_size_ % p.align() != 0) {
     return invalid_file("mmproj: clip.vision.window_size is not a multiple of patch_size * spatial_merge_size");
   }
   const int64_t merged = hp.n_embd * p.merge_ * p.merge_;
-  const GgufTensorInfo* m0 = g.find_tensor("mm.0.weight");
-  const GgufTensorInfo* m2 = g.find_tensor("mm.2.weight");
-  if (!m0 || !m2 || m0->dims.size() != 2 || m2->dims.size() != 2) {
-    return invalid_file("mmproj: missing or malformed merger tensors mm.0 / mm.2");
-  }
-  VLKV_ASSIGN_OR_RETURN(p.mm0_, bind_vit_matrix(g, "mm.0.weight", merged, m0->dims[1]));
-  VLKV_ASSIGN_OR_RETURN(p.mm0_b_, bind_vit_vector(g, "mm.0.bias", m0->dims[1]));
-  VLKV_ASSIGN_OR_RETURN(p.mm2_, bind_vit_matrix(g, "mm.2.weight", m0->dims[1], m2->dims[1]));
-  VLKV_ASSIGN_OR_RETURN(p.mm2_b_, bind_vit_vector(g, "mm.2.bias", m2->dims[1]));
+  VLKV_RETURN_IF_ERROR(bind_vit_mlp(g, "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias", merged, 0, p.mm0_,
+                                    p.mm0_b_, p.mm2_, p.mm2_b_));
   return p;
 }
 
@@ -178,15 +199,7 @@ Qwen2VlSize Qwen2VlProjector::target_size(const Image& image) const {
 }
 
 Result<Qwen2VlSize> Qwen2VlProjector::fitted_size(int32_t width, int32_t height) const {
-  if (width <= 0 || height <= 0) return invalid_argument("qwen2vl: empty or malformed image");
-  const Qwen2VlSize size =
-      qwen2vl_target_size(width, height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
-  if (size.width <= 0 || size.height <= 0 || size.width % align() != 0 || size.height % align() != 0 ||
-      static_cast<int64_t>(size.width) * size.height > max_pixels()) {
-    return invalid_argument("qwen2vl: cannot fit a " + std::to_string(width) + "x" + std::to_string(height) +
-                            " image into the token limits");
-  }
-  return size;
+  return qwen2vl_fitted_size(kName, width, height, align(), min_pixels(), max_pixels());
 }
 
 Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image) const {
@@ -209,13 +222,7 @@ Result<ImageTensor> Qwen2VlProjector::preprocess(const Image& image, Qwen2VlSize
 
 Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& frame1, std::vector<float>& embd,
                                 ThreadPool& pool) const {
-  const int64_t a = align();
-  if (frame0.width != frame1.width || frame0.height != frame1.height || frame0.width % a != 0 ||
-      frame0.height % a != 0 || frame0.width <= 0 || frame0.height <= 0 ||
-      frame0.data.size() != static_cast<size_t>(3 * frame0.width * frame0.height) ||
-      frame1.data.size() != frame0.data.size()) {
-    return invalid_argument("qwen2vl: frames must be 3 x H x W with H, W multiples of " + std::to_string(a));
-  }
+  VLKV_RETURN_IF_ERROR(qwen2vl_check_frames(kName, frame0, frame1, align()));
   const int64_t d = hp_.n_embd, ps = hp_.patch_size, m = merge_;
   const int64_t pw = frame0.width / ps, ph = frame0.height / ps, n = pw * ph;
 
@@ -252,17 +259,7 @@ Status Qwen2VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
     for (int64_t len : win.lengths) windows.push_back(len * mm);
   }
 
-  // 2D RoPE: the first half of each head's rotary pairs turns with y, the second with x.
-  const int hd = static_cast<int>(hp_.head_dim);
-  const int sections[4] = {hd / 4, hd / 4, hd / 4, hd / 4};
-  const VitRope rope = [&](float* qk, int64_t n_tokens) {
-    pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        const int64_t p[4] = {pos_y[i], pos_x[i], pos_y[i], pos_x[i]};
-        rope_vision(qk + i * d, static_cast<int>(hp_.n_heads), hd, p, sections, 10000.0f);
-      }
-    }, /*min_per_thread=*/16);
-  };
+  const VitRope rope = qwen2vl_rope_2d(hp_, pos_y, pos_x, pool);
   VitScratch scratch;  // one set of block buffers for every layer
   for (size_t il = 0; il < layers_.size(); ++il) {
     vit_block(hp_, layers_[il], x.data(), n, rope, pool, layer_is_full(static_cast<int64_t>(il)) ? nullptr : &windows,

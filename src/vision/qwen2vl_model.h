@@ -37,6 +37,20 @@ struct Qwen2VlSize {
   int32_t height = 0;
 };
 Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, int64_t min_pixels, int64_t max_pixels);
+// qwen2vl_target_size, or `who`'s InvalidArgument for an empty size or one that does not fit
+// (not a multiple of align, or past max_pixels).
+Result<Qwen2VlSize> qwen2vl_fitted_size(const char* who, int32_t width, int32_t height, int64_t align,
+                                        int64_t min_pixels, int64_t max_pixels);
+
+// The two frames of a temporal patch: the same size, 3 x H x W, H and W multiples of align;
+// else `who`'s InvalidArgument.
+Status qwen2vl_check_frames(const char* who, const ImageTensor& frame0, const ImageTensor& frame1, int64_t align);
+
+// Qwen-VL's 2D RoPE over [n_tokens, n_heads, head_dim] rows: the first half of each head's
+// rotary pairs turns with the token's patch row pos_y, the second with its column pos_x
+// (the vectors are read when the rope runs: they may be reordered in between).
+VitRope qwen2vl_rope_2d(const VitHparams& hp, const std::vector<int64_t>& pos_y, const std::vector<int64_t>& pos_x,
+                        ThreadPool& pool);
 
 // Window order of a grid_h x grid_w merged-token grid cut into window x window tiles
 // (edge tiles smaller), tiles row-major, tokens row-major inside each tile.
@@ -54,6 +68,7 @@ void qwen2vl_merge_block_order(const float* rows, int64_t ph, int64_t pw, int64_
 
 class Qwen2VlProjector {
  public:
+  static constexpr const char* kName = "qwen2vl";  // in error messages
   static Result<Qwen2VlProjector> load(const GgufFile& gguf);
 
   const VitHparams& hparams() const { return hp_; }

@@ -18,8 +18,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "vision/qwen2vl_model.h"
-#include "vision/vision_model.h"
+#include "vision/qwen_merger_vision_model.h"
 
 namespace vlkv {
 namespace {
@@ -27,37 +26,14 @@ namespace {
 constexpr double kTemporalPatch = 2;          // frames per temporal patch (the two conv kernels)
 constexpr double kQwen25TokensPerSecond = 2;  // Qwen2_5_VLVisionConfig.tokens_per_second
 
-class Qwen2VlVisionModel final : public VisionModel {
+class Qwen2VlVisionModel final : public QwenMergerVisionModel<Qwen2VlProjector> {
  public:
-  explicit Qwen2VlVisionModel(Qwen2VlProjector p) : p_(std::move(p)) {}
-
-  std::string_view projector_type() const override { return p_.hparams().projector_type; }
-  int64_t n_embd_out() const override { return p_.n_embd_out(); }
-
-  Result<std::vector<ImageTensor>> preprocess(const Image& image) const override {
-    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
-    std::vector<ImageTensor> out;
-    out.push_back(std::move(t));
-    return out;
-  }
-
-  // <|vision_start|> [grid_h * grid_w merged tokens] <|vision_end|>, as libmtmd frames it.
-  Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
-    return layout_video_groups(1, width, height);
-  }
-
-  Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
-    if (!image.valid()) return invalid_argument("qwen2vl: empty or malformed image");
-    VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));
-    VLKV_ASSIGN_OR_RETURN(ImageTensor t, p_.preprocess(image));
-    VLKV_RETURN_IF_ERROR(p_.encode(t, t, out.pieces[1].embd.data, pool));
-    return out;
-  }
+  using QwenMergerVisionModel::QwenMergerVisionModel;
 
   // N frames: ceil(N / 2) temporal patches of the first frame's grid, in one run.
   Result<MediaEmbedding> layout_video(int64_t n_frames, int32_t width, int32_t height) const override {
     if (n_frames <= 0) return invalid_argument("a video with no frames");
-    return layout_video_groups((n_frames + 1) / 2, width, height);
+    return layout_groups((n_frames + 1) / 2, width, height);
   }
 
   // <|vision_start|> [grid_t * grid_h * grid_w merged tokens, (t, y, x) row-major] <|vision_end|>.
@@ -101,31 +77,10 @@ class Qwen2VlVisionModel final : public VisionModel {
     }
     return out;
   }
-
- private:
-  // <|vision_start|> [grid_t temporal patches of the fitted size's merged grid] <|vision_end|>.
-  Result<MediaEmbedding> layout_video_groups(int64_t grid_t, int32_t width, int32_t height) const {
-    VLKV_ASSIGN_OR_RETURN(const Qwen2VlSize size, p_.fitted_size(width, height));
-    const int32_t grid_h = static_cast<int32_t>(size.height / p_.align());
-    const int32_t grid_w = static_cast<int32_t>(size.width / p_.align());
-    MediaEmbedding out;
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
-    out.pieces.push_back(embedding_layout_piece(grid_t * grid_h * grid_w, grid_h, grid_w));
-    out.pieces.back().embd.grid_t = static_cast<int32_t>(grid_t);
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
-    return out;
-  }
-
-  Qwen2VlProjector p_;
 };
 
-Result<std::unique_ptr<VisionModel>> make_qwen2vl(const GgufFile& g) {
-  VLKV_ASSIGN_OR_RETURN(Qwen2VlProjector p, Qwen2VlProjector::load(g));
-  return std::unique_ptr<VisionModel>(new Qwen2VlVisionModel(std::move(p)));
-}
-
-VLKV_REGISTER_VISION_MODEL("qwen2vl_merger", make_qwen2vl);
-VLKV_REGISTER_VISION_MODEL("qwen2.5vl_merger", make_qwen2vl);
+VLKV_REGISTER_VISION_MODEL("qwen2vl_merger", (load_projector_model<Qwen2VlVisionModel, Qwen2VlProjector>));
+VLKV_REGISTER_VISION_MODEL("qwen2.5vl_merger", (load_projector_model<Qwen2VlVisionModel, Qwen2VlProjector>));
 
 }  // namespace
 }  // namespace vlkv

@@ -65,38 +65,10 @@ Result<VitLayer> bind_layer(const GgufFile& g, const VitHparams& hp, int64_t il)
   }
   VLKV_ASSIGN_OR_RETURN(l.ln1_w, bind_vit_vector(g, p + "ln1.weight", d));
   VLKV_ASSIGN_OR_RETURN(l.ln1_b, bind_vit_vector_optional(g, p + "ln1.bias", d));
-  VLKV_ASSIGN_OR_RETURN(l.wo, bind_vit_matrix(g, p + "attn_out.weight", d, d));
-  VLKV_ASSIGN_OR_RETURN(l.bo, bind_vit_vector_optional(g, p + "attn_out.bias", d));
-  VLKV_ASSIGN_OR_RETURN(l.ln2_w, bind_vit_vector(g, p + "ln2.weight", d));
-  VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector_optional(g, p + "ln2.bias", d));
-  VLKV_ASSIGN_OR_RETURN(l.ffn_up, bind_vit_matrix(g, p + "ffn_up.weight", d, hp.n_ff));
-  VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector_optional(g, p + "ffn_up.bias", hp.n_ff));
-  if (g.find_tensor(p + "ffn_gate.weight")) {  // build_ffn gates when the tensor is there
-    VLKV_ASSIGN_OR_RETURN(l.ffn_gate, bind_vit_matrix(g, p + "ffn_gate.weight", d, hp.n_ff));
-    VLKV_ASSIGN_OR_RETURN(l.ffn_gate_b, bind_vit_vector_optional(g, p + "ffn_gate.bias", hp.n_ff));
-  }
-  VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
-  VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector_optional(g, p + "ffn_down.bias", d));
+  VLKV_RETURN_IF_ERROR(bind_vit_block_after_qkv(g, hp, p, l));
   return l;
 }
 
-// A two-layer MLP's weights: fc1 takes n_in columns, fc2 must output n_out (0: any).
-Status bind_mlp(const GgufFile& g, const std::string& w1, const std::string& b1, const std::string& w2,
-                const std::string& b2, int64_t n_in, int64_t n_out, WeightMatrix& fc1, std::vector<float>& fc1_b,
-                WeightMatrix& fc2, std::vector<float>& fc2_b) {
-  const GgufTensorInfo* t1 = g.find_tensor(w1);
-  const GgufTensorInfo* t2 = g.find_tensor(w2);
-  if (!t1 || !t2 || t1->dims.size() != 2 || t2->dims.size() != 2) {
-    return invalid_file("mmproj: missing or malformed tensors '" + w1 + "' / '" + w2 + "'");
-  }
-  const int64_t hidden = t1->dims[1];
-  const int64_t out = n_out > 0 ? n_out : t2->dims[1];
-  VLKV_ASSIGN_OR_RETURN(fc1, bind_vit_matrix(g, w1, n_in, hidden));
-  VLKV_ASSIGN_OR_RETURN(fc1_b, bind_vit_vector(g, b1, hidden));
-  VLKV_ASSIGN_OR_RETURN(fc2, bind_vit_matrix(g, w2, hidden, out));
-  VLKV_ASSIGN_OR_RETURN(fc2_b, bind_vit_vector(g, b2, out));
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -136,16 +108,10 @@ Result<Qwen3VlProjector> Qwen3VlProjector::load(const GgufFile& g) {
     VLKV_ASSIGN_OR_RETURN(VitLayer l, bind_layer(g, hp, il));
     p.layers_.push_back(std::move(l));
   }
-  if (g.find_tensor("v.pre_ln.weight")) {
-    VLKV_ASSIGN_OR_RETURN(p.pre_ln_w_, bind_vit_vector(g, "v.pre_ln.weight", hp.n_embd));
-    VLKV_ASSIGN_OR_RETURN(p.pre_ln_b_, bind_vit_vector_optional(g, "v.pre_ln.bias", hp.n_embd));
-  }
-  if (g.find_tensor("v.post_ln.weight")) {
-    VLKV_ASSIGN_OR_RETURN(p.post_ln_w_, bind_vit_vector(g, "v.post_ln.weight", hp.n_embd));
-    VLKV_ASSIGN_OR_RETURN(p.post_ln_b_, bind_vit_vector_optional(g, "v.post_ln.bias", hp.n_embd));
-  }
+  VLKV_RETURN_IF_ERROR(bind_vit_norm_optional(g, "v.pre_ln", hp.n_embd, p.pre_ln_w_, p.pre_ln_b_));
+  VLKV_RETURN_IF_ERROR(bind_vit_norm_optional(g, "v.post_ln", hp.n_embd, p.post_ln_w_, p.post_ln_b_));
   const int64_t merged = hp.n_embd * kMerge * kMerge;
-  VLKV_RETURN_IF_ERROR(bind_mlp(g, "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias", merged, 0, p.mm0_, p.mm0_b_,
+  VLKV_RETURN_IF_ERROR(bind_vit_mlp(g, "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias", merged, 0, p.mm0_, p.mm0_b_,
                                 p.mm2_, p.mm2_b_));
   // Deepstack mergers: llama.cpp looks for v.deepstack.N.* for every ViT layer N.
   for (int64_t il = 0; il < hp.n_layers; ++il) {
@@ -157,26 +123,16 @@ Result<Qwen3VlProjector> Qwen3VlProjector::load(const GgufFile& g) {
     ds.layer = il;
     VLKV_ASSIGN_OR_RETURN(ds.norm_w, bind_vit_vector(g, b + "norm.weight", merged));
     VLKV_ASSIGN_OR_RETURN(ds.norm_b, bind_vit_vector_optional(g, b + "norm.bias", merged));
-    VLKV_RETURN_IF_ERROR(bind_mlp(g, b + "fc1.weight", b + "fc1.bias", b + "fc2.weight", b + "fc2.bias", merged,
+    VLKV_RETURN_IF_ERROR(bind_vit_mlp(g, b + "fc1.weight", b + "fc1.bias", b + "fc2.weight", b + "fc2.bias", merged,
                                   p.mm2_.n_rows, ds.fc1, ds.fc1_b, ds.fc2, ds.fc2_b));
     p.deepstack_.push_back(std::move(ds));
   }
   return p;
 }
 
-Qwen2VlSize Qwen3VlProjector::target_size(const Image& image) const {
-  return qwen2vl_target_size(image.width, image.height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
-}
-
 Result<Qwen2VlSize> Qwen3VlProjector::fitted_size(int32_t width, int32_t height) const {
-  if (width <= 0 || height <= 0) return invalid_argument("qwen3vl: empty or malformed image");
-  const Qwen2VlSize size =
-      qwen2vl_target_size(width, height, static_cast<int32_t>(align()), min_pixels(), max_pixels());
-  if (size.width <= 0 || size.height <= 0 || static_cast<int64_t>(size.width) * size.height > max_pixels()) {
-    return invalid_argument("qwen3vl: cannot fit a " + std::to_string(width) + "x" + std::to_string(height) +
-                            " image into the token limits");
-  }
-  return size;
+  // qwen2vl_target_size gives multiples of align(): its alignment check refuses nothing here.
+  return qwen2vl_fitted_size(kName, width, height, align(), min_pixels(), max_pixels());
 }
 
 Result<ImageTensor> Qwen3VlProjector::preprocess(const Image& image) const {
@@ -207,13 +163,7 @@ void Qwen3VlProjector::merge_mlp(const float* x, int64_t n_rows, const std::vect
 
 Status Qwen3VlProjector::encode(const ImageTensor& frame0, const ImageTensor& frame1, std::vector<float>& embd,
                                 ThreadPool& pool) const {
-  const int64_t a = align();
-  if (frame0.width != frame1.width || frame0.height != frame1.height || frame0.width % a != 0 ||
-      frame0.height % a != 0 || frame0.width <= 0 || frame0.height <= 0 ||
-      frame0.data.size() != static_cast<size_t>(3 * frame0.width * frame0.height) ||
-      frame1.data.size() != frame0.data.size()) {
-    return invalid_argument("qwen3vl: frames must be 3 x H x W with H, W multiples of " + std::to_string(a));
-  }
+  VLKV_RETURN_IF_ERROR(qwen2vl_check_frames(kName, frame0, frame1, align()));
   const int64_t d = hp_.n_embd, ps = hp_.patch_size, m = kMerge, mm = m * m;
   const int64_t pw = frame0.width / ps, ph = frame0.height / ps, n = pw * ph;
 
@@ -235,16 +185,7 @@ Status Qwen3VlProjector::encode(const ImageTensor& frame0, const ImageTensor& fr
   qwen2vl_merge_block_order(e0.data(), ph, pw, m, d, x.data(), pos_y.data(), pos_x.data());
   if (!pre_ln_w_.empty()) vit_norm_rows(hp_, x.data(), pre_ln_w_, pre_ln_b_, n, x.data());
 
-  const int hd = static_cast<int>(hp_.head_dim);
-  const int sections[4] = {hd / 4, hd / 4, hd / 4, hd / 4};
-  const VitRope rope = [&](float* qk, int64_t n_tokens) {
-    pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        const int64_t p[4] = {pos_y[i], pos_x[i], pos_y[i], pos_x[i]};
-        rope_vision(qk + i * d, static_cast<int>(hp_.n_heads), hd, p, sections, 10000.0f);
-      }
-    }, /*min_per_thread=*/16);
-  };
+  const VitRope rope = qwen2vl_rope_2d(hp_, pos_y, pos_x, pool);
   const int64_t n_out = n / mm, e = n_embd_main(), width = n_embd_out();
   embd.assign(static_cast<size_t>(n_out * width), 0.0f);
   std::vector<float> part(static_cast<size_t>(n_out * e));  // [n_out, n_embd_main]

@@ -31,6 +31,7 @@ std::vector<float> resize_grid_bilinear_align_corners(const std::vector<float>& 
 
 class Qwen3VlProjector {
  public:
+  static constexpr const char* kName = "qwen3vl";  // in error messages
   static Result<Qwen3VlProjector> load(const GgufFile& gguf);
 
   const VitHparams& hparams() const { return hp_; }
@@ -43,10 +44,9 @@ class Qwen3VlProjector {
   int64_t min_pixels() const { return 8 * align() * align(); }
   int64_t max_pixels() const { return 4096 * align() * align(); }
 
-  Qwen2VlSize target_size(const Image& image) const;
-  // target_size for a width x height image, or preprocess's error when it cannot fit.
+  // qwen2vl_target_size for a width x height image, or preprocess's error when it cannot fit.
   Result<Qwen2VlSize> fitted_size(int32_t width, int32_t height) const;
-  // Aspect-preserving bilinear resize into target_size(image), centred on black, then
+  // Aspect-preserving bilinear resize into fitted_size(image), centred on black, then
   // normalised: [3, H, W] with H, W multiples of align().
   Result<ImageTensor> preprocess(const Image& image) const;
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <sys/stat.h>
 
 #include "vision/image.h"
+#include "vision/media_file.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -89,13 +89,7 @@ class FrameSampler {
  private:
   // Demuxer, stream info and the best video stream; its size and duration.
   Status open_container() {
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0) return not_found(path_ + ": cannot open video file");
-    if (!S_ISREG(st.st_mode)) return invalid_argument(path_ + ": not a regular file");
-    if (static_cast<uint64_t>(st.st_size) > limits_.max_file_bytes) {
-      return invalid_file(path_ + ": video file of " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
-                          std::to_string(limits_.max_file_bytes));
-    }
+    VLKV_RETURN_IF_ERROR(media_file_size(path_, "video", limits_).status());
     av_log_set_level(AV_LOG_QUIET);  // errors come back as Status, not on stderr
     AVFormatContext* raw = nullptr;
     int rc = avformat_open_input(&raw, path_.c_str(), nullptr, nullptr);

@@ -162,6 +162,31 @@ Result<std::vector<float>> bind_vit_vector_optional(const GgufFile& g, const std
   return bind_vit_vector(g, name, n);
 }
 
+Status bind_vit_norm_optional(const GgufFile& g, const std::string& name, int64_t n, std::vector<float>& w,
+                              std::vector<float>& b) {
+  if (!g.find_tensor(name + ".weight")) return Status::ok();
+  VLKV_ASSIGN_OR_RETURN(w, bind_vit_vector(g, name + ".weight", n));
+  VLKV_ASSIGN_OR_RETURN(b, bind_vit_vector_optional(g, name + ".bias", n));
+  return Status::ok();
+}
+
+Status bind_vit_mlp(const GgufFile& g, const std::string& w1, const std::string& b1, const std::string& w2,
+                    const std::string& b2, int64_t n_in, int64_t n_out, WeightMatrix& fc1, std::vector<float>& fc1_b,
+                    WeightMatrix& fc2, std::vector<float>& fc2_b) {
+  const GgufTensorInfo* t1 = g.find_tensor(w1);
+  const GgufTensorInfo* t2 = g.find_tensor(w2);
+  if (!t1 || !t2 || t1->dims.size() != 2 || t2->dims.size() != 2) {
+    return invalid_file("mmproj: missing or malformed tensors '" + w1 + "' / '" + w2 + "'");
+  }
+  const int64_t hidden = t1->dims[1];
+  const int64_t out = n_out > 0 ? n_out : t2->dims[1];
+  VLKV_ASSIGN_OR_RETURN(fc1, bind_vit_matrix(g, w1, n_in, hidden));
+  VLKV_ASSIGN_OR_RETURN(fc1_b, bind_vit_vector(g, b1, hidden));
+  VLKV_ASSIGN_OR_RETURN(fc2, bind_vit_matrix(g, w2, hidden, out));
+  VLKV_ASSIGN_OR_RETURN(fc2_b, bind_vit_vector(g, b2, out));
+  return Status::ok();
+}
+
 Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& g, const std::string& name, int64_t patch, int64_t n_out) {
   const GgufTensorInfo* t = g.find_tensor(name);
   if (!t) return invalid_file("mmproj: missing tensor '" + name + "'");
@@ -170,6 +195,23 @@ Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& g, const std::string&
                         std::to_string(patch) + ", " + std::to_string(patch) + ", 3, " + std::to_string(n_out) + "}");
   }
   return bind_vit_matrix(g, name, 3 * patch * patch, n_out);
+}
+
+Status bind_vit_block_after_qkv(const GgufFile& g, const VitHparams& hp, const std::string& p, VitLayer& l) {
+  const int64_t d = hp.n_embd;
+  VLKV_ASSIGN_OR_RETURN(l.wo, bind_vit_matrix(g, p + "attn_out.weight", d, d));
+  VLKV_ASSIGN_OR_RETURN(l.bo, bind_vit_vector_optional(g, p + "attn_out.bias", d));
+  VLKV_ASSIGN_OR_RETURN(l.ln2_w, bind_vit_vector(g, p + "ln2.weight", d));
+  VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector_optional(g, p + "ln2.bias", d));
+  VLKV_ASSIGN_OR_RETURN(l.ffn_up, bind_vit_matrix(g, p + "ffn_up.weight", d, hp.n_ff));
+  VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector_optional(g, p + "ffn_up.bias", hp.n_ff));
+  if (g.find_tensor(p + "ffn_gate.weight")) {  // build_ffn gates when the tensor is there
+    VLKV_ASSIGN_OR_RETURN(l.ffn_gate, bind_vit_matrix(g, p + "ffn_gate.weight", d, hp.n_ff));
+    VLKV_ASSIGN_OR_RETURN(l.ffn_gate_b, bind_vit_vector_optional(g, p + "ffn_gate.bias", hp.n_ff));
+  }
+  VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
+  VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector_optional(g, p + "ffn_down.bias", d));
+  return Status::ok();
 }
 
 Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparams& hp) {
@@ -186,18 +228,7 @@ Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& g, const VitHparam
     VLKV_ASSIGN_OR_RETURN(l.bk, bind_vit_vector_optional(g, p + "attn_k.bias", d));
     VLKV_ASSIGN_OR_RETURN(l.wv, bind_vit_matrix(g, p + "attn_v.weight", d, d));
     VLKV_ASSIGN_OR_RETURN(l.bv, bind_vit_vector_optional(g, p + "attn_v.bias", d));
-    VLKV_ASSIGN_OR_RETURN(l.wo, bind_vit_matrix(g, p + "attn_out.weight", d, d));
-    VLKV_ASSIGN_OR_RETURN(l.bo, bind_vit_vector_optional(g, p + "attn_out.bias", d));
-    VLKV_ASSIGN_OR_RETURN(l.ln2_w, bind_vit_vector(g, p + "ln2.weight", d));
-    VLKV_ASSIGN_OR_RETURN(l.ln2_b, bind_vit_vector_optional(g, p + "ln2.bias", d));
-    VLKV_ASSIGN_OR_RETURN(l.ffn_up, bind_vit_matrix(g, p + "ffn_up.weight", d, hp.n_ff));
-    VLKV_ASSIGN_OR_RETURN(l.ffn_up_b, bind_vit_vector_optional(g, p + "ffn_up.bias", hp.n_ff));
-    if (g.find_tensor(p + "ffn_gate.weight")) {
-      VLKV_ASSIGN_OR_RETURN(l.ffn_gate, bind_vit_matrix(g, p + "ffn_gate.weight", d, hp.n_ff));
-      VLKV_ASSIGN_OR_RETURN(l.ffn_gate_b, bind_vit_vector_optional(g, p + "ffn_gate.bias", hp.n_ff));
-    }
-    VLKV_ASSIGN_OR_RETURN(l.ffn_down, bind_vit_matrix(g, p + "ffn_down.weight", hp.n_ff, d));
-    VLKV_ASSIGN_OR_RETURN(l.ffn_down_b, bind_vit_vector_optional(g, p + "ffn_down.bias", d));
+    VLKV_RETURN_IF_ERROR(bind_vit_block_after_qkv(g, hp, p, l));
     VLKV_ASSIGN_OR_RETURN(l.ls1, bind_vit_vector_optional(g, p + "ls1.weight", d));
     VLKV_ASSIGN_OR_RETURN(l.ls2, bind_vit_vector_optional(g, p + "ls2.weight", d));
   }

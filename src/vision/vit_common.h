@@ -70,10 +70,22 @@ Result<WeightMatrix> bind_vit_matrix(const GgufFile& gguf, const std::string& na
 Result<std::vector<float>> bind_vit_vector(const GgufFile& gguf, const std::string& name, int64_t n);
 // As bind_vit_vector, but an absent tensor gives an empty vector.
 Result<std::vector<float>> bind_vit_vector_optional(const GgufFile& gguf, const std::string& name, int64_t n);
+// An optional norm `name`.weight / `name`.bias: both empty without the weight, the bias
+// optional with it.
+Status bind_vit_norm_optional(const GgufFile& gguf, const std::string& name, int64_t n, std::vector<float>& w,
+                              std::vector<float>& b);
+// A two-layer MLP's weights (w1, b1, w2, b2): fc1 takes n_in columns, fc2 must output n_out
+// (0: any); the hidden size is w1's.
+Status bind_vit_mlp(const GgufFile& gguf, const std::string& w1, const std::string& b1, const std::string& w2,
+                    const std::string& b2, int64_t n_in, int64_t n_out, WeightMatrix& fc1, std::vector<float>& fc1_b,
+                    WeightMatrix& fc2, std::vector<float>& fc2_b);
 // A conv kernel with ggml dims {k, k, 3, n_out} as a matrix [n_out rows, 3*k*k cols].
 Result<WeightMatrix> bind_vit_patch_kernel(const GgufFile& gguf, const std::string& name, int64_t patch,
                                            int64_t n_out);
 Result<std::vector<VitLayer>> bind_vit_layers(const GgufFile& gguf, const VitHparams& hp);
+// The block's weights after q, k and v (attn_out, ln2, ffn_*) under prefix "v.blk.N.", for a
+// model that binds its q/k/v otherwise (Qwen3-VL's fused attn_qkv).
+Status bind_vit_block_after_qkv(const GgufFile& gguf, const VitHparams& hp, const std::string& prefix, VitLayer& l);
 
 // Rotates q or k in place: [n_tokens, n_heads, head_dim]. Null for learned positions.
 using VitRope = std::function<void(float* qk, int64_t n_tokens)>;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/ggml_type_info.h"
+#include "gguf/gguf_optional.h"
 #include "gguf/gguf_writer.h"
 
 namespace vlkv {
@@ -119,6 +120,11 @@ TEST(GgufReader, GetterConversions) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("conv.gguf"), std::string::npos);
   EXPECT_NE(g.get_u64("s").status().message().find("'s' has type string"), std::string::npos);
+  // gguf_i64_or: the fallback only for a missing key, never for a wrong type or range.
+  EXPECT_EQ(gguf_i64_or(g, "nope", 7).value(), 7);
+  EXPECT_EQ(gguf_i64_or(g, "neg", 7).value(), -3);
+  EXPECT_EQ(gguf_i64_or(g, "s", 7).status().code(), StatusCode::kInvalidFile);
+  EXPECT_EQ(gguf_i64_or(g, "big", 7).status().code(), StatusCode::kInvalidFile);
 }
 
 }  // namespace

@@ -423,6 +423,13 @@ TEST(Sign1Codecs, BadSpecsAreClearErrors) {
   const Status s = codec("sign1c:G=32,fft=real")->check_head_dim(1000);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(codec("sign1c:G=32,fft=real")->check_head_dim(8).is_ok());
+  // Both FFT codecs take RealFft's range, each under its own name.
+  for (const char* spec : {"sign1c:G=32,fft=real", "mixk:G=32,frac=0.5,fft=real"}) {
+    const Status too_wide = codec(spec)->check_head_dim(RealFft::kMaxN + 1);
+    EXPECT_EQ(too_wide.code(), StatusCode::kInvalidArgument) << spec;
+    EXPECT_EQ(too_wide.message(), std::string(spec) + ": head_dim 513 is outside [1, 512]") << too_wide.message();
+    EXPECT_TRUE(codec(spec)->check_head_dim(RealFft::kMaxN).is_ok()) << spec;
+  }
   EXPECT_EQ(codec("mixk:G=32,frac=0.5,fft=real")->name(), "mixk:G=32,frac=0.5,fft=real");
   EXPECT_EQ(codec("ternary")->name(), "ternary:G=32,thr=0.5,fit=mean");
   EXPECT_EQ(codec("ternary:fit=opt")->name(), "ternary:G=32,thr=0.5,fit=opt");

@@ -175,6 +175,30 @@ TEST_F(VideoLoader, FpsSampling) {
   EXPECT_EQ(frames->size(), 5u);
 }
 
+// Images and videos pass the same file checks (media_file_size), each naming its kind.
+TEST_F(VideoLoader, FileChecksMatchImages) {
+  ASSERT_TRUE(made_);
+  MediaLimits tight;
+  tight.max_file_bytes = 100;
+  Result<Image> img = load_image(eval_image(0), tight);
+  ASSERT_FALSE(img.is_ok());
+  EXPECT_EQ(img.status().code(), StatusCode::kInvalidFile);
+  EXPECT_NE(img.status().message().find("image file of "), std::string::npos) << img.status().message();
+  EXPECT_NE(img.status().message().find("exceeds the limit of 100"), std::string::npos) << img.status().message();
+  VideoSampling two;
+  two.n_frames = 2;
+  Result<std::vector<Image>> video = load_video(clip_, two, tight);
+  ASSERT_FALSE(video.is_ok());
+  EXPECT_EQ(video.status().code(), StatusCode::kInvalidFile);
+  EXPECT_NE(video.status().message().find("video file of "), std::string::npos) << video.status().message();
+  EXPECT_NE(video.status().message().find("exceeds the limit of 100"), std::string::npos) << video.status().message();
+  // A folder is neither.
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(load_image(dir).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(load_video(dir, two).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(load_video(dir, two).status().message().find("not a regular file"), std::string::npos);
+}
+
 TEST_F(VideoLoader, LimitsAndBadInput) {
   ASSERT_TRUE(made_);
   VideoSampling s;

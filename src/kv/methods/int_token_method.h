@@ -20,6 +20,7 @@
 #include "kv/method_registry.h"
 #include "kv/methods/single_codec.h"
 #include "kv/methods/window_fold.h"
+#include "kv/methods/pair_bits.h"
 
 namespace vlkv {
 
@@ -50,23 +51,10 @@ class TiledIntTokenMethod final : public Method {
   std::vector<const Codec*> codecs() const override { return {k_.get(), v_.get(), w_.get()}; }
 
   Status store(const StoreInput& in, LayerEditor& ed) const override {
-    const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
-    const int64_t stride = static_cast<int64_t>(n_kv) * d;
-    for (int h = 0; h < n_kv; ++h) {
-      if (window_fold::find_segment(ed, h, kTagTiles) < 0) ed.add_segment(h, k_.get(), v_.get(), kTagTiles);
-      const window_fold::Sink to_tiles = [&](const float* k, const float* v, int64_t rs, int64_t, int64_t n) {
-        return ed.append(h, window_fold::find_segment(ed, h, kTagTiles), k, v, rs, n);
-      };
-      Result<int64_t> folded = window_fold::stage(ed, h, kTagStaging, w_.get(), /*keep=*/0, kTile, in.k + h * d,
-                                                  in.v + h * d, stride, in.n_new, to_tiles);
-      if (!folded.is_ok()) return folded.status();
-    }
-    return Status::ok();
+    return window_fold::store_staged(in, ed, kTagTiles, k_.get(), v_.get(), kTagStaging, w_.get(), /*keep=*/0, kTile);
   }
 
-  double bits_per_element() const override {
-    return 0.5 * (k_->bits_per_element(geo_.head_dim) + v_->bits_per_element(geo_.head_dim));
-  }
+  double bits_per_element() const override { return pair_bits_per_element(*k_, *v_, geo_.head_dim); }
   double bytes_per_token() const override {
     return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads * tile_bytes_per_token();
   }

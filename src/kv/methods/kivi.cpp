@@ -28,6 +28,7 @@
 #include "kv/codecs/int_tiles.h"
 #include "kv/method_registry.h"
 #include "kv/methods/window_fold.h"
+#include "kv/methods/pair_bits.h"
 
 namespace vlkv {
 namespace {
@@ -82,26 +83,13 @@ class KiviMethod final : public Method {
   const std::string& spec() const override { return spec_; }
   std::vector<const Codec*> codecs() const override { return {k_.get(), v_.get(), w_.get()}; }
 
+  // New rows wait in the full-precision window; whole groups of G beyond R_ go to the
+  // compressed segment (window_fold.h).
   Status store(const StoreInput& in, LayerEditor& ed) const override {
-    const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
-    const int64_t stride = static_cast<int64_t>(n_kv) * d;  // rows of one head in in.k / in.v
-    for (int h = 0; h < n_kv; ++h) {
-      if (window_fold::find_segment(ed, h, kTagCompressed) < 0) ed.add_segment(h, k_.get(), v_.get(), kTagCompressed);
-      // New rows wait in the full-precision window; whole groups of G beyond R_ go to the
-      // compressed segment (window_fold.h).
-      const window_fold::Sink to_compressed = [&](const float* k, const float* v, int64_t rs, int64_t, int64_t n) {
-        return ed.append(h, window_fold::find_segment(ed, h, kTagCompressed), k, v, rs, n);
-      };
-      Result<int64_t> folded = window_fold::stage(ed, h, kTagWindow, w_.get(), R_, G_, in.k + h * d, in.v + h * d,
-                                                  stride, in.n_new, to_compressed);
-      if (!folded.is_ok()) return folded.status();
-    }
-    return Status::ok();
+    return window_fold::store_staged(in, ed, kTagCompressed, k_.get(), v_.get(), kTagWindow, w_.get(), R_, G_);
   }
 
-  double bits_per_element() const override {
-    return 0.5 * (k_->bits_per_element(geo_.head_dim) + v_->bits_per_element(geo_.head_dim));
-  }
+  double bits_per_element() const override { return pair_bits_per_element(*k_, *v_, geo_.head_dim); }
   double bytes_per_token() const override {
     const int d = geo_.head_dim;
     return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads *

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kv/layer_editor.h"
+#include "kv/method.h"
 
 namespace vlkv::window_fold {
 
@@ -76,6 +77,26 @@ inline Result<int64_t> stage(LayerEditor& ed, int kv_head, uint32_t tag, const C
   }
   if (seg >= 0) ed.remove_segment(kv_head, seg);
   return n_fold;
+}
+
+// The whole store() of a method with one compressed segment per kv head (tag `compressed`,
+// codecs k and v) behind a staging window (tag `window`, codec w; KIVI's residual, the int
+// methods' tile staging): each head's new rows are staged, and whole groups of G beyond keep
+// go to the compressed segment.
+inline Status store_staged(const StoreInput& in, LayerEditor& ed, uint32_t compressed, const Codec* k, const Codec* v,
+                           uint32_t window, const Codec* w, int64_t keep, int G) {
+  const int n_kv = ed.n_kv_heads(), d = ed.head_dim();
+  const int64_t stride = static_cast<int64_t>(n_kv) * d;  // rows of one head in in.k / in.v
+  for (int h = 0; h < n_kv; ++h) {
+    if (find_segment(ed, h, compressed) < 0) ed.add_segment(h, k, v, compressed);
+    const Sink to_compressed = [&](const float* kr, const float* vr, int64_t rs, int64_t, int64_t n) {
+      return ed.append(h, find_segment(ed, h, compressed), kr, vr, rs, n);
+    };
+    Result<int64_t> folded =
+        stage(ed, h, window, w, keep, G, in.k + h * d, in.v + h * d, stride, in.n_new, to_compressed);
+    if (!folded.is_ok()) return folded.status();
+  }
+  return Status::ok();
 }
 
 }  // namespace vlkv::window_fold

@@ -58,6 +58,7 @@
 #include "kv/methods/akvq_vl/layer_state.h"
 #include "kv/methods/akvq_vl/saliency.h"
 #include "kv/methods/window_fold.h"
+#include "kv/methods/pair_bits.h"
 
 namespace vlkv {
 namespace {
@@ -244,9 +245,7 @@ class AkvqVlMethod final : public Method {
     return true;
   }
 
-  double bits_per_element() const override {
-    return 0.5 * (low_.k->bits_per_element(geo_.head_dim) + low_.v->bits_per_element(geo_.head_dim));
-  }
+  double bits_per_element() const override { return pair_bits_per_element(*low_.k, *low_.v, geo_.head_dim); }
   double bytes_per_token() const override { return geo_.n_layers * geo_.n_kv_heads * class_rate(low_); }
   // Exact for visual tokens without statistics (see the header comment).
   double bytes_for_tokens(int64_t n) const override {

@@ -66,12 +66,7 @@ class MixkCodec final : public Codec {
     name_ = "mixk:G=" + std::to_string(p.group) + ",frac=" + frac + ",fft=" + sign1::fft_mode_name(p.fft);
   }
   const std::string& name() const override { return name_; }
-  Status check_head_dim(int head_dim) const override {
-    if (head_dim < 1 || head_dim > RealFft::kMaxN)
-      return invalid_argument(name_ + ": head_dim " + std::to_string(head_dim) + " is outside [1, " +
-                              std::to_string(RealFft::kMaxN) + "]");
-    return Status::ok();
-  }
+  Status check_head_dim(int head_dim) const override { return RealFft::check_head_dim(name_, head_dim); }
   int tokens_per_block() const override { return p_.group; }
   int64_t block_bytes(int head_dim) const override { return layout(head_dim).bytes; }
   // Outlier channels: s/2 <= max|x|/3 (+ f16 rounding); normal channels as sign1c.

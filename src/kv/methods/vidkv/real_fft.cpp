@@ -137,14 +137,25 @@ void RealFft::cdft(double* re, double* im, int sign) const {
   }
 }
 
-void RealFft::forward_fft(const float* x, float* c) const {
-  const int n = n_;
-  double re[kMaxN], im[kMaxN];
-  for (int j = 0; j < n; ++j) {
+Status RealFft::check_head_dim(const std::string& codec, int head_dim) {
+  if (head_dim < 1 || head_dim > kMaxN)
+    return invalid_argument(codec + ": head_dim " + std::to_string(head_dim) + " is outside [1, " +
+                            std::to_string(kMaxN) + "]");
+  return Status::ok();
+}
+
+void RealFft::real_dft(const float* x, double* re, double* im) const {
+  for (int j = 0; j < n_; ++j) {
     re[j] = x[j];
     im[j] = 0;
   }
   cdft(re, im, -1);
+}
+
+void RealFft::forward_fft(const float* x, float* c) const {
+  const int n = n_;
+  double re[kMaxN], im[kMaxN];
+  real_dft(x, re, im);
   const double a = 1.0 / std::sqrt(static_cast<double>(n)), b = std::sqrt(2.0 / n);
   c[0] = static_cast<float>(re[0] * a);
   for (int k = 1; 2 * k < n; ++k) {
@@ -176,11 +187,7 @@ void RealFft::inverse_fft(const float* c, float* x) const {
 void RealFft::complex_forward(const float* x, float* re_out, float* im_out) const {
   const int n = n_;
   double re[kMaxN], im[kMaxN];
-  for (int j = 0; j < n; ++j) {
-    re[j] = x[j];
-    im[j] = 0;
-  }
-  cdft(re, im, -1);
+  real_dft(x, re, im);
   for (int k = 0; k < n; ++k) {
     re_out[k] = static_cast<float>(re[k]);
     im_out[k] = static_cast<float>(im[k]);

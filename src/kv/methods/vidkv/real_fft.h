@@ -13,7 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "vlkv/status.h"
 
 namespace vlkv {
 
@@ -23,6 +26,8 @@ class RealFft {
   static constexpr int kDenseMaxN = 128;  // dense float matrix path up to here (64 KiB per matrix)
   // 1 <= n <= kMaxN.
   explicit RealFft(int n);
+  // A codec's head_dim check for transforms over up to head_dim channels: in [1, kMaxN].
+  static Status check_head_dim(const std::string& codec, int head_dim);
   int n() const { return n_; }
 
   // Orthonormal real Fourier transform c = F x (F orthogonal, so F^-1 = F^T and
@@ -51,6 +56,8 @@ class RealFft {
  private:
   // In-place complex DFT of length n: sign -1 forward, +1 inverse (unnormalized).
   void cdft(double* re, double* im, int sign) const;
+  // The unnormalized spectrum of the real x [n]: re, im [n] (cdft forward).
+  void real_dft(const float* x, double* re, double* im) const;
   // The FFT-based orthonormal transforms (the reference for the dense path).
   void forward_fft(const float* x, float* c) const;
   void inverse_fft(const float* c, float* x) const;

@@ -6,27 +6,17 @@
 #include <mutex>
 #include <utility>
 
+#include "kv/methods/vidkv/choice_param.h"
+
 namespace vlkv::sign1 {
 
+constexpr Choice<FftMode> kFftModes[] = {{"none", FftMode::kNone}, {"real", FftMode::kReal}, {"complex", FftMode::kComplex}};
+
 Result<FftMode> parse_fft_mode(std::string_view text, std::string_view codec) {
-  if (text == "none") return FftMode::kNone;
-  if (text == "real") return FftMode::kReal;
-  if (text == "complex") return FftMode::kComplex;
-  std::string msg = "'";
-  msg += codec;
-  msg += "': fft=";
-  msg += text;
-  msg += " is not one of none, real, complex";
-  return invalid_argument(std::move(msg));
+  return parse_choice(text, codec, "fft", kFftModes);
 }
 
-const char* fft_mode_name(FftMode m) {
-  switch (m) {
-    case FftMode::kReal: return "real";
-    case FftMode::kComplex: return "complex";
-    default: return "none";
-  }
-}
+const char* fft_mode_name(FftMode m) { return choice_name(m, kFftModes); }
 
 CoefTransform::CoefTransform(FftMode mode, int n) : mode_(mode), n_(n), fft_(n) {}
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kv/codec_registry.h"
+#include "kv/methods/vidkv/choice_param.h"
 #include "kv/methods/vidkv/sign1_codecs.h"
 #include "kv/methods/vidkv/sign1_kernels.h"
 #include "kv/methods/vidkv/sign1_planes.h"
@@ -226,25 +227,14 @@ class TernaryCodec final : public Codec {
 
 }  // namespace
 
+constexpr Choice<TernaryFit> kTernaryFits[] = {
+    {"mean", TernaryFit::kMean}, {"scale", TernaryFit::kScale}, {"opt", TernaryFit::kOpt}};
+
 Result<TernaryFit> parse_ternary_fit(std::string_view text, std::string_view codec) {
-  if (text == "mean") return TernaryFit::kMean;
-  if (text == "scale") return TernaryFit::kScale;
-  if (text == "opt") return TernaryFit::kOpt;
-  std::string msg = "'";  // built by appends: GCC 12 warns (-Wrestrict) on "'" + std::string
-  msg += codec;
-  msg += "': fit=";
-  msg += text;
-  msg += " is not one of mean, scale, opt";
-  return invalid_argument(std::move(msg));
+  return parse_choice(text, codec, "fit", kTernaryFits);
 }
 
-const char* ternary_fit_name(TernaryFit f) {
-  switch (f) {
-    case TernaryFit::kScale: return "scale";
-    case TernaryFit::kOpt: return "opt";
-    default: return "mean";
-  }
-}
+const char* ternary_fit_name(TernaryFit f) { return choice_name(f, kTernaryFits); }
 
 Result<std::shared_ptr<const Codec>> make_ternary_codec(const TernaryParams& p) {
   if (p.group < 1 || p.group > 256)

@@ -41,6 +41,7 @@
 #include "kv/method_registry.h"
 #include "kv/methods/vidkv/vidkv_salient.h"
 #include "kv/methods/window_fold.h"
+#include "kv/methods/pair_bits.h"
 
 namespace vlkv {
 namespace {
@@ -125,9 +126,7 @@ class VidkvMethod final : public Method {
     return Status::ok();
   }
 
-  double bits_per_element() const override {
-    return 0.5 * (k_->bits_per_element(geo_.head_dim) + v_->bits_per_element(geo_.head_dim));
-  }
+  double bits_per_element() const override { return pair_bits_per_element(*k_, *v_, geo_.head_dim); }
   double bytes_per_token() const override {
     const int d = geo_.head_dim;
     return static_cast<double>(geo_.n_layers) * geo_.n_kv_heads *

@@ -47,6 +47,7 @@
 #include "kv/method_registry.h"
 #include "kv/methods/window_fold.h"
 #include "kv/methods/zipvl/zipvl_ratio.h"
+#include "kv/methods/pair_bits.h"
 
 namespace vlkv {
 namespace {
@@ -195,9 +196,7 @@ class ZipvlMethod final : public Method, public KeySelector {
     return true;
   }
 
-  double bits_per_element() const override {
-    return 0.5 * (k_hi_->bits_per_element(geo_.head_dim) + v_hi_->bits_per_element(geo_.head_dim));
-  }
+  double bits_per_element() const override { return pair_bits_per_element(*k_hi_, *v_hi_, geo_.head_dim); }
   double bytes_per_token() const override { return heads() * hi_token_bytes(); }
   double min_bytes_for_tokens(int64_t n) const override { return heads() * lo_token_bytes() * static_cast<double>(n); }
   double bytes_for_tokens(int64_t n) const override {
