@@ -88,6 +88,20 @@ inline float next_theta(float& theta, float theta_scale) {
   return t;
 }
 
+// Rotates pairs (i, i + n_pairs), i < n_pairs, of every head by the cached angles: the NeoX
+// order both multi-section ropes use; dims [2 n_pairs, head_dim) pass through.
+void rotate_halves(float* x, int n_heads, int head_dim, int n_pairs, const float* cos_cache, const float* sin_cache) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
+    for (int i = 0; i < n_pairs; ++i) {
+      const float x0 = head[i];
+      const float x1 = head[i + n_pairs];
+      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
+      head[i + n_pairs] = x0 * sin_cache[i] + x1 * cos_cache[i];
+    }
+  }
+}
+
 }  // namespace
 
 void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p,
@@ -120,15 +134,7 @@ void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const
     sin_cache[i] = std::sin(theta);
     for (float& t : th) next_theta(t, theta_scale);
   }
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
-    for (int i = 0; i < n_pairs; ++i) {
-      const float x0 = head[i];
-      const float x1 = head[i + n_pairs];
-      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
-      head[i + n_pairs] = x0 * sin_cache[i] + x1 * cos_cache[i];
-    }
-  }
+  rotate_halves(x, n_heads, head_dim, n_pairs, cos_cache, sin_cache);
 }
 
 void rope_vision(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], float freq_base) {
@@ -155,15 +161,7 @@ void rope_vision(float* x, int n_heads, int head_dim, const int64_t pos[4], cons
     sin_cache[i] = std::sin(th[which]);
     for (float& t : th) next_theta(t, theta_scale);
   }
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
-    for (int i = 0; i < n_pairs; ++i) {
-      const float x0 = head[i];
-      const float x1 = head[i + n_rot];
-      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
-      head[i + n_rot] = x0 * sin_cache[i] + x1 * cos_cache[i];
-    }
-  }
+  rotate_halves(x, n_heads, head_dim, n_rot, cos_cache, sin_cache);
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
