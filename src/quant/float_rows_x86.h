@@ -33,8 +33,11 @@ struct HalfRows : W {
   }
 };
 
+// Each tier's copy in an unnamed namespace, so every including file keeps its own (as
+// base/simd_dispatch.h asks of ISA code in headers).
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)
 namespace avx2 {
+namespace {
 struct VecOps {
   using V = __m256;
   static constexpr int kLanes = 8;
@@ -53,11 +56,13 @@ struct VecOps {
   }
 };
 #include "quant/float_row_loops.inc"
+}  // namespace
 }  // namespace avx2
 VLKV_TARGET_END
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX512)
 namespace avx512 {
+namespace {
 struct VecOps {
   using V = __m512;
   static constexpr int kLanes = 16;
@@ -78,6 +83,7 @@ struct VecOps {
   }
 };
 #include "quant/float_row_loops.inc"
+}  // namespace
 }  // namespace avx512
 VLKV_TARGET_END
 
