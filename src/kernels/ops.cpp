@@ -89,6 +89,30 @@ inline float next_theta(float& theta, float theta_scale) {
   return t;
 }
 
+// M-RoPE's four sections (t, h, w, extra) as cumulative bounds over the pairs.
+struct RopeSections {
+  int s0, s01, s012, dims;
+  explicit RopeSections(const int s[4]) : s0(s[0]), s01(s[0] + s[1]), s012(s01 + s[2]), dims(s012 + s[3]) {
+    VLKV_CHECK(s[0] >= 0 && s[1] >= 0 && s[2] >= 0 && s[3] >= 0 && dims > 0);
+  }
+  // The section of sector (< dims) when sections are contiguous ranges.
+  int of(int sector) const { return sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3; }
+};
+
+// Rotates pairs (i, i + n_pairs), i < n_pairs, of every head by the cached angles: the NeoX
+// order both multi-section ropes use; dims [2 n_pairs, head_dim) pass through.
+void rotate_halves(float* x, int n_heads, int head_dim, int n_pairs, const float* cos_cache, const float* sin_cache) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
+    for (int i = 0; i < n_pairs; ++i) {
+      const float x0 = head[i];
+      const float x1 = head[i + n_pairs];
+      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
+      head[i + n_pairs] = x0 * sin_cache[i] + x1 * cos_cache[i];
+    }
+  }
+}
+
 }  // namespace
 
 void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], const RopeParams& p,
@@ -96,9 +120,7 @@ void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const
   VLKV_CHECK(p.n_rot > 0 && p.n_rot <= head_dim && p.n_rot % 2 == 0);
   const int n_pairs = p.n_rot / 2;
   VLKV_CHECK(n_pairs <= kMaxRopePairs);
-  const int s0 = sections[0], s01 = sections[0] + sections[1], s012 = s01 + sections[2];
-  const int sect_dims = s012 + sections[3];
-  VLKV_CHECK(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0);
+  const RopeSections sect(sections);
   // As ggml_mrope_cache_init (not vision): the four ladders advance together, each
   // pair picks the one of its sector; rope_yarn then applies freq_scale.
   float cos_cache[kMaxRopePairs];
@@ -107,8 +129,8 @@ void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const
   float th[4] = {static_cast<float>(pos[0]), static_cast<float>(pos[1]), static_cast<float>(pos[2]),
                  static_cast<float>(pos[3])};
   for (int i = 0; i < n_pairs; ++i) {
-    const int sector = i % sect_dims;
-    int which = sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3;
+    const int sector = i % sect.dims;
+    int which = sect.of(sector);
     if (interleaved) {
       const int r = sector % 3;
       which = r == 1 && sector < 3 * sections[1]   ? 1
@@ -121,15 +143,7 @@ void rope_multi(float* x, int n_heads, int head_dim, const int64_t pos[4], const
     sin_cache[i] = std::sin(theta);
     for (float& t : th) next_theta(t, theta_scale);
   }
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
-    for (int i = 0; i < n_pairs; ++i) {
-      const float x0 = head[i];
-      const float x1 = head[i + n_pairs];
-      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
-      head[i + n_pairs] = x0 * sin_cache[i] + x1 * cos_cache[i];
-    }
-  }
+  rotate_halves(x, n_heads, head_dim, n_pairs, cos_cache, sin_cache);
 }
 
 void rope_vision(float* x, int n_heads, int head_dim, const int64_t pos[4], const int sections[4], float freq_base) {
@@ -137,34 +151,24 @@ void rope_vision(float* x, int n_heads, int head_dim, const int64_t pos[4], cons
   const int n_rot = head_dim / 2;   // ggml's n_dims for the vision mode
   const int n_pairs = head_dim / 2;  // every dimension rotates: pairs (i, i + n_rot)
   VLKV_CHECK(n_pairs <= kMaxRopePairs);
-  const int s0 = sections[0], s01 = sections[0] + sections[1], s012 = s01 + sections[2];
-  const int sect_dims = s012 + sections[3];
-  VLKV_CHECK(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0 && sect_dims > 0);
+  const RopeSections sect(sections);
   float cos_cache[kMaxRopePairs];
   float sin_cache[kMaxRopePairs];
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   float th[4] = {0, 0, 0, 0};
   for (int i = 0; i < n_pairs; ++i) {
-    const int sector = i % sect_dims;
+    const int sector = i % sect.dims;
     // Independent sections: a ladder restarts at its position where its section begins.
     if (sector == 0) th[0] = static_cast<float>(pos[0]);
-    if (sector == s0) th[1] = static_cast<float>(pos[1]);
-    if (sector == s01) th[2] = static_cast<float>(pos[2]);
-    if (sector == s012) th[3] = static_cast<float>(pos[3]);
-    const int which = sector < s0 ? 0 : sector < s01 ? 1 : sector < s012 ? 2 : 3;
+    if (sector == sect.s0) th[1] = static_cast<float>(pos[1]);
+    if (sector == sect.s01) th[2] = static_cast<float>(pos[2]);
+    if (sector == sect.s012) th[3] = static_cast<float>(pos[3]);
+    const int which = sect.of(sector);
     cos_cache[i] = std::cos(th[which]);
     sin_cache[i] = std::sin(th[which]);
     for (float& t : th) next_theta(t, theta_scale);
   }
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
-    for (int i = 0; i < n_pairs; ++i) {
-      const float x0 = head[i];
-      const float x1 = head[i + n_rot];
-      head[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
-      head[i + n_rot] = x0 * sin_cache[i] + x1 * cos_cache[i];
-    }
-  }
+  rotate_halves(x, n_heads, head_dim, n_rot, cos_cache, sin_cache);
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {

@@ -1,4 +1,4 @@
-// BF16's NEON row kernels (bf16.cpp has the reference): a bfloat16 is the top half of an f32.
+// BF16's NEON row kernels (float_formats.cpp has the reference): a bfloat16 is the top half of an f32.
 #include "quant/half_rows_arm.h"
 
 namespace vlkv::quant {

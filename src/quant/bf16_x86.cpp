@@ -1,10 +1,10 @@
-// BF16's x86 row kernels (bf16.cpp has the reference): how halves widen, for half_rows_x86.h.
-#include "quant/half_rows_x86.h"
+// BF16's x86 row kernels (float_formats.cpp has the reference): how halves widen, for float_rows_x86.h.
+#include "quant/float_rows_x86.h"
 
 namespace vlkv::quant {
 namespace {
 
-// How bfloat16 widens (shift into the top half of an f32), for half_rows_x86.h.
+// How bfloat16 widens (shift into the top half of an f32), for float_rows_x86.h.
 struct Bf16 {
   static float to_f32(uint16_t h) { return bf16_to_fp32(h); }
   VLKV_TARGET_AVX2 static __m256 widen8(__m128i h) {
@@ -17,7 +17,7 @@ struct Bf16 {
 
 }  // namespace
 
-const FormatKernels kBf16Avx2 = half_rows::avx2_variant<Bf16>();
-const FormatKernels kBf16Avx512 = half_rows::avx512_variant<Bf16>();
+const FormatKernels kBf16Avx2 = float_rows::avx2_variant<float_rows::HalfRows<Bf16>>();
+const FormatKernels kBf16Avx512 = float_rows::avx512_variant<float_rows::HalfRows<Bf16>>();
 
 }  // namespace vlkv::quant

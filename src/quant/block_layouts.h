@@ -1,6 +1,6 @@
 // The block layouts of ggml's 32-element formats with one scale per block, stated once for
-// the reference code (<type>.cpp) and the SIMD block decoders (<type>_x86.cpp, <type>_arm.cpp,
-// whose Traits derive from them).
+// the reference code (legacy_blocks.cpp, q8_0.cpp) and the SIMD block decoders (<file>_x86.cpp,
+// <file>_arm.cpp, whose Traits derive from them).
 #pragma once
 
 #include <cstddef>
@@ -16,10 +16,22 @@ struct Block32Layout {
   static constexpr bool kBias = Bias;
 };
 
-using Q4_0Layout = Block32Layout<18, false>;  // f16 d, 16 bytes of nibbles
-using Q4_1Layout = Block32Layout<20, true>;   // f16 d, f16 m, nibbles
-using Q5_0Layout = Block32Layout<22, false>;  // f16 d, 4 bytes of fifth bits, nibbles
-using Q5_1Layout = Block32Layout<24, true>;   // f16 d, f16 m, fifth bits, nibbles
+// ggml's four "legacy" formats: 4- or 5-bit codes, an f16 scale d, with Bias an f16 offset m
+// (w = code * d + m), else a fixed zero code (w = (code - kZero) * d). Fields in this order:
+// d | m (Bias) | qh[4] (5 bits: bit j of the little-endian u32 is bit 4 of weight j) | qs[16]
+// (weight j is the low nibble of qs[j], weight j + 16 its high nibble).
+template <int Bits, bool Bias>
+struct LegacyBlockLayout : Block32Layout<2 + (Bias ? 2 : 0) + (Bits == 5 ? 4 : 0) + 16, Bias> {
+  static constexpr int kBits = Bits;
+  static constexpr int kZero = Bias ? 0 : 1 << (Bits - 1);  // the code of 0 without an offset
+  static constexpr size_t kQhOffset = Bias ? 4 : 2;
+  static constexpr size_t kQsOffset = kQhOffset + (Bits == 5 ? 4 : 0);
+};
+
+using Q4_0Layout = LegacyBlockLayout<4, false>;  // 18 bytes
+using Q4_1Layout = LegacyBlockLayout<4, true>;   // 20 bytes
+using Q5_0Layout = LegacyBlockLayout<5, false>;  // 22 bytes
+using Q5_1Layout = LegacyBlockLayout<5, true>;   // 24 bytes
 using Q8_0Layout = Block32Layout<34, false>;  // f16 d, 32 int8
 
 // The K-quant super-blocks: 256 weights in 8 sub-blocks of 32, each with its own scale.

@@ -1,4 +1,4 @@
-// F16's NEON row kernels (f16.cpp has the reference): fcvtl widens 4 halves exactly.
+// F16's NEON row kernels (float_formats.cpp has the reference): fcvtl widens 4 halves exactly.
 #include "quant/half_rows_arm.h"
 
 namespace vlkv::quant {

@@ -1,4 +1,4 @@
-// F32's NEON dot (f32.cpp has the reference; dequantize is a copy at every tier).
+// F32's NEON dot (float_formats.cpp has the reference; dequantize is a copy at every tier).
 #include "quant/half_rows_arm.h"
 
 namespace vlkv::quant {

@@ -39,35 +39,38 @@ inline void half_weights(const Group32Arm& g, int h, float32x4_t w[4]) {
   }
 }
 
-template <class T>
-void dequantize_neon(const void* src, float* dst, int64_t n) {
+// Calls weights16(w) with each 16 consecutive weights (as 4 x 4 floats) of the n / kBlockElems
+// blocks at src, in order.
+template <class T, class F>
+inline void for_each_weights16(const void* src, int64_t n, F&& weights16) {
   const auto* p = static_cast<const uint8_t*>(src);
   for (int64_t b = 0; b < n / T::kBlockElems; ++b, p += T::kBlockBytes) {
     Group32Arm g[T::kGroups];
     T::decode(p, g);
     for (int k = 0; k < T::kGroups; ++k)
-      for (int h = 0; h < 2; ++h, dst += 16) {
+      for (int h = 0; h < 2; ++h) {
         float32x4_t w[4];
         half_weights<T::kBias>(g[k], h, w);
-        for (int i = 0; i < 4; ++i) vst1q_f32(dst + 4 * i, w[i]);
+        weights16(w);
       }
   }
 }
 
 template <class T>
+void dequantize_neon(const void* src, float* dst, int64_t n) {
+  for_each_weights16<T>(src, n, [&](const float32x4_t* w) {
+    for (int i = 0; i < 4; ++i) vst1q_f32(dst + 4 * i, w[i]);
+    dst += 16;
+  });
+}
+
+template <class T>
 float dot_neon(const void* row, const float* x, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
   float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-  for (int64_t b = 0; b < n / T::kBlockElems; ++b, p += T::kBlockBytes) {
-    Group32Arm g[T::kGroups];
-    T::decode(p, g);
-    for (int k = 0; k < T::kGroups; ++k)
-      for (int h = 0; h < 2; ++h, x += 16) {
-        float32x4_t w[4];
-        half_weights<T::kBias>(g[k], h, w);
-        for (int i = 0; i < 4; ++i) acc[i] = vfmaq_f32(acc[i], w[i], vld1q_f32(x + 4 * i));
-      }
-  }
+  for_each_weights16<T>(row, n, [&](const float32x4_t* w) {
+    for (int i = 0; i < 4; ++i) acc[i] = vfmaq_f32(acc[i], w[i], vld1q_f32(x + 4 * i));
+    x += 16;
+  });
   return vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
 }
 

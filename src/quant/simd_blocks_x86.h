@@ -25,7 +25,7 @@ struct Group32 {
   float b0, b1;
 };
 
-// A format's traits (see q4_0.cpp for an example) provide:
+// A format's traits (see legacy_blocks_x86.cpp for an example) provide:
 //   static constexpr int64_t kBlockElems; static constexpr size_t kBlockBytes;
 //   static constexpr int kGroups;      // kBlockElems / 32
 //   static constexpr bool kBias;       // whether b0/b1 are used

@@ -1,5 +1,5 @@
-// The table of GGUF weight formats we can read. Each format lives in its own
-// file (src/quant/<type>.cpp) with a scalar reference dequantize/quantize and a
+// The table of GGUF weight formats we can read. Each format (or family of formats)
+// lives in src/quant/<type>.cpp with a scalar reference dequantize/quantize and a
 // fast dot path with run-time SIMD dispatch; block layouts match ggml bit for bit.
 #pragma once
 
