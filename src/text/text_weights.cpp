@@ -3,6 +3,7 @@
 #include <string>
 #include <tuple>
 
+#include "quant/k_packed.h"
 #include "quant/weight_format.h"
 
 namespace vlkv {
@@ -54,9 +55,28 @@ Result<std::vector<float>> bind_vector(const GgufFile& gguf, const std::string& 
   return out;
 }
 
+// m repacked 8 rows at a time into memory owned by w, its file pages released; false (m
+// unchanged) where its format, shape or the SIMD tier does not take the packed layout.
+bool pack_matrix(const GgufFile& gguf, WeightMatrix& m, TextWeights& w) {
+  const WeightFormat* f = find_weight_format(m.type);
+  if (!f || !quant::can_pack_rows8(m.type, m.n_rows, m.n_cols) || !quant::has_packed8_kernel(*f)) return false;
+  const size_t n = m.row_bytes * static_cast<size_t>(m.n_rows);
+  std::shared_ptr<uint8_t[]> buf(new (std::align_val_t{64}) uint8_t[n], [](uint8_t* p) {
+    ::operator delete[](p, std::align_val_t{64});
+  });
+  quant::pack_rows8(m.type, m.data, m.n_rows, m.row_bytes, buf.get());
+  gguf.release(m.data, n);
+  m.data = buf.get();
+  m.packed_rows8 = true;
+  w.packed.push_back(std::move(buf));
+  w.packed_bytes += n;
+  return true;
+}
+
 }  // namespace
 
-Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8) {
+Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8,
+                                      bool pack_rows) {
   TextWeights w;
   uint64_t& total = w.total_bytes;
   const int64_t q_dim = hp.n_heads * hp.head_dim;
@@ -111,6 +131,11 @@ Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& h
     for (LayerWeights& l : w.layers) {
       for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) m->round_activations_q8 = true;
     }
+  }
+  if (round_activations_q8 && pack_rows) {
+    if (!hp.tied_output) pack_matrix(gguf, w.output, w);  // tied: token_embd's rows are looked up
+    for (LayerWeights& l : w.layers)
+      for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack_matrix(gguf, *m, w);
   }
   return w;
 }
