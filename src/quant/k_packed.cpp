@@ -39,6 +39,26 @@ const PackedFormat* packed_format(GgmlType t) {
   }
 }
 
+// unpack_row8 for one format known at compile time: fixed-width copies the compiler inlines
+// (the prefill GEMM unpacks every packed weight once per call through this).
+template <const PackedFormat& PF>
+void unpack_blocks(const uint8_t* group, int rr, int64_t b0, int64_t n_blocks, uint8_t* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* in = group + static_cast<size_t>(b0 + b) * kPackRows * PF.block_bytes;
+    uint8_t* o = out + static_cast<size_t>(b) * PF.block_bytes;
+    size_t at = 0;  // the field's first item in the packed block
+#pragma GCC unroll 8
+    for (int i = 0; i < PF.n_fields; ++i) {
+      const Field& fd = PF.fields[i];
+      const size_t slot = static_cast<size_t>(fd.units ? kUnitRows[rr] : rr);  // kUnitRows is its own inverse
+#pragma GCC unroll 16
+      for (int item = 0; item < fd.items; ++item)
+        std::memcpy(o + fd.src + item * fd.width, in + at + (static_cast<size_t>(item) * kPackRows + slot) * fd.width,
+                    static_cast<size_t>(fd.width));
+      at += static_cast<size_t>(fd.items) * kPackRows * fd.width;
+    }
+  }
+}
 
 }  // namespace
 
@@ -73,18 +93,10 @@ void unpack_row8(GgmlType t, const uint8_t* packed, size_t row_bytes, int64_t ro
              static_cast<size_t>(b0 + n_blocks) * pf->block_bytes <= row_bytes);
   const uint8_t* group = packed + static_cast<size_t>(row / kPackRows * kPackRows) * row_bytes;
   const int rr = static_cast<int>(row % kPackRows);
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* in = group + static_cast<size_t>(b0 + b) * kPackRows * pf->block_bytes;
-    uint8_t* o = out + static_cast<size_t>(b) * pf->block_bytes;
-    size_t at = 0;  // the field's first item in the packed block
-    for (int i = 0; i < pf->n_fields; ++i) {
-      const Field& fd = pf->fields[i];
-      const size_t slot = static_cast<size_t>(fd.units ? kUnitRows[rr] : rr);  // kUnitRows is its own inverse
-      for (int item = 0; item < fd.items; ++item)
-        std::memcpy(o + fd.src + item * fd.width, in + at + (static_cast<size_t>(item) * kPackRows + slot) * fd.width,
-                    static_cast<size_t>(fd.width));
-      at += static_cast<size_t>(fd.items) * kPackRows * fd.width;
-    }
+  switch (t) {
+    case GgmlType::kQ4_K: return unpack_blocks<kQ4_K>(group, rr, b0, n_blocks, out);
+    case GgmlType::kQ5_K: return unpack_blocks<kQ5_K>(group, rr, b0, n_blocks, out);
+    default: return unpack_blocks<kQ6_K>(group, rr, b0, n_blocks, out);
   }
 }
 
