@@ -52,6 +52,14 @@ struct U256 {
 };
 
 
+// Prefetch distance of the packed kernels, in packed super-blocks (one stream per 8 rows).
+constexpr int kPackedAhead = 2;
+
+template <int64_t kBytes>
+inline void prefetch_packed(const uint8_t* p) {
+  for (int64_t o = 0; o < kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPackedAhead * kBytes + o), _MM_HINT_T0);
+}
+
 // Q4_K / Q5_K's 8-row heads from the packed d[8], dmin[8], scale dwords A[8], B[8], C[8].
 inline Heads packed_heads(const uint8_t* p) {
   Heads r;
@@ -102,6 +110,7 @@ void packed8_k4(const uint8_t* group, const Q8Activations& x, int64_t n, float* 
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = group + b * kBytes;
+    prefetch_packed<kBytes>(p);
     const Heads h = packed_heads(p);
     packed_k4_chunk<U, kQ5, 0>(p, h, x, b, acc);
     packed_k4_chunk<U, kQ5, 1>(p, h, x, b, acc);
@@ -151,6 +160,7 @@ void packed8_q6(const uint8_t* group, const Q8Activations& x, int64_t n, float* 
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = group + b * (8 * 210);
+    prefetch_packed<8 * 210>(p);
     const __m256 d = _mm256_cvtph_ps(load128(p + 1664));
     packed_q6_super_block<U>(p, d, x, b, acc, std::make_integer_sequence<int, 8>());
   }

@@ -36,8 +36,8 @@ struct TextWeights {
   WeightMatrix output;            // [n_vocab, n_embd]; token_embd when tied
   std::vector<LayerWeights> layers;
   uint64_t total_bytes = 0;       // bytes of all tensors used
-  // The matrices repacked at load (WeightMatrix::packed_rows8) point into these; shared so
-  // copies of the struct stay valid.
+  // The matrices repacked at load (WeightMatrix::packed_rows8) point into this arena; shared
+  // so copies of the struct stay valid.
   std::vector<std::shared_ptr<uint8_t[]>> packed;
   uint64_t packed_bytes = 0;
 };
