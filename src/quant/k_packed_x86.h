@@ -62,16 +62,8 @@ inline void prefetch_packed(const uint8_t* p) {
 
 // Q4_K / Q5_K's 8-row heads from the packed d[8], dmin[8], scale dwords A[8], B[8], C[8].
 inline Heads packed_heads(const uint8_t* p) {
-  Heads r;
-  r.d = _mm256_cvtph_ps(load128(p));
-  r.dmin = _mm256_cvtph_ps(load128(p + 16));
-  const __m256i a = load256(p + 32), b = load256(p + 64), c = load256(p + 96);
-  const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-  r.sc_lo = _mm256_and_si256(a, m6);
-  r.m_lo = _mm256_and_si256(b, m6);
-  r.sc_hi = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top));
-  r.m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4), _mm256_and_si256(_mm256_srli_epi32(b, 2), top));
-  return r;
+  return unpack_heads(_mm256_cvtph_ps(load128(p)), _mm256_cvtph_ps(load128(p + 16)), load256(p + 32), load256(p + 64),
+                      load256(p + 96));
 }
 
 // Bit j of every byte moved to bit 4 (16-bit shifts: the mask drops what crosses bytes).

@@ -12,33 +12,15 @@
 #include "base/cpu_features.h"
 #include "quant/q8_activations.h"
 #include "quant/weight_format.h"
+#include "k_rows_test_util.h"
 
 namespace vlkv {
 namespace {
 
 using quant::kPackRows;
 
-// Rows of n weights, a third of them off-centre (large minima), quantized by the reference.
-std::vector<uint8_t> k_rows(const WeightFormat& f, int n_rows, int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = f.block_bytes * static_cast<size_t>(n / f.block_elems);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(n_rows));
-  std::vector<float> w(static_cast<size_t>(n));
-  for (int r = 0; r < n_rows; ++r) {
-    for (auto& v : w) v = nd(rng) + (r % 3 == 0 ? 0.8f : 0.0f);
-    f.quantize_row_ref(w.data(), bytes.data() + rb * static_cast<size_t>(r), n);
-  }
-  return bytes;
-}
-
-Q8Activations activations(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);  // a few outliers per block
-  Q8Activations xq;
-  quantize_activations_q8(x.data(), n, xq);
-  return xq;
-}
+using quant_test::k_activations;
+using quant_test::k_rows;
 
 class KPacked : public testing::TestWithParam<GgmlType> {
  protected:
@@ -83,7 +65,7 @@ TEST_P(KPacked, PackedMatvecEqualsRowDotsBitForBit) {
       const size_t rb = w.size() / static_cast<size_t>(n_rows);
       std::vector<uint8_t> packed(w.size());
       quant::pack_rows8(f->type, w.data(), n_rows, rb, packed.data());
-      const Q8Activations xq = activations(n, rng);
+      const Q8Activations xq = k_activations(n, rng);
       for (SimdTier tier : supported_simd_tiers()) {
         set_simd_tier_for_testing(tier);
         n_kernels += quant::has_packed8_kernel(*f);
