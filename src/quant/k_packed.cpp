@@ -39,6 +39,25 @@ const PackedFormat* packed_format(GgmlType t) {
   }
 }
 
+// One group's n_blocks super-blocks packed, for one format known at compile time: fixed-width
+// copies the compiler inlines (every packed weight passes through this at load).
+template <const PackedFormat& PF>
+void pack_blocks(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* in = rows + static_cast<size_t>(b) * PF.block_bytes;
+#pragma GCC unroll 8
+    for (int i = 0; i < PF.n_fields; ++i) {
+      const Field& fd = PF.fields[i];
+      const auto w = static_cast<size_t>(fd.width);
+#pragma GCC unroll 16
+      for (int item = 0; item < fd.items; ++item)
+#pragma GCC unroll 8
+        for (int s = 0; s < kPackRows; ++s, out += w)
+          std::memcpy(out, in + static_cast<size_t>(fd.units ? kUnitRows[s] : s) * row_bytes + fd.src + item * w, w);
+    }
+  }
+}
+
 // unpack_row8 for one format known at compile time: fixed-width copies the compiler inlines
 // (the prefill GEMM unpacks every packed weight once per call through this).
 template <const PackedFormat& PF>
@@ -72,16 +91,11 @@ void pack_rows8(GgmlType t, const uint8_t* src, int64_t n_rows, size_t row_bytes
   const int64_t n_blocks = static_cast<int64_t>(row_bytes / pf->block_bytes);
   for (int64_t g = 0; g < n_rows; g += kPackRows) {
     const uint8_t* rows = src + static_cast<size_t>(g) * row_bytes;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      uint8_t* out = dst + static_cast<size_t>(g) * row_bytes + static_cast<size_t>(b) * kPackRows * pf->block_bytes;
-      const uint8_t* in = rows + static_cast<size_t>(b) * pf->block_bytes;
-      for (int i = 0; i < pf->n_fields; ++i) {
-        const Field& fd = pf->fields[i];
-        const auto w = static_cast<size_t>(fd.width);
-        for (int item = 0; item < fd.items; ++item)
-          for (int s = 0; s < kPackRows; ++s, out += w)
-            std::memcpy(out, in + static_cast<size_t>(fd.units ? kUnitRows[s] : s) * row_bytes + fd.src + item * w, w);
-      }
+    uint8_t* out = dst + static_cast<size_t>(g) * row_bytes;
+    switch (t) {
+      case GgmlType::kQ4_K: pack_blocks<kQ4_K>(rows, row_bytes, n_blocks, out); break;
+      case GgmlType::kQ5_K: pack_blocks<kQ5_K>(rows, row_bytes, n_blocks, out); break;
+      default: pack_blocks<kQ6_K>(rows, row_bytes, n_blocks, out); break;
     }
   }
 }

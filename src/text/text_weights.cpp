@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -81,8 +82,16 @@ void pack_matrices(const GgufFile& gguf, const std::vector<WeightMatrix*>& ms, T
   size_t at = 0;
   for (WeightMatrix* m : ms) {
     const size_t n = m->row_bytes * static_cast<size_t>(m->n_rows);
-    quant::pack_rows8(m->type, m->data, m->n_rows, m->row_bytes, arena.get() + at);
-    gguf.release(m->data, n);
+    // in slices, each slice's file pages released once packed: the peak holds one slice twice
+    constexpr int64_t kSliceRows = 256;
+    for (int64_t r = 0; r < m->n_rows; r += kSliceRows) {
+      const int64_t nr = std::min(kSliceRows, m->n_rows - r);
+      const size_t off = static_cast<size_t>(r) * m->row_bytes;
+      quant::pack_rows8(m->type, m->data + off, nr, m->row_bytes, arena.get() + at + off);
+      // from the previous slice on, so the page the two share goes too
+      const size_t from = r > 0 ? off - static_cast<size_t>(kSliceRows) * m->row_bytes : 0;
+      gguf.release(m->data + from, off + static_cast<size_t>(nr) * m->row_bytes - from);
+    }
     m->data = arena.get() + at;
     m->packed_rows8 = true;
     at += (n + 63) / 64 * 64;
