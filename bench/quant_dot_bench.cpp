@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "quant/k_packed.h"
 #include "quant/weight_format.h"
 
 namespace vlkv {
@@ -104,6 +105,27 @@ void bm_strided(benchmark::State& state, const WeightFormat* f, SimdTier tier, i
   set_simd_tier_for_testing(simd_tier_default());
 }
 
+// The decode matvec over rows repacked 8 at a time (quant/k_packed.h), as kernels/matmul.cpp
+// calls it for packed matrices, at one SIMD tier.
+void bm_packed(benchmark::State& state, const WeightFormat* f, SimdTier tier, int64_t rows) {
+  set_simd_tier_for_testing(tier);
+  Matrix m = make_matrix(*f, rows);
+  std::vector<uint8_t> packed(m.bytes.size());
+  quant::pack_rows8(f->type, m.bytes.data(), rows, m.row_bytes, packed.data());
+  m.bytes.swap(packed);
+  Q8Activations xq;
+  const std::vector<float> x = bench_x(xq);
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; r += quant::kPackRows)
+      quant::dot_q8_packed8(*f, m.bytes.data() + r * m.row_bytes, m.row_bytes, xq, kCols, y.data() + r);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, m);
+  set_simd_tier_for_testing(simd_tier_default());
+}
+
 void bm_memcpy(benchmark::State& state) {
   const size_t n = size_t{64} << 20;
   std::vector<uint8_t> a(n, 1), b(n, 2);
@@ -138,10 +160,18 @@ void register_all() {
           if (rows > 64) {  // and 16x the rows: past the last-level cache of one CPU complex, streamed from DRAM
             const std::string dram = std::string("dot_q8_strided/") + f->name + "/" + simd_tier_name(simd_tier_default()) + "/dram";
             benchmark::RegisterBenchmark(dram.c_str(), bm_strided, f, simd_tier_default(), 16 * rows)->Unit(benchmark::kMicrosecond);
+            if (quant::can_pack_rows8(t, rows, kCols)) {
+              const std::string pd = std::string("dot_q8_packed8/") + f->name + "/" + simd_tier_name(simd_tier_default()) + "/dram";
+              benchmark::RegisterBenchmark(pd.c_str(), bm_packed, f, simd_tier_default(), 16 * rows)->Unit(benchmark::kMicrosecond);
+            }
           }
           for (SimdTier tier : supported_simd_tiers()) {
             const std::string st_name = std::string("dot_q8_strided/") + f->name + "/" + simd_tier_name(tier) + "/" + label;
             benchmark::RegisterBenchmark(st_name.c_str(), bm_strided, f, tier, rows)->Unit(benchmark::kMicrosecond);
+            if (quant::can_pack_rows8(t, rows, kCols)) {
+              const std::string pk = std::string("dot_q8_packed8/") + f->name + "/" + simd_tier_name(tier) + "/" + label;
+              benchmark::RegisterBenchmark(pk.c_str(), bm_packed, f, tier, rows)->Unit(benchmark::kMicrosecond);
+            }
           }
         }
         if (f->dot_q8) {

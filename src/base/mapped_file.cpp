@@ -47,6 +47,15 @@ void MappedFile::prefault() const {
   (void)sink;
 }
 
+void MappedFile::release(const uint8_t* p, size_t n) const {
+  if (!data_ || p < data_ || p + n > data_ + size_) return;
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const auto page = static_cast<uintptr_t>(page_size > 0 ? page_size : 4096);
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -43,6 +43,8 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   Result<TextHparams> hp = read_text_hparams(g);
   if (!hp.is_ok()) return hp.status().with_context(path);
   impl->hparams = *hp;
+  impl->gguf->prefault();  // the first prompt's prefill does not page the weights in (before the
+                           // repack at bind, which releases the pages it copied)
   Result<TextWeights> w = bind_text_weights(g, impl->hparams, !params.exact_matmul);
   if (!w.is_ok()) return w.status().with_context(path);
   impl->weights = std::move(w).value();
@@ -55,7 +57,6 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   }
   impl->chat_template = detect_chat_template(g);
   impl->decoder = std::make_unique<TextDecoder>(impl->hparams, impl->weights);
-  impl->gguf->prefault();  // the first prompt's prefill does not page the weights in
 
   if (!params.mmproj_path.empty()) {
     VLKV_ASSIGN_OR_RETURN(impl->mmproj, GgufFile::open(params.mmproj_path));

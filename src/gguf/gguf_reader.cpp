@@ -362,6 +362,10 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, const 
   return f;
 }
 
+void GgufFile::release(const uint8_t* p, size_t n) const {
+  if (file_) file_->release(p, n);
+}
+
 void GgufFile::prefault() const {
   if (file_) file_->prefault();
 }

@@ -68,6 +68,9 @@ class GgufFile {
   const std::string& path() const { return path_; }
   // Maps the whole file in now (MappedFile::prefault); nothing for a parsed in-memory image.
   void prefault() const;
+  // Drops the resident pages of [p, p + n), bytes of this file (MappedFile::release); nothing
+  // for a parsed in-memory image.
+  void release(const uint8_t* p, size_t n) const;
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }

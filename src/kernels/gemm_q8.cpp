@@ -16,6 +16,7 @@
 
 #include "base/check.h"
 #include "quant/gemm_unpack.h"
+#include "quant/k_packed.h"
 #include "quant/q8_0_gemm.h"
 #include "quant/q8_activations.h"
 
@@ -129,9 +130,17 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
     if (uf) {  // unpacked: rows kChunkBlocks * 32 codes apart
       const int64_t per = uf->block_elems / kQk;  // 32-weight blocks per format block (c0, nbc are multiples)
       const uint8_t* src = w.data + r0 * w.row_bytes + c0 / per * static_cast<int64_t>(uf->block_bytes);
-      for (int64_t i = 0; i < nr; ++i)
-        uf->unpack(src + i * w.row_bytes, nbc / per, reinterpret_cast<int8_t*>(codes.data() + i * kChunkBlocks * kQk),
+      thread_local std::vector<uint8_t> row;  // packed rows: the chunk of one row in the GGUF layout
+      if (w.packed_rows8) row.resize(static_cast<size_t>(nbc / per) * uf->block_bytes);
+      for (int64_t i = 0; i < nr; ++i) {
+        const uint8_t* blocks = src + i * w.row_bytes;
+        if (w.packed_rows8) {
+          quant::unpack_row8(w.type, w.data, w.row_bytes, r0 + i, c0 / per, nbc / per, row.data());
+          blocks = row.data();
+        }
+        uf->unpack(blocks, nbc / per, reinterpret_cast<int8_t*>(codes.data() + i * kChunkBlocks * kQk),
                    dw.data() + i * ld, bias.data() + i * ld, uf->offset ? offset.data() + i * kChunkBlocks : nullptr);
+      }
       rows.w = codes.data();
       rows.row_bytes = kChunkBlocks * kQk;
       rows.block_stride = kQk;
@@ -184,6 +193,7 @@ void gemm_task(const WeightMatrix& w, const Panels& xs, int64_t n_tokens, int64_
 
 bool gemm_q8_applies(const WeightMatrix& w) {
   if (!w.round_activations_q8 || w.n_cols <= 0) return false;
+  if (w.packed_rows8 && !quant::find_gemm_unpack(w.type)) return false;
   int64_t elems = kQk, bytes = block_bytes_of(w.type);
   if (const GemmUnpackFormat* uf = quant::find_gemm_unpack(w.type)) {
     elems = uf->block_elems;

@@ -13,6 +13,7 @@
 #include "kernels/gemm_q8.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/ops.h"
+#include "quant/k_packed.h"
 #include "quant/weight_format.h"
 
 namespace vlkv {
@@ -39,9 +40,11 @@ inline float row_dot(const WeightMatrix& w, const WeightFormat& fmt, bool q8, in
 // Rows per chunk of a decode loop over n_rows rows of n_cols: ~4 chunks per thread, so a
 // thread that is preempted (shared machines) leaves at most a quarter of its share to wait
 // for, and at least ~32K multiply-adds per chunk, so claiming a chunk stays cheap next to its work.
+// Rounded up to whole groups of packed rows (quant/k_packed.h), so a group is one chunk's.
 int64_t matvec_grain(int64_t n_rows, int64_t n_cols, int n_threads) {
   const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / n_cols);
-  return std::max(min_rows, n_rows / (4 * static_cast<int64_t>(n_threads)));
+  const int64_t grain = std::max(min_rows, n_rows / (4 * static_cast<int64_t>(n_threads)));
+  return (grain + quant::kPackRows - 1) / quant::kPackRows * quant::kPackRows;
 }
 
 // The decode rows x [n_x, n_cols] of one loop, each rounded to 8 bits once by the caller's
@@ -113,6 +116,19 @@ void tile_dots(const WeightFormat& fmt, const uint8_t* const* rows, int n_rows, 
 // call, several per pass), else a dot per pair.
 void row_dots(const WeightMatrix& w, const WeightFormat& fmt, bool q8, int64_t r0, int64_t r1, const DecodeRows& xs,
               float* y, int64_t ldy_r, int64_t ldy) {
+  if (w.packed_rows8) {  // whole groups of 8 packed rows (a group cut by [r0, r1) is computed whole)
+    VLKV_CHECK_MSG(q8, "packed weight rows take the 8-bit decode path only");
+    constexpr int64_t kG = quant::kPackRows;
+    float out[kG];
+    for (int64_t g = r0 / kG * kG; g < r1; g += kG) {
+      const int64_t b = std::max(g, r0), e = std::min(g + kG, r1);
+      for (int64_t t = 0; t < xs.n_x; ++t) {
+        quant::dot_q8_packed8(fmt, w.data + g * w.row_bytes, w.row_bytes, xs.rounded(t), w.n_cols, out);
+        for (int64_t r = b; r < e; ++r) y[(r - r0) * ldy_r + t * ldy] = out[r - g];
+      }
+    }
+    return;
+  }
   if (q8 && fmt.dot_q8_strided && fmt.kernels().dot_q8_strided) {
     constexpr int kChunk = kLaneRows + 1;
     std::array<float, kChunk> out;
@@ -142,6 +158,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     gemm_q8(w, x, n_tokens, y, pool);
     return;
   }
+  VLKV_CHECK_MSG(!w.packed_rows8, "packed weight rows take the int8 GEMM only");
   gemm_f32(w, x, n_tokens, y, pool);  // exact: panels dequantized once, blocked f32 micro-kernels
 }
 
@@ -249,6 +266,13 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
 void get_row(const WeightMatrix& w, int64_t row, float* out) {
   VLKV_CHECK(row >= 0 && row < w.n_rows);
   const WeightFormat& fmt = format_of(w);
+  if (w.packed_rows8) {  // the row back in the GGUF layout first
+    thread_local std::vector<uint8_t> bytes;  // [row_bytes]
+    bytes.resize(w.row_bytes);
+    quant::unpack_row8(w.type, w.data, w.row_bytes, row, 0, w.n_cols / fmt.block_elems, bytes.data());
+    fmt.dequantize_row(bytes.data(), out, w.n_cols);
+    return;
+  }
   fmt.dequantize_row(w.data + row * w.row_bytes, out, w.n_cols);
 }
 

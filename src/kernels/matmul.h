@@ -24,6 +24,10 @@ struct WeightMatrix {
   // int8 GEMM (kernels/gemm_q8.h: the quantized block formats), as llama.cpp's prefill does. Off (--exact-matmul):
   // exact dequantization with f32 math.
   bool round_activations_q8 = false;
+  // Rows repacked 8 at a time (quant/k_packed.h; K-quants that round activations, n_rows % 8 ==
+  // 0): decode reads them through the packed kernel, prefill unpacks them per chunk; data then
+  // points at the packed copy, whose owner outlives this view.
+  bool packed_rows8 = false;
 };
 
 // y[t][r] = sum_c w[r][c] * x[t][c] for t < n_tokens.

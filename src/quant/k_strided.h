@@ -31,4 +31,13 @@ void strided_avx2vnni(const uint8_t* base, int64_t stride, int n_rows, const Q8A
 template <KFormat F>
 void strided_avx2(const uint8_t* base, int64_t stride, int n_rows, const Q8Activations& x, int64_t n, float* out);
 
+// out[r] = the dot of row r of an 8-row packed group (quant/k_packed.h) with x, r < 8, bit for
+// bit the strided kernels' (k_packed_x86.h).
+template <KFormat F>
+void packed8_avx512vnni(const void* group, const Q8Activations& x, int64_t n, float* out);
+template <KFormat F>
+void packed8_avx2vnni(const void* group, const Q8Activations& x, int64_t n, float* out);
+template <KFormat F>
+void packed8_avx2(const void* group, const Q8Activations& x, int64_t n, float* out);
+
 }  // namespace vlkv::quant::kstrided

@@ -84,25 +84,31 @@ struct Heads {
   __m256i m_lo, m_hi;         // the same for the minima
 };
 
-// From bytes 0..15 of each row's block: d | dmin, then the 12 scale bytes as dwords A, B, C
+// The 8 rows' heads from their d and dmin (f32 lanes) and the 12 scale bytes as dwords A, B, C
 // (ggml's get_scale_min_k4: sub-blocks k < 4 take A and B's bytes k, low 6 bits; 4 + k take
 // C's byte k's nibbles, the high 2 bits from A's and B's bytes k).
-inline Heads heads(const uint8_t* const* blk) {
-  __m256i t[4];
-  transpose_heads(blk, 0, t);
-  const __m256i dd = t[0], a = t[1], b = t[2], c = t[3];
-  // d (low halves) and dmin (high halves) as 8 halves each, then f32
-  const __m256i halves = _mm256_permute4x64_epi64(
-      _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(dd, 16)), 0xD8);
+inline Heads unpack_heads(__m256 d, __m256 dmin, __m256i a, __m256i b, __m256i c) {
   Heads r;
-  r.d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
-  r.dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+  r.d = d;
+  r.dmin = dmin;
   const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
   r.sc_lo = _mm256_and_si256(a, m6);
   r.m_lo = _mm256_and_si256(b, m6);
   r.sc_hi = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top));
   r.m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4), _mm256_and_si256(_mm256_srli_epi32(b, 2), top));
   return r;
+}
+
+// From bytes 0..15 of each row's block: d | dmin, then the 12 scale bytes.
+inline Heads heads(const uint8_t* const* blk) {
+  __m256i t[4];
+  transpose_heads(blk, 0, t);
+  const __m256i dd = t[0];
+  // d (low halves) and dmin (high halves) as 8 halves each, then f32
+  const __m256i halves = _mm256_permute4x64_epi64(
+      _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(dd, 16)), 0xD8);
+  return unpack_heads(_mm256_cvtph_ps(_mm256_castsi256_si128(halves)), _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)),
+                      t[1], t[2], t[3]);
 }
 
 // Byte k of every dword of v as f32.

@@ -29,11 +29,12 @@ struct Traits : Q6_KLayout {
 
 }  // namespace
 
-// The 8-bit dots: the strided kernels of k_strided.h (prefill's block steps) at every tier.
+// The 8-bit dots: the strided kernels of k_strided.h (prefill's block steps) at every tier, and
+// the packed-layout matvec of k_packed.h with the same steps.
 constexpr auto kFmt = kstrided::KFormat::kQ6_K;
-const FormatKernels kQ6_KAvx2 = with_strided_q8<kstrided::strided_avx2<kFmt>>(avx2_variant<Traits>());
-const FormatKernels kQ6_KAvx2Vnni = with_strided_q8<kstrided::strided_avx2vnni<kFmt>>(avx2_variant<Traits>());
-const FormatKernels kQ6_KAvx512 = with_strided_q8<kstrided::strided_avx2<kFmt>>(avx512_variant<Traits, false>());
-const FormatKernels kQ6_KAvx512Vnni = with_strided_q8<kstrided::strided_avx512vnni<kFmt>>(avx512_variant<Traits, true>());
+const FormatKernels kQ6_KAvx2 = with_packed8<kstrided::packed8_avx2<kFmt>>(with_strided_q8<kstrided::strided_avx2<kFmt>>(avx2_variant<Traits>()));
+const FormatKernels kQ6_KAvx2Vnni = with_packed8<kstrided::packed8_avx2vnni<kFmt>>(with_strided_q8<kstrided::strided_avx2vnni<kFmt>>(avx2_variant<Traits>()));
+const FormatKernels kQ6_KAvx512 = with_packed8<kstrided::packed8_avx2<kFmt>>(with_strided_q8<kstrided::strided_avx2<kFmt>>(avx512_variant<Traits, false>()));
+const FormatKernels kQ6_KAvx512Vnni = with_packed8<kstrided::packed8_avx512vnni<kFmt>>(with_strided_q8<kstrided::strided_avx512vnni<kFmt>>(avx512_variant<Traits, true>()));
 
 }  // namespace vlkv::quant

@@ -106,6 +106,14 @@ constexpr FormatKernels with_strided_q8(FormatKernels k) {
   return k;
 }
 
+// A tier's kernels k with the packed-layout decode kernel P (quant/k_packed.h).
+using Packed8Fn = void (*)(const void* group, const Q8Activations& x, int64_t n, float* out);
+template <Packed8Fn P>
+constexpr FormatKernels with_packed8(FormatKernels k) {
+  k.dot_q8_packed8 = P;
+  return k;
+}
+
 // GGUF stores all fields little-endian; x86 is little-endian, memcpy avoids unaligned UB.
 inline float load_half(const uint8_t* p) {
   uint16_t h;

@@ -26,6 +26,9 @@ struct FormatKernels {
   // dot_q8_strided pass per row (kernels/matmul.cpp); 0: this tier's lane kernels are loops
   // over dot_q8, so matmul calls dot_q8 directly.
   int min_lane_rows = 0;
+  // Optional (quant/k_packed.h): out[r] = dot_q8 of row r of the 8-row packed group at `group`
+  // (rows of n weights), r < 8, bit for bit.
+  void (*dot_q8_packed8)(const void* group, const Q8Activations& x, int64_t n, float* out) = nullptr;
 };
 
 struct WeightFormat {

@@ -3,6 +3,7 @@
 // shape is checked against the hyperparameters at load.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "gguf/gguf_reader.h"
@@ -35,9 +36,17 @@ struct TextWeights {
   WeightMatrix output;            // [n_vocab, n_embd]; token_embd when tied
   std::vector<LayerWeights> layers;
   uint64_t total_bytes = 0;       // bytes of all tensors used
+  // The matrices repacked at load (WeightMatrix::packed_rows8) point into this arena; shared
+  // so copies of the struct stay valid.
+  std::vector<std::shared_ptr<uint8_t[]>> packed;
+  uint64_t packed_bytes = 0;
 };
 
-// The GgufFile must outlive the returned views. round_activations_q8: see WeightMatrix.
-Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8 = false);
+// The GgufFile must outlive the returned views. round_activations_q8: see WeightMatrix. With
+// it and pack_rows, the K-quant matrices that can (quant/k_packed.h: n_rows % 8 == 0, the
+// current SIMD tier has the packed kernel) are repacked into owned memory and their file
+// pages released, so resident memory does not grow; token_embd (row lookups) stays as is.
+Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8 = false,
+                                      bool pack_rows = true);
 
 }  // namespace vlkv

@@ -13,6 +13,7 @@
 #include "kernels/gemm_q8.h"
 #include "kernels/matmul.h"
 #include "quant/gemm_unpack.h"
+#include "quant/k_packed.h"
 #include "quant/q8_activations.h"
 #include "quant/weight_format.h"
 
@@ -252,6 +253,44 @@ TEST_F(GemmBlockFormatsTest, KQuantDecodeEqualsPrefillBitForBit) {
         matmul_decode(m.w, x.data(), 1, decode.data(), pool);
         matmul_decode(m.w, x.data() + 768, 2, decode.data() + 37, pool);
         EXPECT_EQ(decode, prefill) << ggml_type_name(type) << " " << simd_tier_name(tier) << " threads " << threads;
+      }
+    }
+  }
+}
+
+// The same matrices repacked 8 rows at a time (quant/k_packed.h): the GEMM (which unpacks the
+// packed rows per chunk) equals the GEMM of the file layout at every tier, and decode through the
+// packed kernel equals it on the tiers above scalar, bit for bit (tolerance 0): 40 rows (5
+// groups), 1 and 3 decode rows, 1 and 3 threads (chunks that cut a group compute it whole).
+TEST_F(GemmBlockFormatsTest, KQuantPackedDecodeEqualsPrefillBitForBit) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    const Matrix m = make_matrix(type, 40, 768, 33);
+    std::vector<uint8_t> bytes(m.bytes.size());
+    quant::pack_rows8(type, m.bytes.data(), 40, m.w.row_bytes, bytes.data());
+    WeightMatrix packed = m.w;
+    packed.data = bytes.data();
+    packed.packed_rows8 = true;
+    const int64_t n_tokens = 3;
+    const std::vector<float> x = make_x(n_tokens, 768, 34);
+    for (SimdTier tier : supported_simd_tiers()) {
+      set_simd_tier_for_testing(tier);
+      const bool strided = find_weight_format(type)->kernels().dot_q8_strided != nullptr;
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> plain(static_cast<size_t>(n_tokens * 40)), prefill(plain.size()), decode(plain.size(), -1.0f);
+        gemm_q8(m.w, x.data(), n_tokens, plain.data(), pool);
+        gemm_q8(packed, x.data(), n_tokens, prefill.data(), pool);
+        EXPECT_EQ(prefill, plain) << ggml_type_name(type) << " " << simd_tier_name(tier) << " threads " << threads;
+        matmul_decode(packed, x.data(), 1, decode.data(), pool);
+        matmul_decode(packed, x.data() + 768, 2, decode.data() + 40, pool);
+        if (strided) {  // scalar's dot_q8 is the double-precision reference, ARM's its own NEON dots
+          EXPECT_EQ(decode, prefill) << ggml_type_name(type) << " " << simd_tier_name(tier) << " threads " << threads;
+        } else {
+          std::vector<float> unpacked(plain.size(), -2.0f);
+          matmul_decode(m.w, x.data(), 1, unpacked.data(), pool);
+          matmul_decode(m.w, x.data() + 768, 2, unpacked.data() + 40, pool);
+          EXPECT_EQ(decode, unpacked) << ggml_type_name(type) << " " << simd_tier_name(tier);
+        }
       }
     }
   }

@@ -14,31 +14,13 @@
 #include "base/fp16.h"
 #include "quant/q8_activations.h"
 #include "quant/weight_format.h"
+#include "k_rows_test_util.h"
 
 namespace vlkv {
 namespace {
 
-// Rows of n weights, some off-centre (large minima), quantized by the reference.
-std::vector<uint8_t> k_rows(const WeightFormat& f, int n_rows, int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = f.block_bytes * static_cast<size_t>(n / f.block_elems);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(n_rows));
-  std::vector<float> w(static_cast<size_t>(n));
-  for (int r = 0; r < n_rows; ++r) {
-    for (auto& v : w) v = nd(rng) + (r % 3 == 0 ? 0.8f : 0.0f);
-    f.quantize_row_ref(w.data(), bytes.data() + rb * static_cast<size_t>(r), n);
-  }
-  return bytes;
-}
-
-Q8Activations activations(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 20.0f : 1.0f);  // a few outliers per block
-  Q8Activations xq;
-  quantize_activations_q8(x.data(), n, xq);
-  return xq;
-}
+using quant_test::k_activations;
+using quant_test::k_rows;
 
 float half_at(const uint8_t* p) {
   uint16_t h;
@@ -118,7 +100,7 @@ TEST_P(KStrided, TiersTakeTheBlockStepsBitForBit) {
     ++n_tiers;
     for (int64_t n : {256, 768, 2304}) {
       const std::vector<uint8_t> rows = k_rows(*f, 3, n, rng);
-      const Q8Activations xq = activations(n, rng);
+      const Q8Activations xq = k_activations(n, rng);
       const size_t rb = rows.size() / 3;
       for (int r = 0; r < 3; ++r)
         EXPECT_EQ(f->dot_q8(rows.data() + rb * r, xq, n), block_steps(rows.data() + rb * r, GetParam(), xq, n))
@@ -137,7 +119,7 @@ TEST_P(KStrided, MatvecEqualsOneRowDotsBitForBit) {
   for (int64_t n : {256, 1280}) {
     const std::vector<uint8_t> rows = k_rows(*f, kRows, n, rng);
     const size_t rb = rows.size() / kRows;
-    const Q8Activations xq = activations(n, rng);
+    const Q8Activations xq = k_activations(n, rng);
     for (SimdTier tier : supported_simd_tiers()) {
       set_simd_tier_for_testing(tier);
       for (int nr = 1; nr <= kRows; ++nr) {
