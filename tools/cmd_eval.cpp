@@ -56,6 +56,9 @@ struct EvalOptions {
   int64_t vqa_limit = 0;    // items (0: all)
   int64_t max_answer = 64;  // greedy answer tokens (tinyvlm-shapes descriptions need up to ~40)
   bool json = false;
+  // The reference run with exact f32 matmuls while the methods keep o.engine.exact_matmul: the
+  // f16 row then shows what rounding activations to 8 bits (decode and block-format prefill) costs.
+  bool reference_exact = false;
 };
 
 // Per-position reference: log-softmax rows of the f16 cache.
@@ -175,10 +178,12 @@ Result<std::vector<VqaItem>> read_vqa(const std::string& path, int64_t limit) {
   return items;
 }
 
-Result<std::unique_ptr<Engine>> load(const EvalOptions& o, const std::string& method, int64_t n_ctx) {
+Result<std::unique_ptr<Engine>> load(const EvalOptions& o, const std::string& method, int64_t n_ctx,
+                                     bool reference = false) {
   EngineParams ep = o.engine;
   ep.kv_method = method;
   ep.n_ctx = n_ctx;
+  if (reference && o.reference_exact) ep.exact_matmul = true;
   return Engine::load(ep);
 }
 
@@ -470,8 +475,8 @@ int eval(const EvalOptions& o_in) {
     if (!st.is_ok()) return report_error(st.with_context("--text"));
   }
 
-  // The reference: the f16 cache.
-  Result<std::unique_ptr<Engine>> ref_engine = load(o, "f16", 0);
+  // The reference: the f16 cache (exact matmuls with --reference-exact).
+  Result<std::unique_ptr<Engine>> ref_engine = load(o, "f16", 0, /*reference=*/true);
   if (!ref_engine.is_ok()) return report_error(ref_engine.status());
   Engine& re = **ref_engine;
   if (Status st = check_kv_budget_for_model(*budget, o.kv_budget, re.info()); !st.is_ok()) return report_error(st);
@@ -510,6 +515,9 @@ int eval(const EvalOptions& o_in) {
                     : (std::to_string(in.text.size()) + " tokens of " + o.text_path + ", prefill " +
                        std::to_string(o.prefill) + ", then " + std::to_string(o.step) + " token(s) per step; " +
                        std::to_string(in.text.size() - o.prefill - 1) + " positions evaluated").c_str());
+    if (o.reference_exact)
+      std::printf("# reference: f16 cache with exact f32 matmuls; the rows: %s\n",
+                  o.engine.exact_matmul ? "exact too (--exact-matmul)" : "activations rounded to 8 bits");
     std::printf("# KL(f16 || method) in nats, mean over positions; top-1: agreement with the f16 cache; KV: bytes vs "
                 "f16 in steady state and at the evaluated length (windows included), as the method reports them, "
                 "and held: what the sessions really held at their end\n");
@@ -577,6 +585,9 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
       ->capture_default_str();
   app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per method")->capture_default_str();
   add_param_flags(*app, o->engine, {"n_threads", "exact_matmul"});
+  app->add_flag("--reference-exact", o->reference_exact,
+                "Reference run with exact f32 matmuls (the methods keep --exact-matmul's setting): the f16 row "
+                "then shows the cost of 8-bit activations on a block-format model");
   commands.push_back({app, [o] { return eval(*o); }});
 }
 

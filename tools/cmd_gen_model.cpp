@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "random_mmproj.h"
 #include "random_model.h"
+#include "weight_types.h"
 
 namespace vlkv::cli {
 namespace {
@@ -39,22 +40,10 @@ int gen_mmproj(const GenOptions& o) {
 
 int gen(GenOptions o) {
   if (!o.mmproj_preset.empty()) return gen_mmproj(o);
-  static const std::pair<const char*, GgmlType> kTypes[] = {
-      {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16}, {"q8_0", GgmlType::kQ8_0},
-      {"q4_0", GgmlType::kQ4_0}, {"q4_1", GgmlType::kQ4_1}, {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1},
-      {"q4_k", GgmlType::kQ4_K}, {"q5_k", GgmlType::kQ5_K}, {"q6_k", GgmlType::kQ6_K}};
-  bool found = false;
-  if (o.type == "q4_k_m" || o.type == "q5_k_m") {  // llama.cpp's K_M mixes (RandomModelSpec::k_m_mix)
-    o.spec.k_m_mix = true;
-    o.type = o.type == "q4_k_m" ? "q4_k" : "q5_k";
-  }
-  for (const auto& [name, t] : kTypes) {
-    if (o.type == name) {
-      o.spec.weight_type = t;
-      found = true;
-    }
-  }
-  if (!found) return report_error(invalid_argument("unknown weight type '" + o.type + "'"));
+  Result<WeightTypeChoice> type = parse_weight_type(o.type);
+  if (!type.is_ok()) return report_error(type.status());
+  o.spec.weight_type = type->type;
+  o.spec.k_m_mix = type->k_m_mix;
   Status st = write_random_llama(o.spec, o.out);
   if (!st.is_ok()) return report_error(st);
   std::fprintf(stderr, "vlkv: wrote %s\n", o.out.c_str());

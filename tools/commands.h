@@ -25,6 +25,7 @@ void add_chat_command(CLI::App& root, std::vector<Command>& commands);
 void add_info_command(CLI::App& root, std::vector<Command>& commands);
 void add_bench_command(CLI::App& root, std::vector<Command>& commands);
 void add_gen_model_command(CLI::App& root, std::vector<Command>& commands);
+void add_quantize_command(CLI::App& root, std::vector<Command>& commands);
 void add_eval_command(CLI::App& root, std::vector<Command>& commands);
 void add_calibrate_command(CLI::App& root, std::vector<Command>& commands);
 void add_serve_command(CLI::App& root, std::vector<Command>& commands);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   add_info_command(app, commands);
   add_bench_command(app, commands);
   add_gen_model_command(app, commands);
+  add_quantize_command(app, commands);
   add_eval_command(app, commands);
   add_calibrate_command(app, commands);
   add_serve_command(app, commands);

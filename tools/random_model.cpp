@@ -1,6 +1,7 @@
 #include "random_model.h"
 
 #include "random_tensor.h"
+#include "weight_types.h"
 
 #include <cmath>
 #include <cstdio>
@@ -13,26 +14,6 @@
 
 namespace vlkv {
 namespace {
-
-// llama.cpp's llama_ftype for a file whose matrices are all `t` (-1: none fits).
-int64_t llama_file_type(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ4_0: return 2;
-    case GgmlType::kQ4_1: return 3;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kQ5_0: return 8;
-    case GgmlType::kQ5_1: return 9;
-    case GgmlType::kQ2_K: return 10;
-    case GgmlType::kQ3_K: return 11;   // Q3_K_S
-    case GgmlType::kQ4_K: return 14;   // Q4_K_S
-    case GgmlType::kQ5_K: return 16;   // Q5_K_S
-    case GgmlType::kQ6_K: return 18;
-    case GgmlType::kBF16: return 32;
-    default: return -1;
-  }
-}
 
 // SentencePiece token types (llama.cpp's llama_token_type).
 constexpr int32_t kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokByte = 6;
@@ -160,8 +141,7 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
     w.set_u32(a + ".attention.sliding_window", 1024);
     w.set_f32(a + ".rope.freq_base_swa", 10000.0f);
   }
-  int64_t ftype = llama_file_type(spec.weight_type);
-  if (spec.k_m_mix) ftype = spec.weight_type == GgmlType::kQ4_K ? 15 : 17;  // Q4_K_M, Q5_K_M
+  const int64_t ftype = llama_file_type(WeightTypeChoice{spec.weight_type, spec.k_m_mix});
   if (ftype >= 0) w.set_u32("general.file_type", u32(ftype));
   const GgmlTypeInfo* info = ggml_type_info(spec.weight_type);
   if (info->block_elems > 1) w.set_u32("general.quantization_version", 2);
@@ -187,7 +167,7 @@ Status write_random_llama(const RandomModelSpec& spec, const std::string& path) 
   VLKV_RETURN_IF_ERROR(add_random(w, "output_norm.weight", f32, {d}, Init::kNorm, seed));
   // The K_M mix's Q6_K tensors (RandomModelSpec::k_m_mix).
   const int64_t nl = spec.n_layers;
-  const auto more_bits = [&](int64_t l) { return l < nl / 8 || l >= 7 * nl / 8 || (l - nl / 8) % 3 == 2; };
+  const auto more_bits = [&](int64_t l) { return k_m_more_bits(l, nl); };
   const GgmlType q6 = spec.k_m_mix ? GgmlType::kQ6_K : wt;
   if (!spec.tied_output && spec.arch != "gemma3") {  // Gemma 3 ties its output to token_embd
     VLKV_RETURN_IF_ERROR(add_random(w, "output.weight", q6, {d, spec.n_vocab}, Init::kLinear, seed));

@@ -176,9 +176,10 @@ class ServeQueue : public ::testing::TestWithParam<const char*> {};
 INSTANTIATE_TEST_SUITE_P(Backends, ServeQueue, ::testing::Values("batch", "sessions"));
 
 TEST_P(ServeQueue, FullQueueIs503AndTimeoutsAre503) {
-  // One slot, no queue, 30 ms per token: a second request while one runs gets 503.
+  // One slot, no queue, 30 ms per token: a second request while one runs gets 503. The first
+  // request (20 tokens, 0.6 s) keeps 1.4 s of slack under --timeout 2 for a loaded machine.
   ServerProcess server({"-m", stories_path(), "-t", "1", "-np", "1", "--max-queue", "0", "--token-delay-ms", "30",
-                        "--kv-budget", "64M", "--timeout", "1", "--backend", GetParam()});
+                        "--kv-budget", "64M", "--timeout", "2", "--backend", GetParam()});
   ASSERT_TRUE(server.running()) << server.log();
   json slow = {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}};
   std::thread first([&] {
@@ -190,8 +191,8 @@ TEST_P(ServeQueue, FullQueueIs503AndTimeoutsAre503) {
   httplib::Client c = server.client();
   expect_error(post(c, "/v1/completions", slow.dump()), 503, "unavailable_error");
   first.join();
-  // 60 tokens at 30 ms exceed --timeout 1: 503 with a message saying so.
-  json long_one = {{"prompt", "Once upon a time"}, {"max_tokens", 60}, {"temperature", 0}};
+  // 100 tokens at 30 ms exceed --timeout 2: 503 with a message saying so.
+  json long_one = {{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"temperature", 0}};
   HttpReply t = post(c, "/v1/completions", long_one.dump());
   expect_error(t, 503, "unavailable_error");
   EXPECT_NE(t.body.find("timed out"), std::string::npos) << t.body;
