@@ -152,7 +152,11 @@ void probe_stats(const LayerCache& layer, const LayerCache* key_source, const Co
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
-  const auto& [cs, hb, keys] = start_probe_pass(layer, key_source, k, n_new, shape, pr.n, key_mass, probe_maps);
+  // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture bindings in lambdas.
+  const LayerKeys& lk = start_probe_pass(layer, key_source, k, n_new, shape, pr.n, key_mass, probe_maps);
+  const std::vector<Chunk>& cs = lk.chunks;
+  const std::vector<size_t>& hb = lk.head_begin;
+  const std::vector<float>& keys = lk.new_keys;
   if (pr.n == 0) return;
   // Task = (kv head, probe tile): the tile's logits over every key it sees, kept until its
   // rows' max and sum are known, then turned into probabilities and summed per key into
@@ -241,7 +245,11 @@ void probe_key_mass(const LayerCache& layer, const LayerCache* key_source, const
   const int n_kv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t n_cached = layer.n_tokens, n_keys = n_cached + n_new;
   const ProbeTiles pt(shape, pr.n);
-  const auto& [cs, hb, keys] = start_probe_pass(layer, key_source, k, n_new, shape, pr.n, key_mass, probe_maps);
+  // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture bindings in lambdas.
+  const LayerKeys& lk = start_probe_pass(layer, key_source, k, n_new, shape, pr.n, key_mass, probe_maps);
+  const std::vector<Chunk>& cs = lk.chunks;
+  const std::vector<size_t>& hb = lk.head_begin;
+  const std::vector<float>& keys = lk.new_keys;
   if (pr.n == 0) return;
   // New keys past the last probe are seen by none: their mass stays 0.
   const int64_t n_new_chunks = (pr.tokens[pr.n - 1] + kChunkTokens) / kChunkTokens;
