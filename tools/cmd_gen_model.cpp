@@ -56,7 +56,8 @@ void add_gen_model_command(CLI::App& root, std::vector<Command>& commands) {
   auto o = std::make_shared<GenOptions>();
   CLI::App* app = root.add_subcommand("gen-model", "Write a random-weight GGUF (text model or mmproj) for benchmarks and tests");
   app->add_option("-o,--output", o->out, "Output GGUF path")->required();
-  app->add_option("--type", o->type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k, or q4_k_m q5_k_m (llama.cpp's K_M mixes: Q6_K output, attn_v, ffn_down)")
+  app->add_option("--type", o->type, std::string("Weight type: ") + weight_type_names() +
+                                         " (K_M: llama.cpp's mixes, Q6_K output, attn_v, ffn_down)")
       ->capture_default_str();
   app->add_option("--arch", o->spec.arch, "Text architecture: llama, qwen2, qwen2vl")->capture_default_str();
   app->add_option("--mmproj", o->mmproj_preset, mmproj_preset_help());
