@@ -83,6 +83,7 @@ struct Row {
   int64_t ctx = 0;
   int64_t prefill_tokens = 0;          // tokens the prefill column timed (ctx with --fill prefill)
   double fill_seconds = 0;             // bringing the cache to ctx (random K/V, or the real prefill)
+  double load_ms = 0;                  // Engine::load of the method's engine (mapping, binding, the repack)
   double prefill_tok_s = 0, decode_tok_s = 0;
   double kv_bytes_per_token = 0;       // the method's steady-state bytes per token (all layers, K and V)
   double kv_held_bytes_per_token = 0;  // pages actually held / tokens, after the decode steps
@@ -336,9 +337,11 @@ Status bench_method(const BenchOptions& o_in, const std::string& method, const s
   ep.kv_method = method;
   const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
   ep.n_ctx = std::max(longest, o.fill == Fill::kRandom ? o.prefill_tokens : 0) + o.n_decode + 1;
+  const auto load_start = std::chrono::steady_clock::now();
   Result<std::unique_ptr<Engine>> loaded = Engine::load(ep);
   if (!loaded.is_ok()) return check_kv_load_error(loaded.status(), method);
   std::unique_ptr<Engine> engine = std::move(*loaded);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   VLKV_ASSIGN_OR_RETURN(o.prefill_tokens, check_contexts(o, contexts, engine->info().n_ctx_train));
   VLKV_RETURN_IF_ERROR(check_kv_budget_for_model(ep.kv_budget_bytes, o.kv_budget, engine->info()));
   double prefill_seconds = -1;
@@ -349,6 +352,7 @@ Status bench_method(const BenchOptions& o_in, const std::string& method, const s
   for (int64_t ctx : contexts) {
     if (o.parallel.empty()) {
       VLKV_ASSIGN_OR_RETURN(Row row, bench_one(o, *engine, method, ctx, prefill_seconds));
+      row.load_ms = load_ms;
       emit(row);
       continue;
     }
@@ -365,6 +369,7 @@ Status bench_method(const BenchOptions& o_in, const std::string& method, const s
           return invalid_argument("--parallel: '" + p + "' is not a count in [1, 65536] or 'max'");
       }
       VLKV_ASSIGN_OR_RETURN(Row row, bench_parallel(o, *engine, method, ctx, n, prefill_seconds));
+      row.load_ms = load_ms;
       emit(row);
     }
   }
@@ -378,6 +383,7 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
                         {"ctx", row.ctx},
                         {"fill", o.fill == Fill::kRandom ? "random" : "prefill"},
                         {"fill_s", row.fill_seconds},
+                        {"load_ms", row.load_ms},
                         {"prefill_tokens", row.prefill_tokens},
                         {"prefill_tok_s", row.prefill_tok_s},
                         {"decode_tok_s", row.decode_tok_s},
@@ -401,9 +407,9 @@ void print_row(const BenchOptions& o, const std::string& model, const Row& row) 
     if (row.roofline_pct > 0)
       std::snprintf(roof, sizeof roof, row.roofline_meaningful ? "%.0f%%" : "(%.0f%%)", row.roofline_pct);
     if (!o.parallel.empty()) std::printf("%5lld ", static_cast<long long>(row.parallel));
-    std::printf("%-24s %-*s %7lld %8s %11.1f %10.2f %8.2f %10.0f %10.0f %9.2f %12.1f %9lld %9s\n", model.c_str(),
+    std::printf("%-24s %-*s %7lld %8s %8.0f %11.1f %10.2f %8.2f %10.0f %10.0f %9.2f %12.1f %9lld %9s\n", model.c_str(),
                 o.method_width, row.method.c_str(), static_cast<long long>(row.ctx), o.fill == Fill::kRandom ? "random" : "prefill",
-                row.prefill_tok_s, row.decode_tok_s, row.decode_cpu_ms_per_token, row.kv_bytes_per_token,
+                row.load_ms, row.prefill_tok_s, row.decode_tok_s, row.decode_cpu_ms_per_token, row.kv_bytes_per_token,
                 row.kv_held_bytes_per_token,
                 row.bits_per_elem, row.peak_rss / 1048576.0, static_cast<long long>(row.max_seqs), roof);
   }
@@ -450,6 +456,8 @@ int bench(const BenchOptions& o_in) {
       std::printf("# fill prefill: the decoder over ctx random tokens in batches of %lld (real prefill, "
                   "full-precision attention), timed as prefill; decode: %lld steps after it, one token each\n",
                   static_cast<long long>(o.engine.n_batch), static_cast<long long>(o.n_decode));
+    std::printf("# load ms: loading the model for the method (mapping, checks, the load-time repack of K-quant "
+                "weights)\n");
     std::printf("# cpu ms/t: process CPU time (all threads) per generated token in the fastest decode loop (steadier "
                 "than decode t/s on a shared machine)\n");
     std::printf("# KV B/tok: method's steady-state bytes per token; held B/tok: pool pages held / tokens (window, "
@@ -462,8 +470,8 @@ int bench(const BenchOptions& o_in) {
                   o.read_gb_s, o.engine.n_threads > 0 ? o.engine.n_threads : static_cast<int>(std::thread::hardware_concurrency()),
                   last_level_cache_bytes() / 1048576.0);
     if (!o.parallel.empty()) std::printf("%5s ", "par");
-    std::printf("%-24s %-*s %7s %8s %11s %10s %8s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx",
-                "fill", "prefill t/s", "decode t/s", "cpu ms/t", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");
+    std::printf("%-24s %-*s %7s %8s %8s %11s %10s %8s %10s %10s %9s %12s %9s %9s\n", "model", o.method_width, "method", "ctx",
+                "fill", "load ms", "prefill t/s", "decode t/s", "cpu ms/t", "KV B/tok", "held B/tok", "bits/elem", "peak RSS MiB", "max seqs", "roofline");
   }
   std::string model = o.engine.model_path;
   if (size_t slash = model.find_last_of('/'); slash != std::string::npos) model = model.substr(slash + 1);

@@ -45,7 +45,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   impl->hparams = *hp;
   impl->gguf->prefault();  // the first prompt's prefill does not page the weights in (before the
                            // repack at bind, which releases the pages it copied)
-  Result<TextWeights> w = bind_text_weights(g, impl->hparams, !params.exact_matmul);
+  const int n_threads = params.n_threads > 0 ? params.n_threads : ThreadPool::default_threads();
+  impl->pool = std::make_unique<ThreadPool>(n_threads);  // before bind: the repack runs on it
+  Result<TextWeights> w = bind_text_weights(g, impl->hparams, !params.exact_matmul, /*pack_rows=*/true, impl->pool.get());
   if (!w.is_ok()) return w.status().with_context(path);
   impl->weights = std::move(w).value();
   Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(g);
@@ -75,8 +77,6 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   }
 
   if (impl->params.n_ctx == 0) impl->params.n_ctx = impl->hparams.n_ctx_train;
-  const int n_threads = params.n_threads > 0 ? params.n_threads : ThreadPool::default_threads();
-  impl->pool = std::make_unique<ThreadPool>(n_threads);
 
   // Identifies the weights (Q Cache calibration maps are checked against it).
   uint64_t fingerprint = 0xcbf29ce484222325ull;  // FNV-1a over names, types and shapes

@@ -13,6 +13,8 @@
 
 namespace vlkv {
 
+class ThreadPool;
+
 struct LayerWeights {
   std::vector<float> attn_norm;   // [n_embd]
   WeightMatrix wq;                // [n_heads*head_dim rows, n_embd cols]
@@ -46,7 +48,8 @@ struct TextWeights {
 // it and pack_rows, the K-quant matrices that can (quant/k_packed.h: n_rows % 8 == 0, the
 // current SIMD tier has the packed kernel) are repacked into owned memory and their file
 // pages released, so resident memory does not grow; token_embd (row lookups) stays as is.
+// pool (optional) packs on its threads; the packed bytes do not depend on it.
 Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& hp, bool round_activations_q8 = false,
-                                      bool pack_rows = true);
+                                      bool pack_rows = true, ThreadPool* pool = nullptr);
 
 }  // namespace vlkv

@@ -77,8 +77,9 @@ TEST(BenchFill, RandomFillReachesTheDepthWithTheDocumentedKeys) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const nlohmann::json& j = rows[i];
     for (const char* key : {"method", "ctx", "prefill_tok_s", "decode_tok_s", "kv_bytes_per_token", "bits_per_elem",
-                            "peak_rss_bytes", "max_seqs_in_budget", "fill", "prefill_tokens", "kv_held_bytes_per_token"})
+                            "peak_rss_bytes", "max_seqs_in_budget", "fill", "prefill_tokens", "kv_held_bytes_per_token", "load_ms"})
       EXPECT_TRUE(j.contains(key)) << key << " missing in " << j.dump();
+    EXPECT_GT(j["load_ms"].get<double>(), 0);  // a real load (mapping and binding) takes time
     EXPECT_EQ(j["method"], methods[i]);
     EXPECT_EQ(j["ctx"], 2048);
     EXPECT_EQ(j["fill"], "random");
