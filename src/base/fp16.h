@@ -1,8 +1,8 @@
 // IEEE half and bfloat16 <-> float conversions (scalar, exact; round to nearest even).
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 namespace vlkv {
 
@@ -25,14 +25,11 @@ inline float fp16_to_fp32(uint16_t h) {
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return std::bit_cast<float>(bits);
 }
 
 inline uint16_t fp32_to_fp16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // inf or nan
@@ -56,16 +53,10 @@ inline uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float bf16_to_fp32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 inline uint16_t fp32_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = std::bit_cast<uint32_t>(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 64);  // quiet nan
   return static_cast<uint16_t>((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
 }

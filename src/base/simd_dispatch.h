@@ -20,18 +20,25 @@
 //    included inside the region and must wrap their contents in an unnamed namespace, so
 //    each file's copy stays its own.
 //  - The scalar reference is the family's fallback and is always present.
-//  - The family's accessor holds one static SimdTable and returns table.get():
+//  - The family's accessor holds one static SimdTable and returns table.get(). Its variants
+//    are named by convention, the family's prefix then the tier (kIntTileKernelsAvx2,
+//    kIntTileKernelsAvx2Vnni, kIntTileKernelsAvx512, kIntTileKernelsAvx512Vnni,
+//    kIntTileKernelsNeon, kIntTileKernelsDotprod, kIntTileKernelsI8mm), so the accessor lists
+//    only the tiers the family has, by SimdVariants' field names in their order:
 //        const IntTileKernels& int_tile_kernels() {
-//          static const SimdTable<IntTileKernels> t({.scalar = &kScalar,
-//                                                    .avx2 = VLKV_X86(&kAvx2),
-//                                                    .avx512_vnni = VLKV_X86(&kAvx512Vnni),
-//                                                    .dotprod = VLKV_ARM(&kDotprod)});
+//          static const SimdTable<IntTileKernels> t(
+//              VLKV_SIMD_VARIANTS(&kScalar, kIntTileKernels, avx2, avx2_vnni, avx512_vnni, neon, dotprod));
 //          return t.get();
 //        }
-//    VLKV_X86 / VLKV_ARM name a variant only on their architecture (nullptr elsewhere), so
-//    the generic file builds everywhere while the ISA files build only where they belong
-//    (CMakeLists.txt picks them by name: *_avx2*.cpp, *_avx512*.cpp, *_avxvnni*.cpp and
-//    *_x86.cpp on x86-64; *_neon*.cpp, *_dotprod*.cpp, *_i8mm*.cpp and *_arm.cpp on ARM64).
+//    Each x86 tier names its variant only on x86 (VLKV_X86), each ARM tier only on ARM
+//    (VLKV_ARM), nullptr elsewhere: the generic file builds everywhere while the ISA files
+//    build only where they belong (CMakeLists.txt picks them by name: *_avx2*.cpp,
+//    *_avx512*.cpp, *_avxvnni*.cpp and *_x86.cpp on x86-64; *_neon*.cpp, *_dotprod*.cpp,
+//    *_i8mm*.cpp and *_arm.cpp on ARM64). A family whose variant is picked otherwise (by a CPU
+//    feature that is no tier) replaces that field of the SimdVariants (vidkv/sign1_kernels.cpp);
+//    formats built by one template take their variants as template arguments
+//    (quant/legacy_blocks.cpp, quant/float_formats.cpp), and the K-quants keep theirs in a
+//    constexpr SimdVariants (quant/q4_k.cpp: format_table<&kTiers>).
 //    A null variant falls back along simd_tier_fallback() (avx512vnni -> avx512 -> avx2 ->
 //    scalar, avx2vnni -> avx2, i8mm -> dotprod -> neon -> scalar), so a
 //    family adds a tier only where it pays.
@@ -79,6 +86,31 @@
 #else
 #define VLKV_ARM(variant) nullptr
 #endif
+
+// VLKV_SIMD_VARIANTS(scalar, prefix, tier...): the SimdVariants of a family's scalar variant
+// and the variants <prefix><Tier> of the tiers listed (see the top of this file); a scalar
+// written with commas (template arguments) goes in parentheses.
+#define VLKV_SIMD_VARIANTS(scalar_variant, prefix, ...) \
+  {.scalar = (scalar_variant), VLKV_SIMD_EACH(VLKV_SIMD_COUNT(__VA_ARGS__), prefix, __VA_ARGS__)}
+#define VLKV_SIMD_VARIANT_avx2(p) .avx2 = VLKV_X86(&p##Avx2)
+#define VLKV_SIMD_VARIANT_avx2_vnni(p) .avx2_vnni = VLKV_X86(&p##Avx2Vnni)
+#define VLKV_SIMD_VARIANT_avx512(p) .avx512 = VLKV_X86(&p##Avx512)
+#define VLKV_SIMD_VARIANT_avx512_vnni(p) .avx512_vnni = VLKV_X86(&p##Avx512Vnni)
+#define VLKV_SIMD_VARIANT_neon(p) .neon = VLKV_ARM(&p##Neon)
+#define VLKV_SIMD_VARIANT_dotprod(p) .dotprod = VLKV_ARM(&p##Dotprod)
+#define VLKV_SIMD_VARIANT_i8mm(p) .i8mm = VLKV_ARM(&p##I8mm)
+// Applies VLKV_SIMD_VARIANT_<tier> to each of up to 7 tiers (one per SimdVariants field).
+#define VLKV_SIMD_COUNT(...) VLKV_SIMD_COUNT_(__VA_ARGS__, 7, 6, 5, 4, 3, 2, 1, 0)
+#define VLKV_SIMD_COUNT_(a, b, c, d, e, f, g, n, ...) n
+#define VLKV_SIMD_EACH(n, p, ...) VLKV_SIMD_EACH_(n, p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_(n, p, ...) VLKV_SIMD_EACH_##n(p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_1(p, t) VLKV_SIMD_VARIANT_##t(p)
+#define VLKV_SIMD_EACH_2(p, t, ...) VLKV_SIMD_VARIANT_##t(p), VLKV_SIMD_EACH_1(p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_3(p, t, ...) VLKV_SIMD_VARIANT_##t(p), VLKV_SIMD_EACH_2(p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_4(p, t, ...) VLKV_SIMD_VARIANT_##t(p), VLKV_SIMD_EACH_3(p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_5(p, t, ...) VLKV_SIMD_VARIANT_##t(p), VLKV_SIMD_EACH_4(p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_6(p, t, ...) VLKV_SIMD_VARIANT_##t(p), VLKV_SIMD_EACH_5(p, __VA_ARGS__)
+#define VLKV_SIMD_EACH_7(p, t, ...) VLKV_SIMD_VARIANT_##t(p), VLKV_SIMD_EACH_6(p, __VA_ARGS__)
 
 namespace vlkv {
 

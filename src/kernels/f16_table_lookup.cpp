@@ -20,9 +20,7 @@ void f16_table_lookup_scalar(const float* table, const float* x, int64_t n, floa
 
 void f16_table_lookup(const float* table, const float* x, int64_t n, float* out, bool gelu_clamp) {
   static const F16TableLookupFn scalar = &f16_table_lookup_scalar;
-  static const SimdTable<F16TableLookupFn> fns({.scalar = &scalar,
-                                                .avx2 = VLKV_X86(&kF16TableLookupAvx2),
-                                                .avx512 = VLKV_X86(&kF16TableLookupAvx512)});
+  static const SimdTable<F16TableLookupFn> fns(VLKV_SIMD_VARIANTS(&scalar, kF16TableLookup, avx2, avx512));
   fns.get()(table, x, n, out, gelu_clamp);
 }
 

@@ -102,10 +102,7 @@ void gemm_f32_pack_scalar(const float* rows, int64_t ld, int n_rows, int64_t kc,
 
 const GemmF32Kernels& gemm_f32_kernels() {
   static const GemmF32Kernels scalar = make_gemm_f32_table<kScalarMr, kScalarNr, ScalarK>(&row_max_scalar, &exp_sum_scalar);
-  static const SimdTable<GemmF32Kernels> table({.scalar = &scalar,
-                                                .avx2 = VLKV_X86(&kGemmF32Avx2),
-                                                .avx512 = VLKV_X86(&kGemmF32Avx512),
-                                                .neon = VLKV_ARM(&kGemmF32Neon)});
+  static const SimdTable<GemmF32Kernels> table(VLKV_SIMD_VARIANTS(&scalar, kGemmF32, avx2, avx512, neon));
   return table.get();
 }
 

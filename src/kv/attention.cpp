@@ -108,11 +108,7 @@ float max_scalar(const float* x, int64_t n) {
 
 const SoftmaxKernels& softmax_kernels() {
   static const SoftmaxKernels kScalar{exp_sub_sum_scalar, max_scalar};
-  static const SimdTable<SoftmaxKernels> table(
-      {.scalar = &kScalar,
-       .avx2 = VLKV_X86(&kSoftmaxKernelsAvx2),
-       .avx512 = VLKV_X86(&kSoftmaxKernelsAvx512),
-       .neon = VLKV_ARM(&kSoftmaxKernelsNeon)});
+  static const SimdTable<SoftmaxKernels> table(VLKV_SIMD_VARIANTS(&kScalar, kSoftmaxKernels, avx2, avx512, neon));
   return table.get();
 }
 

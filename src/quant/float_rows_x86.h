@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "base/vec_f32_x86.h"
 #include "quant/simd_blocks_x86.h"  // VLKV_TARGET_AVX2 / _AVX512, hsum_avx2
 
 namespace vlkv::quant::float_rows {
@@ -38,15 +39,9 @@ struct HalfRows : W {
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)
 namespace avx2 {
 namespace {
-struct VecOps {
-  using V = __m256;
-  static constexpr int kLanes = 8;
+struct VecOps : x86::F32x8 {
   template <class T>
-  static V load(const typename T::Elem* p) { return T::load8(p); }
-  static V loadf(const float* x) { return _mm256_loadu_ps(x); }
-  static void storef(float* x, V v) { _mm256_storeu_ps(x, v); }
-  static V zero() { return _mm256_setzero_ps(); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V load_elems(const typename T::Elem* p) { return T::load8(p); }
   // The sum of the partial sums, then the last left (< 8) products one by one.
   template <class T>
   static float finish(const typename T::Elem* h, const float* x, int64_t left, V a0, V a1, V a2, V a3) {
@@ -63,15 +58,9 @@ VLKV_TARGET_END
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX512)
 namespace avx512 {
 namespace {
-struct VecOps {
-  using V = __m512;
-  static constexpr int kLanes = 16;
+struct VecOps : x86::F32x16 {
   template <class T>
-  static V load(const typename T::Elem* p) { return T::load16(p); }
-  static V loadf(const float* x) { return _mm512_loadu_ps(x); }
-  static void storef(float* x, V v) { _mm512_storeu_ps(x, v); }
-  static V zero() { return _mm512_setzero_ps(); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V load_elems(const typename T::Elem* p) { return T::load16(p); }
   // The last left (< 16) products as one masked step, then the sum of the partial sums.
   template <class T>
   static float finish(const typename T::Elem* h, const float* x, int64_t left, V a0, V a1, V a2, V a3) {

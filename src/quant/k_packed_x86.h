@@ -5,7 +5,7 @@
 // up per unit and one _mm256_hadd_epi32 per activation block gives the 8 rows' exact sums:
 // no per-row horizontal reduction, no transposes. The f32 steps are k_strided_x86.h's
 // (k4_steps, the Q6_K group steps) in the same order, so results equal dot_q8 bit for bit.
-// Included only inside a VLKV_TARGET_BEGIN region (k_packed_<isa>.cpp), after k_strided_x86.h.
+// Included only inside a VLKV_TARGET_BEGIN region (k_quant_<tier>.cpp), after k_strided_x86.h.
 #pragma once
 
 #include <immintrin.h>

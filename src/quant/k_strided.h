@@ -9,7 +9,7 @@
 // So decode equals prefill bit for bit, the one-row dot (dot_q8) is a strided call of one
 // row, and a batched step's decode rows equal solo ones. Scales (and minima) are unpacked for
 // 8 rows at once from the rows' 16 scale bytes, transposed.
-// Internal to q4_k.cpp / q5_k.cpp; kernels in k_strided_x86.h, one file per tier.
+// Internal to the K-quants; kernels in k_strided_x86.h, compiled once per tier in k_quant_<tier>.cpp.
 #pragma once
 
 #include <cstdint>

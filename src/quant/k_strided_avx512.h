@@ -3,7 +3,7 @@
 // sub-blocks. Exact integer sums and the 256-bit kernels' f32 steps (k4_steps), so results are
 // bit for bit theirs.
 // Included only inside the VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI) region of
-// k_strided_avx512vnni.cpp, after k_strided_x86.h.
+// k_quant_avx512vnni.cpp, after k_strided_x86.h.
 #pragma once
 
 #include <immintrin.h>

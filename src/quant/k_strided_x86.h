@@ -3,7 +3,7 @@
 // codes: vpdpbusd (AVX-512 VNNI's 256-bit form or AVX-VNNI) or vpmaddubsw + vpmaddwd (AVX2: a
 // pair sum is at most 2 * 63 * 128, no saturation); exact either way, so every tier takes the
 // same f32 steps.
-// Included only inside a VLKV_TARGET_BEGIN region (k_strided_<isa>.cpp): everything here is
+// Included only inside a VLKV_TARGET_BEGIN region (k_quant_<tier>.cpp): everything here is
 // in an unnamed namespace so each file's copy keeps its own target.
 #pragma once
 

@@ -53,25 +53,11 @@ void quantize_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, kBytes>,
-                                dot_q8_scalar<dequantize_ref, kQk, kBytes>};
-
-const FormatKernels& kernels() {
-  static const SimdTable<FormatKernels> table({.scalar = &kScalar,
-                                               .avx2 = VLKV_X86(&kQ5_KAvx2),
-                                               .avx2_vnni = VLKV_X86(&kQ5_KAvx2Vnni),
-                                               .avx512 = VLKV_X86(&kQ5_KAvx512),
-                                               .avx512_vnni = VLKV_X86(&kQ5_KAvx512Vnni),
-                                               .neon = VLKV_ARM(&kQ5_KNeon),
-                                               .dotprod = VLKV_ARM(&kQ5_KDotprod)});
-  return table.get();
-}
+constexpr SimdVariants<FormatKernels> kTiers = VLKV_SIMD_VARIANTS(
+    (&kBlockScalar<dequantize_ref, kQk, kBytes>), kQ5_K, avx2, avx2_vnni, avx512, avx512_vnni, neon, dotprod);
 
 }  // namespace
 
-const WeightFormat kQ5_KFormat = {GgmlType::kQ5_K, "q5_K", kQk, kBytes, dequantize_ref, quantize_ref,
-                                  Dispatched<kernels>::dequantize, Dispatched<kernels>::dot,
-                                  Dispatched<kernels>::dot_q8, Dispatched<kernels>::dot_q8_strided, nullptr,
-                                  kernels};
+const WeightFormat kQ5_KFormat = k_quant_format<&kTiers>(GgmlType::kQ5_K, "q5_K", kBytes, dequantize_ref, quantize_ref);
 
 }  // namespace vlkv::quant

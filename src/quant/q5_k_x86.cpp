@@ -1,8 +1,8 @@
 // Q5_K's x86 kernels (q5_k.cpp has the layout and the reference): its block decoder for the
-// AVX2 / AVX-512 f32 loops of simd_blocks_x86.h; the 8-bit dots are k_strided.h's.
+// AVX2 / AVX-512 f32 loops of simd_blocks_x86.h; the 8-bit dots are k_strided.h's
+// and k_packed.h's (k_quant_x86.h).
 #include "quant/block_layouts.h"
-#include "quant/k_strided.h"
-#include "quant/q8_dot_x86.h"
+#include "quant/k_quant_x86.h"
 
 namespace vlkv::quant {
 namespace {
@@ -26,14 +26,11 @@ struct Traits : Q5_KLayout {
   }
 };
 
+using Tiers = KQuantX86<Traits, kstrided::KFormat::kQ5_K>;
+
 }  // namespace
 
-// The 8-bit dots: the strided kernels of k_strided.h (prefill's block steps) at every tier, and
-// the packed-layout matvec of k_packed.h with the same steps.
-constexpr auto kFmt = kstrided::KFormat::kQ5_K;
-const FormatKernels kQ5_KAvx2 = with_packed8<kstrided::packed8_avx2<kFmt>>(with_strided_q8<kstrided::strided_avx2<kFmt>>(avx2_variant<Traits>()));
-const FormatKernels kQ5_KAvx2Vnni = with_packed8<kstrided::packed8_avx2vnni<kFmt>>(with_strided_q8<kstrided::strided_avx2vnni<kFmt>>(avx2_variant<Traits>()));
-const FormatKernels kQ5_KAvx512 = with_packed8<kstrided::packed8_avx2<kFmt>>(with_strided_q8<kstrided::strided_avx2<kFmt>>(avx512_variant<Traits, false>()));
-const FormatKernels kQ5_KAvx512Vnni = with_packed8<kstrided::packed8_avx512vnni<kFmt>>(with_strided_q8<kstrided::strided_avx512vnni<kFmt>>(avx512_variant<Traits, true>()));
+const FormatKernels kQ5_KAvx2 = Tiers::kAvx2, kQ5_KAvx2Vnni = Tiers::kAvx2Vnni, kQ5_KAvx512 = Tiers::kAvx512,
+                    kQ5_KAvx512Vnni = Tiers::kAvx512Vnni;
 
 }  // namespace vlkv::quant

@@ -52,13 +52,8 @@ const FormatKernels kScalar = {dequantize_ref, dot_scalar<dequantize_ref, kQk, k
                                dot_q8_lanes_ref};
 
 const FormatKernels& kernels() {
-  static const SimdTable<FormatKernels> table({.scalar = &kScalar,
-                                               .avx2 = VLKV_X86(&kQ8_0Avx2),
-                                               .avx2_vnni = VLKV_X86(&kQ8_0Avx2Vnni),
-                                               .avx512 = VLKV_X86(&kQ8_0Avx512),
-                                               .avx512_vnni = VLKV_X86(&kQ8_0Avx512Vnni),
-                                               .neon = VLKV_ARM(&kQ8_0Neon),
-                                               .dotprod = VLKV_ARM(&kQ8_0Dotprod)});
+  static const SimdTable<FormatKernels> table(
+      VLKV_SIMD_VARIANTS(&kScalar, kQ8_0, avx2, avx2_vnni, avx512, avx512_vnni, neon, dotprod));
   return table.get();
 }
 

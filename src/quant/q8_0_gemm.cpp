@@ -52,12 +52,8 @@ void block_terms_scalar(const uint8_t* blocks, int64_t row_bytes, int n_rows, in
 const Q8_0GemmKernels kQ8_0GemmScalar = {tile_scalar, block_terms_scalar};
 
 const Q8_0GemmKernels& q8_0_gemm_kernels() {
-  static const SimdTable<Q8_0GemmKernels> table({.scalar = &kQ8_0GemmScalar,
-                                                 .avx2 = VLKV_X86(&kQ8_0GemmAvx2),
-                                                 .avx2_vnni = VLKV_X86(&kQ8_0GemmAvx2Vnni),
-                                                 .avx512_vnni = VLKV_X86(&kQ8_0GemmAvx512Vnni),
-                                                 .neon = VLKV_ARM(&kQ8_0GemmNeon),
-                                                 .dotprod = VLKV_ARM(&kQ8_0GemmDotprod)});
+  static const SimdTable<Q8_0GemmKernels> table(
+      VLKV_SIMD_VARIANTS(&kQ8_0GemmScalar, kQ8_0Gemm, avx2, avx2_vnni, avx512_vnni, neon, dotprod));
   return table.get();
 }
 

@@ -30,8 +30,7 @@ void quantize_block_scalar(const float* xb, int8_t* q, float* d, int32_t* half_s
 // One block of 32 rounded (the same codes, scale and sums at every tier).
 QuantizeQ8BlockFn quantize_block() {
   static const QuantizeQ8BlockFn kScalar = quantize_block_scalar;
-  static const SimdTable<QuantizeQ8BlockFn> table(
-      {.scalar = &kScalar, .avx2 = VLKV_X86(&kQuantizeQ8BlockAvx2), .neon = VLKV_ARM(&kQuantizeQ8BlockNeon)});
+  static const SimdTable<QuantizeQ8BlockFn> table(VLKV_SIMD_VARIANTS(&kScalar, kQuantizeQ8Block, avx2, neon));
   return table.get();
 }
 

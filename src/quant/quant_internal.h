@@ -200,15 +200,19 @@ float dot_q8_scalar(const void* row, const Q8Activations& x, int64_t n) {
   return static_cast<float>(acc);
 }
 
-// The tier table of a block format with dot_q8: its scalar variant from the reference
-// dequantizer Deq, then the ISA variants its files define (as format_variants).
+// The scalar variant of a block format with dot_q8, from its reference dequantizer Deq.
+template <void (*Deq)(const void*, float*, int64_t), int64_t kBlockElems, size_t kBlockBytes>
+inline const FormatKernels kBlockScalar = {Deq, dot_scalar<Deq, kBlockElems, kBlockBytes>,
+                                           dot_q8_scalar<Deq, kBlockElems, kBlockBytes>};
+
+// The tier table of a block format with dot_q8: kBlockScalar, then the ISA variants its
+// files define (as format_variants).
 template <void (*Deq)(const void*, float*, int64_t), int64_t kBlockElems, size_t kBlockBytes>
 const FormatKernels& block_format_table(const FormatKernels* avx2, const FormatKernels* avx512,
                                         const FormatKernels* avx512_vnni, const FormatKernels* neon,
                                         const FormatKernels* dotprod) {
-  static const FormatKernels scalar = {Deq, dot_scalar<Deq, kBlockElems, kBlockBytes>,
-                                       dot_q8_scalar<Deq, kBlockElems, kBlockBytes>};
-  static const SimdTable<FormatKernels> table(format_variants(&scalar, avx2, avx512, avx512_vnni, neon, dotprod));
+  static const SimdTable<FormatKernels> table(
+      format_variants(&kBlockScalar<Deq, kBlockElems, kBlockBytes>, avx2, avx512, avx512_vnni, neon, dotprod));
   return table.get();
 }
 
@@ -219,6 +223,23 @@ constexpr WeightFormat block_format(GgmlType type, const char* name, int64_t blo
                                     void (*quantize_ref)(const float*, void*, int64_t)) {
   return {type, name, block_elems, block_bytes, dequantize_ref, quantize_ref, Dispatched<K>::dequantize,
           Dispatched<K>::dot, Dispatched<K>::dot_q8, nullptr, nullptr, K};
+}
+// The tier table of a format whose variants are the constant *V (VLKV_SIMD_VARIANTS).
+template <const SimdVariants<FormatKernels>* V>
+const FormatKernels& format_table() {
+  static const SimdTable<FormatKernels> table(*V);
+  return table.get();
+}
+
+// A K-quant's entry (super-blocks of 256, strided 8-bit kernels at every tier): block_format
+// with dot_q8_strided, its fast paths through format_table<V>.
+template <const SimdVariants<FormatKernels>* V>
+constexpr WeightFormat k_quant_format(GgmlType type, const char* name, size_t block_bytes,
+                                      void (*dequantize_ref)(const void*, float*, int64_t),
+                                      void (*quantize_ref)(const float*, void*, int64_t)) {
+  WeightFormat f = block_format<format_table<V>>(type, name, 256, block_bytes, dequantize_ref, quantize_ref);
+  f.dot_q8_strided = Dispatched<format_table<V>>::dot_q8_strided;
+  return f;
 }
 
 // The value of largest magnitude of x[0, n) (the first of equal magnitudes), as ggml's

@@ -7,9 +7,7 @@ namespace vlkv::float_kernels {
 const FloatKernels& float_kernels_table() {
   static const FloatKernels kScalar{scores_scalar<float>, scores_scalar<uint16_t>, accumulate_scalar<float>,
                                     accumulate_scalar<uint16_t>};
-  static const SimdTable<FloatKernels> table(
-      {.scalar = &kScalar, .avx2 = VLKV_X86(&kFloatKernelsAvx2), .avx512 = VLKV_X86(&kFloatKernelsAvx512),
-       .neon = VLKV_ARM(&kFloatKernelsNeon)});
+  static const SimdTable<FloatKernels> table(VLKV_SIMD_VARIANTS(&kScalar, kFloatKernels, avx2, avx512, neon));
   return table.get();
 }
 

@@ -6,12 +6,8 @@ namespace vlkv::intk {
 
 const IntTileKernels& int_tile_kernels() {
   static const IntTileKernels kScalar{};  // no integer kernels: IntCodec dequantizes
-  static const SimdTable<IntTileKernels> table({.scalar = &kScalar,
-                                                .avx2 = VLKV_X86(&kIntTileKernelsAvx2),
-                                                .avx2_vnni = VLKV_X86(&kIntTileKernelsAvx2Vnni),
-                                                .avx512_vnni = VLKV_X86(&kIntTileKernelsAvx512Vnni),
-                                                .neon = VLKV_ARM(&kIntTileKernelsNeon),
-                                                .dotprod = VLKV_ARM(&kIntTileKernelsDotprod)});
+  static const SimdTable<IntTileKernels> table(
+      VLKV_SIMD_VARIANTS(&kScalar, kIntTileKernels, avx2, avx2_vnni, avx512_vnni, neon, dotprod));
   return table.get();
 }
 

@@ -43,11 +43,8 @@ const IntRowKernels kIntRowKernelsScalar{
     .scores = {}};
 
 const IntRowKernels& int_row_kernels() {
-  static const SimdTable<IntRowKernels> table({.scalar = &kIntRowKernelsScalar,
-                                               .avx2 = VLKV_X86(&kIntRowKernelsAvx2),
-                                               .avx512 = VLKV_X86(&kIntRowKernelsAvx512),
-                                               .avx512_vnni = VLKV_X86(&kIntRowKernelsAvx512Vnni),
-                                               .neon = VLKV_ARM(&kIntRowKernelsNeon)});
+  static const SimdTable<IntRowKernels> table(
+      VLKV_SIMD_VARIANTS(&kIntRowKernelsScalar, kIntRowKernels, avx2, avx512, avx512_vnni, neon));
   return table.get();
 }
 

@@ -14,8 +14,7 @@ void wht_rows_scalar(float* x, int64_t n, int d) {
 
 void wht_rows(float* x, int64_t n, int d) {
   static const WhtKernels kScalar{wht_rows_scalar};
-  static const SimdTable<WhtKernels> table({.scalar = &kScalar, .avx2 = VLKV_X86(&kWhtKernelsAvx2),
-                                             .neon = VLKV_ARM(&kWhtKernelsNeon)});
+  static const SimdTable<WhtKernels> table(VLKV_SIMD_VARIANTS(&kScalar, kWhtKernels, avx2, neon));
   table.get().rows(x, n, d);
 }
 

@@ -13,14 +13,12 @@ const SimdTable<Sign1Kernels>& table() {
                                     mixk::split_query_scalar, real_fft_kernels::axpy_rows_scalar, nullptr,
                                     nullptr, nullptr, nullptr, nullptr, nullptr, load_f16_row_scalar};
   // AVX-512 VBMI is no tier of its own: the avx512vnni variant uses it where the CPU has it.
-  static const SimdTable<Sign1Kernels> t({.scalar = &kScalar,
-                                          .avx2 = VLKV_X86(&kSign1Avx2),
-                                          .avx2_vnni = VLKV_X86(&kSign1Avx2Vnni),
-                                          .avx512 = VLKV_X86(&kSign1Avx512),
-                                          .avx512_vnni = VLKV_X86(cpu_features().avx512vbmi ? &kSign1Avx512Vbmi
-                                                                                     : &kSign1Avx512Vnni),
-                                          .neon = VLKV_ARM(&kSign1Neon),
-                                          .dotprod = VLKV_ARM(&kSign1Dotprod)});
+  static const SimdTable<Sign1Kernels> t([] {
+    SimdVariants<Sign1Kernels> v =
+        VLKV_SIMD_VARIANTS(&kScalar, kSign1, avx2, avx2_vnni, avx512, avx512_vnni, neon, dotprod);
+    if (cpu_features().avx512vbmi) v.avx512_vnni = VLKV_X86(&kSign1Avx512Vbmi);
+    return v;
+  }());
   return t;
 }
 

@@ -1,4 +1,5 @@
-// The AVX-VNNI (256-bit vpdpbusd) variant of the k_strided.h kernels, in k_strided_x86.h.
+// The AVX-VNNI (256-bit vpdpbusd) tier of the K-quant 8-bit kernels: the strided matvec of k_strided.h and the
+// packed-layout matvec of k_packed.h, for Q4_K, Q5_K and Q6_K.
 // Every header is included above the target region (base/simd_dispatch.h says why).
 #include <immintrin.h>
 
@@ -11,7 +12,7 @@
 #include "quant/k_strided.h"
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX2_VNNI)
-#include "quant/k_strided_x86.h"
+#include "quant/k_packed_x86.h"
 
 namespace vlkv::quant::kstrided {
 template <KFormat F>
@@ -21,5 +22,12 @@ void strided_avx2vnni(const uint8_t* base, int64_t stride, int n_rows, const Q8A
 template void strided_avx2vnni<KFormat::kQ4_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);
 template void strided_avx2vnni<KFormat::kQ5_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);
 template void strided_avx2vnni<KFormat::kQ6_K>(const uint8_t*, int64_t, int, const Q8Activations&, int64_t, float*);
+template <KFormat F>
+void packed8_avx2vnni(const void* group, const Q8Activations& x, int64_t n, float* out) {
+  packed8<U256<Madd::kAvxVnni>, F>(group, x, n, out);
+}
+template void packed8_avx2vnni<KFormat::kQ4_K>(const void*, const Q8Activations&, int64_t, float*);
+template void packed8_avx2vnni<KFormat::kQ5_K>(const void*, const Q8Activations&, int64_t, float*);
+template void packed8_avx2vnni<KFormat::kQ6_K>(const void*, const Q8Activations&, int64_t, float*);
 }  // namespace vlkv::quant::kstrided
 VLKV_TARGET_END
