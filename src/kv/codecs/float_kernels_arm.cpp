@@ -23,51 +23,33 @@ inline float32x4_t load4(const Elem* x) {
   else return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x)));
 }
 
-// RB (1 or 2) query rows x 4 keys per pass: 8 lanes per (row, key) in two accumulators.
+// RB (1 or 2) query rows x keys k0 .. k0 + 3 d: 8 lanes per (row, key) in two accumulators.
 template <class Elem, int RB>
-void scores_rows(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr, int64_t ld) {
-  const float32x4_t vscale = vdupq_n_f32(scale);
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const Elem* k0 = rows + j * d;
-    float32x4_t lo[RB][4], hi[RB][4];
-    for (int b = 0; b < RB; ++b)
-      for (int a = 0; a < 4; ++a) lo[b][a] = hi[b][a] = vdupq_n_f32(0.0f);
-    for (int i = 0; i < d; i += 8) {
-      float32x4_t kl[4], kh[4];
-      for (int a = 0; a < 4; ++a) {
-        kl[a] = load4(k0 + a * d + i);
-        kh[a] = load4(k0 + a * d + i + 4);
-      }
-      for (int b = 0; b < RB; ++b) {
-        const float32x4_t ql = vld1q_f32(q + b * d + i), qh = vld1q_f32(q + b * d + i + 4);
-        for (int a = 0; a < 4; ++a) {
-          lo[b][a] = vfmaq_f32(lo[b][a], ql, kl[a]);
-          hi[b][a] = vfmaq_f32(hi[b][a], qh, kh[a]);
-        }
-      }
+void scores_4keys(const float* q, int d, const Elem* k0, float scale, float* lr, int64_t ld) {
+  float32x4_t lo[RB][4], hi[RB][4];
+  for (int b = 0; b < RB; ++b)
+    for (int a = 0; a < 4; ++a) lo[b][a] = hi[b][a] = vdupq_n_f32(0.0f);
+  for (int i = 0; i < d; i += 8) {
+    float32x4_t kl[4], kh[4];
+    for (int a = 0; a < 4; ++a) {
+      kl[a] = load4(k0 + a * d + i);
+      kh[a] = load4(k0 + a * d + i + 4);
     }
     for (int b = 0; b < RB; ++b) {
-      // Four keys at once: pairs, then pairs of pairs, then halves (reduce_8's tree).
-      const float32x4_t p0 = vpaddq_f32(lo[b][0], hi[b][0]), p1 = vpaddq_f32(lo[b][1], hi[b][1]);
-      const float32x4_t p2 = vpaddq_f32(lo[b][2], hi[b][2]), p3 = vpaddq_f32(lo[b][3], hi[b][3]);
-      const float32x4_t q01 = vpaddq_f32(p0, p1), q23 = vpaddq_f32(p2, p3);  // [k0 lo, k0 hi, k1 lo, k1 hi]
-      const float32x4_t sums = vpaddq_f32(q01, q23);
-      vst1q_f32(lr + b * ld + j, vmulq_f32(sums, vscale));
+      const float32x4_t ql = vld1q_f32(q + b * d + i), qh = vld1q_f32(q + b * d + i + 4);
+      for (int a = 0; a < 4; ++a) {
+        lo[b][a] = vfmaq_f32(lo[b][a], ql, kl[a]);
+        hi[b][a] = vfmaq_f32(hi[b][a], qh, kh[a]);
+      }
     }
   }
-  for (; j < n; ++j) {  // the AVX2 tail: one 8-lane accumulator, hsum8's order
-    const Elem* k0 = rows + j * d;
-    for (int b = 0; b < RB; ++b) {
-      float32x4_t lo = vdupq_n_f32(0.0f), hi = lo;
-      for (int i = 0; i < d; i += 8) {
-        lo = vfmaq_f32(lo, vld1q_f32(q + b * d + i), load4(k0 + i));
-        hi = vfmaq_f32(hi, vld1q_f32(q + b * d + i + 4), load4(k0 + i + 4));
-      }
-      const float32x4_t s = vaddq_f32(lo, hi);
-      const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
-      lr[b * ld + j] = (vget_lane_f32(t, 0) + vget_lane_f32(t, 1)) * scale;
-    }
+  for (int b = 0; b < RB; ++b) {
+    // Four keys at once: pairs, then pairs of pairs, then halves (reduce_8's tree).
+    const float32x4_t p0 = vpaddq_f32(lo[b][0], hi[b][0]), p1 = vpaddq_f32(lo[b][1], hi[b][1]);
+    const float32x4_t p2 = vpaddq_f32(lo[b][2], hi[b][2]), p3 = vpaddq_f32(lo[b][3], hi[b][3]);
+    const float32x4_t q01 = vpaddq_f32(p0, p1), q23 = vpaddq_f32(p2, p3);  // [k0 lo, k0 hi, k1 lo, k1 hi]
+    const float32x4_t sums = vpaddq_f32(q01, q23);
+    vst1q_f32(lr + b * ld, vmulq_f32(sums, vdupq_n_f32(scale)));
   }
 }
 
@@ -89,6 +71,18 @@ struct VecOps {
   static void storef(float* x, V v) { vst1q_f32(x, v); }
   static V splat(const float* x) { return vld1q_dup_f32(x); }
   static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+  // q . k over d (a multiple of 8) as the AVX2 tier: one 8-lane chain (two halves), hsum8's order.
+  template <class Elem>
+  static float dot(const float* q, const Elem* k, int d) {
+    V lo = vdupq_n_f32(0.0f), hi = lo;
+    for (int i = 0; i < d; i += 8) {
+      lo = vfmaq_f32(lo, vld1q_f32(q + i), load4(k + i));
+      hi = vfmaq_f32(hi, vld1q_f32(q + i + 4), load4(k + i + 4));
+    }
+    const float32x4_t s = vaddq_f32(lo, hi);
+    const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
+    return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+  }
 };
 
 #include "kv/codecs/float_kernel_loops.inc"

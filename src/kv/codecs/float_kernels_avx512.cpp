@@ -27,91 +27,6 @@ inline __m512 load16(const Elem* x, __mmask16 m) {
 }
 
 
-template <class Elem>
-void scores_fallback(const float* q, int n_q, const SegmentView& s, float scale, float* logits,
-                               int64_t ld) {
-  const int d = s.head_dim;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const Elem* k0 = rows + j * d;
-      const Elem *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + r * d;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          const __m512 qv = _mm512_maskz_loadu_ps(m, qr + i);
-          a0 = _mm512_fmadd_ps(qv, load16(k0 + i, m), a0);
-          a1 = _mm512_fmadd_ps(qv, load16(k1 + i, m), a1);
-          a2 = _mm512_fmadd_ps(qv, load16(k2 + i, m), a2);
-          a3 = _mm512_fmadd_ps(qv, load16(k3 + i, m), a3);
-        }
-        float* lr = logits + r * ld + t0 + j;
-        lr[0] = hsum16(a0) * scale; lr[1] = hsum16(a1) * scale;
-        lr[2] = hsum16(a2) * scale; lr[3] = hsum16(a3) * scale;
-      }
-    }
-    for (; j < n; ++j) {
-      const Elem* k0 = rows + j * d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* qr = q + r * d;
-        __m512 a0 = _mm512_setzero_ps();
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + i), load16(k0 + i, m), a0);
-        }
-        logits[r * ld + t0 + j] = hsum16(a0) * scale;
-      }
-    }
-    t0 += n;
-  }
-}
-
-template <class Elem>
-void accumulate_fallback(const float* p, int64_t ld, int n_q, const SegmentView& s, float* out) {
-  const int d = s.head_dim;
-  for (int64_t t0 = 0; t0 < s.n_tokens;) {
-    const int64_t n = s.contiguous_blocks(t0);
-    const Elem* rows = reinterpret_cast<const Elem*>(s.block(t0));  // [n, head_dim]
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const Elem* v0 = rows + j * d;
-      const Elem *v1 = v0 + d, *v2 = v1 + d, *v3 = v2 + d;
-      for (int r = 0; r < n_q; ++r) {
-        const float* pr = p + r * ld + t0 + j;
-        const __m512 w0 = _mm512_set1_ps(pr[0]), w1 = _mm512_set1_ps(pr[1]);
-        const __m512 w2 = _mm512_set1_ps(pr[2]), w3 = _mm512_set1_ps(pr[3]);
-        float* o = out + r * d;
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          __m512 acc = _mm512_maskz_loadu_ps(m, o + i);
-          acc = _mm512_fmadd_ps(w0, load16(v0 + i, m), acc);
-          acc = _mm512_fmadd_ps(w1, load16(v1 + i, m), acc);
-          acc = _mm512_fmadd_ps(w2, load16(v2 + i, m), acc);
-          acc = _mm512_fmadd_ps(w3, load16(v3 + i, m), acc);
-          _mm512_mask_storeu_ps(o + i, m, acc);
-        }
-      }
-    }
-    for (; j < n; ++j) {
-      const Elem* v0 = rows + j * d;
-      for (int r = 0; r < n_q; ++r) {
-        const __m512 w0 = _mm512_set1_ps(p[r * ld + t0 + j]);
-        float* o = out + r * d;
-        for (int i = 0; i < d; i += 16) {
-          const __mmask16 m = d - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (d - i)) - 1);
-          _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(w0, load16(v0 + i, m), _mm512_maskz_loadu_ps(m, o + i)));
-        }
-      }
-    }
-    t0 += n;
-  }
-}
-
-
 // ---------------- blocked kernels (head_dim a multiple of the vector width) ----------------
 // Decode attention reads a whole GQA group of query rows (typically 4) per pass over
 // the cache, so the kernels below load (and convert) each key/value vector once and
@@ -136,44 +51,24 @@ inline __m512 reduce_4x4(const __m512* v) {
   return _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, pd, qd)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, pd, qd)));
 }
 
-// Rows [0, RB) of q against keys k0..k3 (each [d], d % 16 == 0): lr[r * ld + a] = scale * q_r . k_a.
+// Rows [0, RB) of q against keys k0 .. k0 + 3 d (each [d], d % 16 == 0): lr[r * ld + a] = scale * q_r . k_a.
 template <class Elem, int RB>
-inline void scores_4keys_avx512(const float* q, int d, const Elem* k0, const Elem* k1, const Elem* k2,
-                                            const Elem* k3, __m512 vscale, float* lr, int64_t ld) {
+void scores_4keys(const float* q, int d, const Elem* k0, float scale, float* lr, int64_t ld) {
   __m512 acc[16];
   for (int x = 0; x < 16; ++x) acc[x] = _mm512_setzero_ps();
   for (int i = 0; i < d; i += 16) {
-    const __m512 ka[4] = {load16(k0 + i, 0xffff), load16(k1 + i, 0xffff), load16(k2 + i, 0xffff),
-                          load16(k3 + i, 0xffff)};
+    const __m512 ka[4] = {load16(k0 + i, 0xffff), load16(k0 + d + i, 0xffff), load16(k0 + 2 * d + i, 0xffff),
+                          load16(k0 + 3 * d + i, 0xffff)};
     for (int b = 0; b < RB; ++b) {
       const __m512 qv = _mm512_loadu_ps(q + b * d + i);
       for (int a = 0; a < 4; ++a) acc[4 * a + b] = _mm512_fmadd_ps(qv, ka[a], acc[4 * a + b]);
     }
   }
-  const __m512 sums = _mm512_mul_ps(reduce_4x4(acc), vscale);  // element 4*row + key
+  const __m512 sums = _mm512_mul_ps(reduce_4x4(acc), _mm512_set1_ps(scale));  // element 4*row + key
   if constexpr (RB >= 1) _mm_storeu_ps(lr, _mm512_maskz_extractf32x4_ps(0xf, sums, 0));
   if constexpr (RB >= 2) _mm_storeu_ps(lr + ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 1));
   if constexpr (RB >= 3) _mm_storeu_ps(lr + 2 * ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 2));
   if constexpr (RB >= 4) _mm_storeu_ps(lr + 3 * ld, _mm512_maskz_extractf32x4_ps(0xf, sums, 3));
-}
-
-template <class Elem, int RB>
-void scores_rows(const float* q, int d, const Elem* rows, int64_t n, float scale, float* lr,
-                                    int64_t ld) {
-  const __m512 vscale = _mm512_set1_ps(scale);
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const Elem* k0 = rows + j * d;
-    scores_4keys_avx512<Elem, RB>(q, d, k0, k0 + d, k0 + 2 * d, k0 + 3 * d, vscale, lr + j, ld);
-  }
-  for (; j < n; ++j) {  // tail keys: one at a time
-    const Elem* k0 = rows + j * d;
-    for (int b = 0; b < RB; ++b) {
-      __m512 a0 = _mm512_setzero_ps();
-      for (int i = 0; i < d; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + b * d + i), load16(k0 + i, 0xffff), a0);
-      lr[b * ld + j] = hsum16(a0) * scale;
-    }
-  }
 }
 
 struct VecOps {
@@ -184,9 +79,33 @@ struct VecOps {
   static V loadf(const float* x) { return _mm512_loadu_ps(x); }
   static void storef(float* x, V v) { _mm512_storeu_ps(x, v); }
   static V splat(const float* x) { return _mm512_set1_ps(*x); }
+  static V zero() { return _mm512_setzero_ps(); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  // q . k over d (a multiple of 16) in one 16-lane chain.
+  template <class Elem>
+  static float dot(const float* q, const Elem* k, int d) {
+    V a = zero();
+    for (int i = 0; i < d; i += 16) a = fma(loadf(q + i), load<Elem>(k + i), a);
+    return hsum16(a);
+  }
+  // The fallbacks' tails: the last d - i (< 16) elements as one masked step.
+  static __mmask16 tail_mask(int i, int d) { return static_cast<__mmask16>((1u << (d - i)) - 1); }
+  template <class Elem>
+  static float finish_dot(V acc, const float* q, const Elem* k, int i, int d) {
+    if (i < d) acc = fma(_mm512_maskz_loadu_ps(tail_mask(i, d), q + i), load16(k + i, tail_mask(i, d)), acc);
+    return hsum16(acc);
+  }
+  template <int N, class Elem>
+  static void axpy_tail(const float* w, const Elem* const* v, int i, int d, float* o) {
+    if (i >= d) return;
+    const __mmask16 m = tail_mask(i, d);
+    V acc = _mm512_maskz_loadu_ps(m, o + i);
+    for (int x = 0; x < N; ++x) acc = fma(splat(w + x), load16(v[x] + i, m), acc);
+    _mm512_mask_storeu_ps(o + i, m, acc);
+  }
 };
 
+#include "kv/codecs/float_fallback_x86.inc"
 #include "kv/codecs/float_kernel_loops.inc"
 
 }  // namespace

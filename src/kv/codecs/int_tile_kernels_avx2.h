@@ -133,6 +133,38 @@ inline void unpack_quads_half(const uint8_t* tile, int h, __m256i* quads) {
   }
 }
 
+// ah / al (s32 lanes, half h) += the byte dots of RB rows with n tiles of B-bit codes (8-bit
+// ones only with VNNI; without, dot_words8): tile i's codes at tile(i), row r's input bytes
+// at hi / lo + at(r, i). AVX-VNNI: vpdpbusd over all n tiles; AVX2: vpmaddubsw s16 sums over
+// kS16Units tiles, then widened. Integer sums, exact in any grouping: the same totals.
+template <int B, int RB, bool kWide, class Isa, class TileAt, class InputAt>
+inline void dot_tiles(int n, int h, TileAt tile, InputAt at, const int8_t* hi, const int8_t* lo, __m256i* ah,
+                      __m256i* al) {
+  const int chunk = Isa::kVnni ? n : kS16Units<B>;
+  for (int i0 = 0; i0 < n; i0 += chunk) {
+    __m256i sh[RB], sl[RB];
+    for (int r = 0; r < RB; ++r) sh[r] = sl[r] = _mm256_setzero_si256();
+    for (int i = i0; i < std::min(n, i0 + chunk); ++i) {
+      __m256i qd[4];
+      unpack_quads_half<B>(tile(i), h, qd);
+      for (int r = 0; r < RB; ++r) {
+        const int64_t o = at(r, i);
+        if constexpr (Isa::kVnni) {
+          if constexpr (kWide) sh[r] = dot4_vnni(sh[r], qd, hi + o);
+          sl[r] = dot4_vnni(sl[r], qd, lo + o);
+        } else {
+          if constexpr (kWide) sh[r] = sum4_s16(sh[r], qd, hi + o);
+          sl[r] = sum4_s16(sl[r], qd, lo + o);
+        }
+      }
+    }
+    for (int r = 0; r < RB; ++r) {
+      if constexpr (kWide) ah[r] = Isa::kVnni ? _mm256_add_epi32(ah[r], sh[r]) : widen_s16(ah[r], sh[r]);
+      al[r] = Isa::kVnni ? _mm256_add_epi32(al[r], sl[r]) : widen_s16(al[r], sl[r]);
+    }
+  }
+}
+
 // int32 sums -> float dot: kWide 128 hi + lo (each exact in f32, one rounding), else lo.
 template <bool kWide>
 inline __m256 combine(__m256i ah, __m256i al) {
@@ -206,32 +238,11 @@ void key_tile_half(const uint8_t* codes, int h, int d, int P, QRows q, const uin
             dot_words8(e01, e23, q.w + static_cast<int64_t>(r) * d + 16 * u + 4 * j, &al[r]);
         }
       }
-    } else if constexpr (kVnni) {
-      for (int u = pc * upp; u < (pc + 1) * upp; ++u) {
-        __m256i qd[4];
-        unpack_quads_half<B>(codes + u * kTb, h, qd);
-        for (int r = 0; r < RB; ++r) {
-          if constexpr (kWide) ah[r] = dot4_vnni(ah[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
-          al[r] = dot4_vnni(al[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
-        }
-      }
-    } else {
-      for (int u0 = pc * upp; u0 < (pc + 1) * upp; u0 += kS16Units<B>) {
-        __m256i sh[RB], sl[RB];
-        for (int r = 0; r < RB; ++r) sh[r] = sl[r] = _mm256_setzero_si256();
-        for (int u = u0; u < std::min(u0 + kS16Units<B>, (pc + 1) * upp); ++u) {
-          __m256i qd[4];
-          unpack_quads_half<B>(codes + u * kTb, h, qd);
-          for (int r = 0; r < RB; ++r) {
-            if constexpr (kWide) sh[r] = sum4_s16(sh[r], qd, q.hi + static_cast<int64_t>(r) * d + 16 * u);
-            sl[r] = sum4_s16(sl[r], qd, q.lo + static_cast<int64_t>(r) * d + 16 * u);
-          }
-        }
-        for (int r = 0; r < RB; ++r) {
-          if constexpr (kWide) ah[r] = widen_s16(ah[r], sh[r]);
-          al[r] = widen_s16(al[r], sl[r]);
-        }
-      }
+    } else {  // the piece's units
+      const int u0 = pc * upp;
+      dot_tiles<B, RB, kWide, Isa>(
+          upp, h, [&](int i) { return codes + (u0 + i) * kTb; },
+          [&](int r, int i) { return static_cast<int64_t>(r) * d + 16 * (u0 + i); }, q.hi, q.lo, ah, al);
     }
     const __m256 sv = kPerToken ? load_halves8(sc_h + 2 * (16 * pc + 8 * h)) : _mm256_set1_ps(1.0f);
     for (int r = 0; r < RB; ++r) {
@@ -514,34 +525,10 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
                 dot_words8(e01, e23, words + static_cast<int64_t>(r * ng + k) * kRun + 16 * b + 4 * j, &al[r]);
             }
           }
-        } else if constexpr (kVnni) {
-          for (int b = 0; b < kb; ++b) {
-            __m256i qd[4];
-            unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
-            for (int r = 0; r < RB; ++r) {
-              const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
-              if constexpr (kWide) ah[r] = dot4_vnni(ah[r], qd, hi + at);
-              al[r] = dot4_vnni(al[r], qd, lo + at);
-            }
-          }
-        } else {  // probability bytes are in [0, 127]: the s16 bound of kS16Units holds
-          for (int b0 = 0; b0 < kb; b0 += kS16Units<B>) {
-            __m256i s_h[RB], s_l[RB];
-            for (int r = 0; r < RB; ++r) s_h[r] = s_l[r] = _mm256_setzero_si256();
-            for (int b = b0; b < std::min(kb, b0 + kS16Units<B>); ++b) {
-              __m256i qd[4];
-              unpack_quads_half<B>(blk[b] + sh.meta_bytes + u * kTb, h, qd);
-              for (int r = 0; r < RB; ++r) {
-                const int64_t at = static_cast<int64_t>(r * ng + k) * kRun + 16 * b;
-                if constexpr (kWide) s_h[r] = sum4_s16(s_h[r], qd, hi + at);
-                s_l[r] = sum4_s16(s_l[r], qd, lo + at);
-              }
-            }
-            for (int r = 0; r < RB; ++r) {
-              if constexpr (kWide) ah[r] = widen_s16(ah[r], s_h[r]);
-              al[r] = widen_s16(al[r], s_l[r]);
-            }
-          }
+        } else {  // the run's blocks (probability bytes in [0, 127]: the s16 bound of kS16Units holds)
+          dot_tiles<B, RB, kWide, Isa>(
+              kb, h, [&](int b) { return blk[b] + sh.meta_bytes + u * kTb; },
+              [&](int r, int b) { return static_cast<int64_t>(r * ng + k) * kRun + 16 * b; }, hi, lo, ah, al);
         }
         for (int r = 0; r < RB; ++r) {
           float* o = out + static_cast<int64_t>(r) * d + 16 * u + 8 * h;
