@@ -22,7 +22,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "kv/method_registry.h"
 #include "kv_flags.h"
 #include "param_flags.h"
 #include "vlkv/engine.h"
@@ -187,16 +186,6 @@ Result<std::unique_ptr<Engine>> load(const EvalOptions& o, const std::string& me
   return Engine::load(ep);
 }
 
-// Exact bytes of n tokens (incl. windows, excl. page tails) and steady-state bits, from the method itself.
-struct Accounting {
-  double bits = 0, bytes_at_n = 0;
-};
-Result<Accounting> accounting(const std::string& method, const ModelInfo& info, int64_t n) {
-  const KvGeometry g{static_cast<int>(info.n_layers), static_cast<int>(info.n_heads),
-                     static_cast<int>(info.n_kv_heads), static_cast<int>(info.head_dim)};
-  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, create_method(method, g));
-  return Accounting{m->bits_per_element(), m->bytes_for_tokens(n)};
-}
 
 // What sessions really held at their end (Session::kv_stored_bytes) against an f16 cache of
 // the same tokens: captures token kinds, per-sequence groupings and data-dependent mixes.
@@ -285,11 +274,12 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
   }
   Engine& e = **loaded;
   const int64_t n_tok = in.items.empty() ? static_cast<int64_t>(in.text.size()) : in.prompts.front().n_tokens();
-  VLKV_ASSIGN_OR_RETURN(Accounting acc, accounting(method, e.info(), n_tok));
-  VLKV_ASSIGN_OR_RETURN(Accounting f16, accounting("f16", e.info(), n_tok));
-  row.bits_per_elem = acc.bits;
-  row.kv_bytes_ratio = acc.bits / 16.0;
-  row.kv_bytes_at_n_ratio = acc.bytes_at_n / f16.bytes_at_n;
+  // Exact bytes of n tokens (incl. staged windows, excl. page tails) and steady-state bits, from the method itself.
+  VLKV_ASSIGN_OR_RETURN(row.bits_per_elem, e.kv_bits_per_element(""));
+  VLKV_ASSIGN_OR_RETURN(const double bytes_at_n, e.kv_codec_bytes_for_tokens(n_tok));
+  VLKV_ASSIGN_OR_RETURN(const double f16_bytes_at_n, e.kv_codec_bytes_for_tokens(n_tok, "f16"));
+  row.kv_bytes_ratio = row.bits_per_elem / 16.0;
+  row.kv_bytes_at_n_ratio = bytes_at_n / f16_bytes_at_n;
   Fidelity fid;
   HeldBytes held;
   if (ref_text) {

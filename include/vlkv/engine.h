@@ -215,6 +215,11 @@ class Engine {
   // an upper bound of the page bytes it will hold, windows and page tails included.
   // InvalidArgument for a bad method spec.
   Result<uint64_t> kv_bytes_for_tokens(int64_t n_tokens, const std::string& kv_method = "") const;
+  // Another KV method's figures on this model ("": the engine's), from the method itself:
+  // stored bits per element, and the exact codec bytes of n_tokens (no page tails, no
+  // sliding-window frees). InvalidArgument for a bad spec.
+  Result<double> kv_bits_per_element(const std::string& kv_method) const;
+  Result<double> kv_codec_bytes_for_tokens(int64_t n_tokens, const std::string& kv_method = "") const;
 
   // A session whose KV pages use kv_method ("": the engine's; else a spec such as "kivi:bits=2").
   Result<std::unique_ptr<Session>> new_session(const std::string& kv_method = "");

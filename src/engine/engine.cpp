@@ -159,6 +159,17 @@ Result<uint64_t> Engine::kv_bytes_for_tokens(int64_t n_tokens, const std::string
   return impl_->kv->max_bytes_for_tokens(n_tokens, kv_method);
 }
 
+Result<double> Engine::kv_bits_per_element(const std::string& kv_method) const {
+  std::lock_guard<std::mutex> lock(impl_->forward_mutex);
+  return impl_->kv->method_bits_per_element(kv_method);
+}
+
+Result<double> Engine::kv_codec_bytes_for_tokens(int64_t n_tokens, const std::string& kv_method) const {
+  if (n_tokens < 0) return invalid_argument("negative token count");
+  std::lock_guard<std::mutex> lock(impl_->forward_mutex);
+  return impl_->kv->method_bytes_for_tokens(n_tokens, kv_method);
+}
+
 Status Engine::check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, const std::string& kv_method,
                                  const std::string& what) const {
   if (n_prompt_tokens < 0 || n_reserve < 0) return invalid_argument("negative token count");

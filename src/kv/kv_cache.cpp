@@ -70,6 +70,14 @@ class KvCacheImpl final : public KvCache {
   }
   std::string sequence_method(SeqId seq) const override { return get(seq).method->spec(); }
   uint32_t page_bytes() const override { return pool_.page_bytes(); }
+  Result<double> method_bits_per_element(const std::string& spec) override {
+    VLKV_ASSIGN_OR_RETURN(const Method* m, method_for(spec));
+    return m->bits_per_element();
+  }
+  Result<double> method_bytes_for_tokens(int64_t n_tokens, const std::string& spec) override {
+    VLKV_ASSIGN_OR_RETURN(const Method* m, method_for(spec));
+    return m->bytes_for_tokens(n_tokens);
+  }
   Result<uint64_t> max_bytes_for_tokens(int64_t n_tokens, const std::string& spec) override {
     VLKV_ASSIGN_OR_RETURN(const Method* m, method_for(spec));
     const KvGeometry& g = config_.geometry;

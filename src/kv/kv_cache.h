@@ -65,6 +65,11 @@ class KvCache : public KvStepCache, public KvCacheStats {
   // maximum) plus a partly used page per stream, plus the pages a step may hold twice while
   // it folds a window. What a scheduler reserves; InvalidArgument for a bad spec.
   virtual Result<uint64_t> max_bytes_for_tokens(int64_t n_tokens, const std::string& method = "") = 0;
+  // The method's own figures ("": the configured one), as the method reports them: stored
+  // bits per element incl. metadata, and the exact codec bytes of n_tokens (the data-dependent
+  // maximum; no sliding-window frees, no page tails). InvalidArgument for a bad spec.
+  virtual Result<double> method_bits_per_element(const std::string& method) = 0;
+  virtual Result<double> method_bytes_for_tokens(int64_t n_tokens, const std::string& method) = 0;
 
   // ---- saving a sequence to a file (kv_sequence_io.h) ----
   // Appends seq's cache (segments, codec blocks as stored, the method's state) to out;

@@ -2,7 +2,6 @@
 
 #include <thread>
 
-#include "kv/method_registry.h"
 
 namespace vlkv::server {
 
@@ -28,13 +27,10 @@ Result<std::unique_ptr<SchedulerBackend>> SchedulerBackend::create(const Backend
   Result<std::unique_ptr<Engine>> e = Engine::load(p);
   if (!e.is_ok()) return e.status();
   b->engine_ = std::move(e).value();
-  const ModelInfo& m = b->engine_->info();
-  const KvGeometry geometry{static_cast<int>(m.n_layers), static_cast<int>(m.n_heads), static_cast<int>(m.n_kv_heads),
-                            static_cast<int>(m.head_dim), m.fingerprint};
   for (const std::string& method : options.kv_methods) {
-    Result<std::unique_ptr<Method>> created = create_method(method, geometry);
-    if (!created.is_ok()) return created.status().with_context("--kv-allow '" + method + "'");
-    b->bits_[method] = (*created)->bits_per_element();
+    Result<double> bits = b->engine_->kv_bits_per_element(method);
+    if (!bits.is_ok()) return bits.status().with_context("--kv-allow '" + method + "'");
+    b->bits_[method] = *bits;
   }
   SchedulerParams sp;
   sp.max_sequences = options.n_slots;
