@@ -79,8 +79,12 @@ void pack_matrices(const GgufFile& gguf, const std::vector<WeightMatrix*>& ms, T
     int64_t row, n_rows;
     uint8_t* dst;  // the matrix's place in the arena
   };
+  std::vector<size_t> place;  // each matrix's offset in the arena (64-byte aligned)
   size_t total = 0;
-  for (const WeightMatrix* m : ms) total += (m->row_bytes * static_cast<size_t>(m->n_rows) + 63) / 64 * 64;
+  for (const WeightMatrix* m : ms) {
+    place.push_back(total);
+    total += (m->row_bytes * static_cast<size_t>(m->n_rows) + 63) / 64 * 64;
+  }
   if (total == 0) return;
   const size_t alloc = (total + kAlign - 1) / kAlign * kAlign;
   std::shared_ptr<uint8_t[]> arena(static_cast<uint8_t*>(std::aligned_alloc(kAlign, alloc)), [](uint8_t* p) { std::free(p); });
@@ -89,12 +93,12 @@ void pack_matrices(const GgufFile& gguf, const std::vector<WeightMatrix*>& ms, T
   ::madvise(arena.get(), alloc, MADV_HUGEPAGE);  // a failure only leaves 4 KiB pages
 #endif
   std::vector<Slice> slices;
-  size_t at = 0;
-  for (const WeightMatrix* m : ms) {
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const WeightMatrix* m = ms[i];
     // ~2 MiB per slice (whole groups of 8 rows): one huge page's zeroing per task
     const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kAlign / m->row_bytes) / 8) * 8;
-    for (int64_t r = 0; r < m->n_rows; r += rows) slices.push_back({m, r, std::min(rows, m->n_rows - r), arena.get() + at});
-    at += (m->row_bytes * static_cast<size_t>(m->n_rows) + 63) / 64 * 64;
+    for (int64_t r = 0; r < m->n_rows; r += rows)
+      slices.push_back({m, r, std::min(rows, m->n_rows - r), arena.get() + place[i]});
   }
   const auto pack = [&slices, &gguf](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
@@ -109,13 +113,11 @@ void pack_matrices(const GgufFile& gguf, const std::vector<WeightMatrix*>& ms, T
   } else {
     pack(0, static_cast<int64_t>(slices.size()), 0);
   }
-  at = 0;
-  for (WeightMatrix* m : ms) {
-    const size_t n = m->row_bytes * static_cast<size_t>(m->n_rows);
-    gguf.release(m->data, n);  // the pages two slices share
-    m->data = arena.get() + at;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    WeightMatrix* m = ms[i];
+    gguf.release(m->data, m->row_bytes * static_cast<size_t>(m->n_rows));  // the pages two slices share
+    m->data = arena.get() + place[i];
     m->packed_rows8 = true;
-    at += (n + 63) / 64 * 64;
   }
   w.packed.push_back(std::move(arena));
   w.packed_bytes += total;
