@@ -1,4 +1,4 @@
-// Q4_K's ARM64 kernels (q4_k.cpp has the layout and the reference): its block decoder for
+// Q4_K's ARM64 kernels (scale_min_k.cpp has the layout and the reference): its block decoder for
 // the NEON loops of simd_blocks_arm.h (q4_k_x86.cpp's decoder on 16-byte vectors).
 #include "quant/block_layouts.h"
 #include "quant/simd_blocks_arm.h"

@@ -1,4 +1,4 @@
-// Q4_K's x86 kernels (q4_k.cpp has the layout and the reference): its block decoder for the
+// Q4_K's x86 kernels (scale_min_k.cpp has the layout and the reference): its block decoder for the
 // AVX2 / AVX-512 f32 loops of simd_blocks_x86.h; the 8-bit dots are k_strided.h's
 // and k_packed.h's (k_quant_x86.h).
 #include "quant/block_layouts.h"

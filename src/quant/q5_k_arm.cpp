@@ -1,4 +1,4 @@
-// Q5_K's ARM64 kernels (q5_k.cpp has the layout and the reference): its block decoder for
+// Q5_K's ARM64 kernels (scale_min_k.cpp has the layout and the reference): its block decoder for
 // the NEON loops of simd_blocks_arm.h (q5_k_x86.cpp's decoder on 16-byte vectors).
 #include "quant/block_layouts.h"
 #include "quant/simd_blocks_arm.h"
