@@ -38,7 +38,7 @@
 //    feature that is no tier) replaces that field of the SimdVariants (vidkv/sign1_kernels.cpp);
 //    formats built by one template take their variants as template arguments
 //    (quant/legacy_blocks.cpp, quant/float_formats.cpp), and the K-quants keep theirs in a
-//    constexpr SimdVariants (quant/q4_k.cpp: format_table<&kTiers>).
+//    constexpr SimdVariants (quant/scale_min_k.cpp: format_table<&kQ4Tiers>).
 //    A null variant falls back along simd_tier_fallback() (avx512vnni -> avx512 -> avx2 ->
 //    scalar, avx2vnni -> avx2, i8mm -> dotprod -> neon -> scalar), so a
 //    family adds a tier only where it pays.

@@ -628,5 +628,24 @@ INSTANTIATE_TEST_SUITE_P(Specs, FusedOps,
                            return s;
                          });
 
+// G is checked once for the three codecs: whole bytes of bit planes for sign1c and mixk, any
+// count up to 256 for ternary; the message names the codec and the rule.
+TEST(Sign1Codecs, TokenGroupOutOfRangeIsRefusedByName) {
+  const struct {
+    const char* spec;
+    const char* message;
+  } bad[] = {{"sign1c:G=12", "sign1c: G=12 must be a multiple of 8 in [8, 256]"},
+             {"mixk:G=264", "mixk: G=264 must be a multiple of 8 in [8, 256]"},
+             {"ternary:G=257", "ternary: G=257 must be in [1, 256]"},
+             {"ternary:G=0", "G=0"}};
+  for (const auto& b : bad) {
+    Result<std::shared_ptr<const Codec>> c = make_codec(b.spec);
+    ASSERT_FALSE(c.is_ok()) << b.spec;
+    EXPECT_NE(c.status().message().find(b.message), std::string::npos) << b.spec << ": " << c.status().message();
+  }
+  EXPECT_TRUE(make_codec("ternary:G=7").is_ok());
+  EXPECT_TRUE(make_codec("mixk:G=256").is_ok());
+}
+
 }  // namespace
 }  // namespace vlkv

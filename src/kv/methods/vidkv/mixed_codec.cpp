@@ -296,9 +296,7 @@ class MixkCodec final : public Codec {
 }  // namespace
 
 Result<std::shared_ptr<const Codec>> make_mixk_codec(const MixkParams& p) {
-  if (p.group < 8 || p.group > 256 || p.group % 8 != 0)
-    return invalid_argument("mixk: G=" + std::to_string(p.group) +
-                            " must be a multiple of 8 in [8, 256] (tokens per group; bit planes are whole bytes)");
+  VLKV_RETURN_IF_ERROR(check_token_group("mixk", p.group, true));
   if (!(p.frac >= 0.0 && p.frac <= 1.0))
     return invalid_argument("mixk: frac=" + std::to_string(p.frac) + " must be in [0, 1] (share of 2-bit channels)");
   return std::shared_ptr<const Codec>(std::make_shared<MixkCodec>(p));
@@ -309,14 +307,13 @@ VLKV_REGISTER_CODEC(
     CodecInfo{"mixk",
               "keys: per block of G tokens, the frac of channels with the largest range 2-bit min-max, "
               "the rest 1-bit sign + mean|x| (optionally after an FFT across them); channel map stored",
-              {{"G", "32", "tokens per group (multiple of 8, 8..256)"},
+              {{"G", "32", kBitPlaneGroupHelp},
                {"frac", "0.5", "share of channels kept at 2 bits (largest max-min range in the group)"},
                {"fft", "none", "transform across the 1-bit channels: none, real (half spectrum, same budget), "
                                "complex (full spectrum Re+Im, 2x cost)"}},
               [](const Spec& s) -> Result<std::shared_ptr<const Codec>> {
                 MixkParams p;
-                VLKV_ASSIGN_OR_RETURN(const int64_t g, s.get_int("G", 32, 1, 1 << 20));
-                p.group = static_cast<int>(g);
+                VLKV_ASSIGN_OR_RETURN(p.group, parse_token_group(s));
                 VLKV_ASSIGN_OR_RETURN(p.frac, s.get_double("frac", 0.5, 0.0, 1.0));
                 VLKV_ASSIGN_OR_RETURN(p.fft, sign1::parse_fft_mode(s.get_string("fft", "none"), s.to_string()));
                 return make_mixk_codec(p);

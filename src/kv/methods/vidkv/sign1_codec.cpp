@@ -142,10 +142,23 @@ class Sign1cCodec final : public Codec {
 
 }  // namespace
 
-Result<std::shared_ptr<const Codec>> make_sign1c_codec(const Sign1cParams& p) {
-  if (p.group < 8 || p.group > 256 || p.group % 8 != 0)
-    return invalid_argument("sign1c: G=" + std::to_string(p.group) +
+Result<int> parse_token_group(const Spec& s) {
+  VLKV_ASSIGN_OR_RETURN(const int64_t g, s.get_int("G", 32, 1, 1 << 20));
+  return static_cast<int>(g);
+}
+
+Status check_token_group(const char* codec, int group, bool whole_bytes) {
+  if (whole_bytes && (group < 8 || group > 256 || group % 8 != 0))
+    return invalid_argument(std::string(codec) + ": G=" + std::to_string(group) +
                             " must be a multiple of 8 in [8, 256] (tokens per group; bit planes are whole bytes)");
+  if (group < 1 || group > 256)
+    return invalid_argument(std::string(codec) + ": G=" + std::to_string(group) +
+                            " must be in [1, 256] (tokens per group)");
+  return Status::ok();
+}
+
+Result<std::shared_ptr<const Codec>> make_sign1c_codec(const Sign1cParams& p) {
+  VLKV_RETURN_IF_ERROR(check_token_group("sign1c", p.group, true));
   return std::shared_ptr<const Codec>(std::make_shared<Sign1cCodec>(p));
 }
 
@@ -154,13 +167,12 @@ VLKV_REGISTER_CODEC(
     CodecInfo{"sign1c",
               "1-bit sign per channel over G tokens, scale mean|x| (f16), dequantized to +-scale; "
               "optional FFT across channels",
-              {{"G", "32", "tokens per group (multiple of 8, 8..256)"},
+              {{"G", "32", kBitPlaneGroupHelp},
                {"fft", "none", "transform across channels before 1-bit coding: none, real (half spectrum, "
                                "same budget), complex (full spectrum Re+Im, 2x cost)"}},
               [](const Spec& s) -> Result<std::shared_ptr<const Codec>> {
                 Sign1cParams p;
-                VLKV_ASSIGN_OR_RETURN(const int64_t g, s.get_int("G", 32, 1, 1 << 20));
-                p.group = static_cast<int>(g);
+                VLKV_ASSIGN_OR_RETURN(p.group, parse_token_group(s));
                 VLKV_ASSIGN_OR_RETURN(p.fft, sign1::parse_fft_mode(s.get_string("fft", "none"), s.to_string()));
                 return make_sign1c_codec(p);
               }});

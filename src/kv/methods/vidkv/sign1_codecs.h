@@ -55,6 +55,12 @@ struct MixkParams {
   sign1::FftMode fft = sign1::FftMode::kNone;  // transform of the 1-bit channels
 };
 
+// The token group G of the three codecs: its help, its value in a codec spec ("G", default 32),
+// and the check of a built one (`whole_bytes`: sign1c and mixk store bit planes of G tokens).
+inline constexpr const char* kBitPlaneGroupHelp = "tokens per group (multiple of 8, 8..256)";
+Result<int> parse_token_group(const Spec& s);
+Status check_token_group(const char* codec, int group, bool whole_bytes);
+
 Result<std::shared_ptr<const Codec>> make_sign1c_codec(const Sign1cParams& p);
 Result<std::shared_ptr<const Codec>> make_ternary_codec(const TernaryParams& p);
 Result<std::shared_ptr<const Codec>> make_mixk_codec(const MixkParams& p);

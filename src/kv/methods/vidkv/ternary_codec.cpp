@@ -237,8 +237,7 @@ Result<TernaryFit> parse_ternary_fit(std::string_view text, std::string_view cod
 const char* ternary_fit_name(TernaryFit f) { return choice_name(f, kTernaryFits); }
 
 Result<std::shared_ptr<const Codec>> make_ternary_codec(const TernaryParams& p) {
-  if (p.group < 1 || p.group > 256)
-    return invalid_argument("ternary: G=" + std::to_string(p.group) + " must be in [1, 256] (tokens per group)");
+  VLKV_RETURN_IF_ERROR(check_token_group("ternary", p.group, false));
   if (!(p.thr >= 0.0 && p.thr <= 4.0))
     return invalid_argument("ternary: thr=" + std::to_string(p.thr) + " must be in [0, 4] (threshold / mean|x|)");
   return std::shared_ptr<const Codec>(std::make_shared<TernaryCodec>(p));
@@ -256,8 +255,7 @@ VLKV_REGISTER_CODEC(
                                "threshold and scale per channel; thr unused)"}},
               [](const Spec& s) -> Result<std::shared_ptr<const Codec>> {
                 TernaryParams p;
-                VLKV_ASSIGN_OR_RETURN(const int64_t g, s.get_int("G", 32, 1, 1 << 20));
-                p.group = static_cast<int>(g);
+                VLKV_ASSIGN_OR_RETURN(p.group, parse_token_group(s));
                 VLKV_ASSIGN_OR_RETURN(p.thr, s.get_double("thr", 0.5, 0.0, 4.0));
                 VLKV_ASSIGN_OR_RETURN(p.fit, parse_ternary_fit(s.get_string("fit", "mean"), s.to_string()));
                 return make_ternary_codec(p);

@@ -203,7 +203,7 @@ VLKV_REGISTER_KV_METHOD(
                 {"window", "128", "recent tokens kept in f16 (plus the unfinished group)"},
                 {"p", "0.2", "salient visual tokens: top max(32, floor(N*p/32)*32) of a step's N visual tokens by "
                              "similarity to the text (needs the engine's visual_similarity; else none)"},
-                {"g", "32", "tokens per group (multiple of 8, 8..256)"},
+                {"g", "32", kBitPlaneGroupHelp},
                 {"thr", "0.5", "ternary threshold as a fraction of mean|v| per channel (vfit mean, scale)"},
                 {"vfit", "opt", "ternary values' codes and scale per channel and group: mean (the paper: threshold "
                                 "thr*mean|v|, scale mean|v|; shrinks values ~25%), scale (the paper's codes, "
