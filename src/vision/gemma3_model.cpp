@@ -92,11 +92,7 @@ class Gemma3VisionModel final : public ProjectorVisionModel<Gemma3Projector> {
   Result<MediaEmbedding> layout_image(int32_t width, int32_t height) const override {
     if (width <= 0 || height <= 0) return invalid_argument("gemma3: empty or malformed image");
     const int32_t side = static_cast<int32_t>(p_.tokens_side());
-    MediaEmbedding out;
-    out.pieces.push_back(MediaPiece::text_piece("<start_of_image>"));
-    out.pieces.push_back(embedding_layout_piece(p_.n_tokens(), side, side));
-    out.pieces.push_back(MediaPiece::text_piece("<end_of_image>"));
-    return out;
+    return framed_embedding_layout("<start_of_image>", 1, p_.n_tokens(), side, side, "<end_of_image>");
   }
 
   Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {

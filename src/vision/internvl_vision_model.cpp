@@ -22,11 +22,7 @@ class InternvlVisionModel final : public ProjectorVisionModel<InternvlProjector>
     VLKV_ASSIGN_OR_RETURN(InternvlTiles grid, p_.grid(width, height));
     const int64_t n_tiles = static_cast<int64_t>(grid.grid_rows) * grid.grid_cols + 1;  // + the overview
     const int32_t side = static_cast<int32_t>(p_.tokens_side());
-    MediaEmbedding out;
-    out.pieces.push_back(MediaPiece::text_piece("<img>"));
-    for (int64_t i = 0; i < n_tiles; ++i) out.pieces.push_back(embedding_layout_piece(p_.tokens_per_tile(), side, side));
-    out.pieces.push_back(MediaPiece::text_piece("</img>"));
-    return out;
+    return framed_embedding_layout("<img>", n_tiles, p_.tokens_per_tile(), side, side, "</img>");
   }
 
   Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {

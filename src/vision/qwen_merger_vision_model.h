@@ -38,11 +38,9 @@ class QwenMergerVisionModel : public ProjectorVisionModel<Projector> {
     VLKV_ASSIGN_OR_RETURN(const Qwen2VlSize size, this->p_.fitted_size(width, height));
     const int32_t grid_h = static_cast<int32_t>(size.height / this->p_.align());
     const int32_t grid_w = static_cast<int32_t>(size.width / this->p_.align());
-    MediaEmbedding out;
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_start|>"));
-    out.pieces.push_back(embedding_layout_piece(grid_t * grid_h * grid_w, grid_h, grid_w));
-    out.pieces.back().embd.grid_t = static_cast<int32_t>(grid_t);
-    out.pieces.push_back(MediaPiece::text_piece("<|vision_end|>"));
+    MediaEmbedding out =
+        framed_embedding_layout("<|vision_start|>", 1, grid_t * grid_h * grid_w, grid_h, grid_w, "<|vision_end|>");
+    out.pieces[1].embd.grid_t = static_cast<int32_t>(grid_t);
     return out;
   }
 };

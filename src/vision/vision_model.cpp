@@ -83,6 +83,15 @@ MediaPiece embedding_layout_piece(int64_t n_tokens, int32_t grid_h, int32_t grid
   return p;
 }
 
+MediaEmbedding framed_embedding_layout(std::string open, int64_t n_runs, int64_t n_tokens, int32_t grid_h,
+                                       int32_t grid_w, std::string close) {
+  MediaEmbedding out;
+  out.pieces.push_back(MediaPiece::text_piece(std::move(open)));
+  for (int64_t i = 0; i < n_runs; ++i) out.pieces.push_back(embedding_layout_piece(n_tokens, grid_h, grid_w));
+  out.pieces.push_back(MediaPiece::text_piece(std::move(close)));
+  return out;
+}
+
 Result<MediaEmbedding> VisionModel::layout_video(int64_t n_frames, int32_t width, int32_t height) const {
   if (n_frames <= 0) return invalid_argument("a video with no frames");
   VLKV_ASSIGN_OR_RETURN(MediaEmbedding frame, layout_image(width, height));

@@ -108,6 +108,10 @@ class VisionModel {
 
 // A run of `n_tokens` visual tokens laid out on a grid_h x grid_w grid (grid_t = 1), no data.
 MediaPiece embedding_layout_piece(int64_t n_tokens, int32_t grid_h, int32_t grid_w);
+// The layout of a model that wraps an image in two marker strings: `open`, n_runs runs of
+// n_tokens visual tokens each (one per tile), `close`.
+MediaEmbedding framed_embedding_layout(std::string open, int64_t n_runs, int64_t n_tokens, int32_t grid_h,
+                                       int32_t grid_w, std::string close);
 
 // Registry: projector type name -> factory. Self-registration from static
 // initializers (the vision layer is linked whole-archive, like kv methods).
