@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vlkv/engine.h"
@@ -96,7 +97,7 @@ class GenerationBackend {
   // The model (for prompt assembly, its context and vision support).
   virtual const Engine& model() const = 0;
   // The KV methods requests may name; the first is the default.
-  virtual const std::vector<std::string>& kv_methods() const = 0;
+  const std::vector<std::string>& kv_methods() const { return options_.kv_methods; }
   // Stored bits per K/V element (metadata included) of one of kv_methods().
   virtual double kv_bits_per_element(const std::string& method) const = 0;
 
@@ -110,6 +111,17 @@ class GenerationBackend {
   // Refuse new requests, let running ones finish for up to grace, cancel the rest; returns
   // once every on_done has been called.
   virtual void shutdown(std::chrono::milliseconds grace) = 0;
+
+ protected:
+  explicit GenerationBackend(BackendOptions options) : options_(std::move(options)) {}
+  // What every backend refuses before loading anything: no KV method, a negative queue.
+  static Status check_options(const BackendOptions& options) {
+    if (options.kv_methods.empty()) return invalid_argument("no KV method");
+    if (options.max_queue < 0) return invalid_argument("--max-queue must be >= 0");
+    return Status::ok();
+  }
+
+  const BackendOptions options_;
 };
 
 }  // namespace vlkv::server

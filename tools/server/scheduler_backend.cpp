@@ -19,8 +19,7 @@ struct SchedulerBackend::Job {
 };
 
 Result<std::unique_ptr<SchedulerBackend>> SchedulerBackend::create(const BackendOptions& options) {
-  if (options.kv_methods.empty()) return invalid_argument("no KV method");
-  if (options.max_queue < 0) return invalid_argument("--max-queue must be >= 0");
+  VLKV_RETURN_IF_ERROR(check_options(options));
   std::unique_ptr<SchedulerBackend> b(new SchedulerBackend(options));
   EngineParams p = options.engine;
   p.kv_method = options.kv_methods.front();

@@ -22,7 +22,6 @@ class SchedulerBackend final : public GenerationBackend {
   ~SchedulerBackend() override;  // shuts down, then ends the scheduler before the members it calls back into
 
   const Engine& model() const override { return *engine_; }
-  const std::vector<std::string>& kv_methods() const override { return options_.kv_methods; }
   double kv_bits_per_element(const std::string& method) const override { return bits_.at(method); }
   uint64_t submit(GenerationRequest request, GenerationCallbacks callbacks) override;
   void cancel(uint64_t id) override;
@@ -31,11 +30,10 @@ class SchedulerBackend final : public GenerationBackend {
 
  private:
   struct Job;
-  explicit SchedulerBackend(BackendOptions options) : options_(std::move(options)) {}
+  explicit SchedulerBackend(BackendOptions options) : GenerationBackend(std::move(options)) {}
   bool on_event(Job& job, const TokenEvent& ev);
   void fail(GenerationCallbacks& callbacks, const std::string& method, Status status);
 
-  BackendOptions options_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<std::string, double> bits_;  // bits/element per allowed method

@@ -15,12 +15,11 @@ struct SessionBackend::Job {
   std::atomic<bool> cancelled{false};
 };
 
-SessionBackend::SessionBackend(BackendOptions options) : options_(std::move(options)) {}
+SessionBackend::SessionBackend(BackendOptions options) : GenerationBackend(std::move(options)) {}
 
 Result<std::unique_ptr<SessionBackend>> SessionBackend::create(const BackendOptions& options) {
-  if (options.kv_methods.empty()) return invalid_argument("no KV method");
+  VLKV_RETURN_IF_ERROR(check_options(options));
   if (options.n_slots < 1 || options.n_slots > 1024) return invalid_argument("-np must be in [1, 1024]");
-  if (options.max_queue < 0) return invalid_argument("--max-queue must be >= 0");
   std::unique_ptr<SessionBackend> b(new SessionBackend(options));
   for (const std::string& method : options.kv_methods) {
     if (b->engines_.count(method)) continue;

@@ -23,7 +23,6 @@ class SessionBackend final : public GenerationBackend {
   ~SessionBackend() override;
 
   const Engine& model() const override { return *engines_.at(options_.kv_methods.front()); }
-  const std::vector<std::string>& kv_methods() const override { return options_.kv_methods; }
   double kv_bits_per_element(const std::string& method) const override {
     return engines_.at(method)->kv_bits_per_element();
   }
@@ -38,7 +37,6 @@ class SessionBackend final : public GenerationBackend {
   void worker_loop();
   GenerationResult run(Job& job);
 
-  BackendOptions options_;
   std::map<std::string, std::unique_ptr<Engine>> engines_;  // by method spec
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;
