@@ -114,18 +114,22 @@ struct PrefixCacheMethodStats {
   uint64_t bytes = 0;          // their pages
 };
 
-struct SchedulerStats {
-  int64_t n_queued = 0, n_running = 0;
-  uint64_t kv_bytes_in_use = 0, kv_budget_bytes = 0;
-  uint64_t kv_bytes_reserved = 0;  // admitted requests' worst-case need (admission's ledger)
-  int64_t n_steps = 0, n_generated = 0, n_preemptions = 0;
+// The counters of the caches in front of the decoder: the prefix cache (docs/prefix_cache.md),
+// its stores, and the engine's vision encoder output cache (EngineParams::media_cache_bytes).
+struct CacheStats {
   uint64_t prefix_cache_bytes = 0, prefix_cache_budget_bytes = 0;  // pages its entries hold (in kv_bytes_in_use)
   std::vector<PrefixCacheMethodStats> prefix_cache;                // per method it has seen
-  // The engine's vision encoder output cache (EngineParams::media_cache_bytes).
   int64_t media_cache_hits = 0, media_cache_misses = 0, media_cache_entries = 0;
   uint64_t media_cache_bytes = 0;
   int64_t media_encodes = 0;  // media items the vision encoder ran on (Engine::media_encodes)
   std::vector<PrefixStoreStats> stores;  // SchedulerParams::spill_store's and shared_store's counters
+};
+
+struct SchedulerStats : CacheStats {
+  int64_t n_queued = 0, n_running = 0;
+  uint64_t kv_bytes_in_use = 0, kv_budget_bytes = 0;
+  uint64_t kv_bytes_reserved = 0;  // admitted requests' worst-case need (admission's ledger)
+  int64_t n_steps = 0, n_generated = 0, n_preemptions = 0;
 };
 
 // What one step did.

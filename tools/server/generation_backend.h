@@ -65,17 +65,11 @@ struct KvMethodLoad {
   double bits_per_element = 0;
 };
 
-struct BackendLoad {
+// CacheStats: the batch backend's caches (stores: --cache-dir, --redis); zero for the sessions backend.
+struct BackendLoad : CacheStats {
   int64_t running = 0;
   int64_t queued = 0;
   std::vector<KvMethodLoad> kv;  // one per method: pages held by requests (prefix-cache entries apart)
-  // The batch backend's prefix cache (docs/prefix_cache.md) and vision encoder cache.
-  uint64_t prefix_cache_bytes = 0, prefix_cache_budget_bytes = 0;
-  std::vector<PrefixCacheMethodStats> prefix_cache;
-  int64_t media_cache_hits = 0, media_cache_misses = 0;
-  uint64_t media_cache_bytes = 0;
-  int64_t media_encodes = 0;  // media items the vision encoder ran on
-  std::vector<PrefixStoreStats> prefix_stores;  // --cache-dir, --redis
 };
 
 // What both backends are built from (vlkv serve's flags).

@@ -195,14 +195,7 @@ BackendLoad SchedulerBackend::load() const {
   // Prefix-cache entries are idle pages (evicted first when requests need them): reported apart.
   l.kv.push_back({name, s.kv_bytes_in_use - std::min(s.kv_bytes_in_use, s.prefix_cache_bytes), s.kv_budget_bytes,
                   engine_->kv_bits_per_element()});
-  l.prefix_cache_bytes = s.prefix_cache_bytes;
-  l.prefix_cache_budget_bytes = s.prefix_cache_budget_bytes;
-  l.prefix_cache = s.prefix_cache;
-  l.media_cache_hits = s.media_cache_hits;
-  l.media_cache_misses = s.media_cache_misses;
-  l.media_cache_bytes = s.media_cache_bytes;
-  l.media_encodes = s.media_encodes;
-  l.prefix_stores = s.stores;
+  static_cast<CacheStats&>(l) = s;
   return l;
 }
 

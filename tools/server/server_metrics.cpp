@@ -162,10 +162,10 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
       {"prefix_store_written_bytes_total", "Bytes of entries written.",
        [](const PrefixStoreStats& m) { return static_cast<double>(m.bytes_written); }},
   };
-  if (!load.prefix_stores.empty())
+  if (!load.stores.empty())
     for (const StoreCounter& c : store_counters) {
       metric(o, c.name, "counter", c.help);
-      for (const PrefixStoreStats& m : load.prefix_stores) value(o, c.name, "store=\"" + label(m.kind) + "\"", c.get(m));
+      for (const PrefixStoreStats& m : load.stores) value(o, c.name, "store=\"" + label(m.kind) + "\"", c.get(m));
     }
   return o;
 }
