@@ -14,6 +14,7 @@ namespace vlkv::quant::kstrided {
 namespace {
 
 struct U512 {
+  static constexpr bool kWideCodes = true;  // vpdpbusd: unsigned bytes up to 255
   __m512i v;
   static U512 load(const uint8_t* p) { return {_mm512_loadu_si512(p)}; }
   static U512 zero() { return {_mm512_setzero_si512()}; }

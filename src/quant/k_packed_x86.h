@@ -27,6 +27,7 @@ inline __m256i bcast64_256(const int8_t* p) {
 // A 64-byte unit as two 256-bit halves; int32 sums of codes times activations per lane pair.
 template <Madd M>
 struct U256 {
+  static constexpr bool kWideCodes = M != Madd::kAvx2;  // madd takes codes up to 255 (no int16 pair sums)
   __m256i a, b;
   static U256 load(const uint8_t* p) { return {load256(p), load256(p + 32)}; }
   static U256 zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
@@ -80,10 +81,13 @@ inline void packed_k4_chunk(const uint8_t* p, const Heads& h, const Q8Activation
   const int64_t xb = 8 * b + 2 * c;
   const int8_t* x0 = x.q.data() + 32 * xb;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  // Q4_K's high nibbles are taken in place (16 x the code) where madd allows codes up to 255:
+  // the sum is then exactly 16 x the codes' sum, shifted back once per sub-block.
+  constexpr bool kHi16 = !kQ5 && U::kWideCodes;
   U lo = U::zero(), hi = U::zero();
   for (int u = 0; u < 4; ++u) {
     const U v = U::load(qs + 64 * u);
-    U cl = v & m4, ch = v.template shift16<-4>() & m4;
+    U cl = v & m4, ch = kHi16 ? v & _mm256_set1_epi8(static_cast<char>(0xF0)) : v.template shift16<-4>() & m4;
     if constexpr (kQ5) {
       const U qh = U::load(p + 128 + 64 * u);
       cl = cl | fifth_bit<2 * c>(qh);
@@ -93,7 +97,8 @@ inline void packed_k4_chunk(const uint8_t* p, const Heads& h, const Q8Activation
     hi.madd(ch, x0 + 32 + 8 * u);
   }
   k4_steps<2 * c>(lo.rows(), h, x, xb, acc);
-  k4_steps<2 * c + 1>(hi.rows(), h, x, xb + 1, acc);
+  const __m256i hi_rows = hi.rows();
+  k4_steps<2 * c + 1>(kHi16 ? _mm256_srai_epi32(hi_rows, 4) : hi_rows, h, x, xb + 1, acc);
 }
 
 template <class U, bool kQ5>
