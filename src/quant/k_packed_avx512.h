@@ -31,6 +31,14 @@ struct U512 {
     v = _mm512_dpbusd_epi32(v, c.v, _mm512_set1_epi64(xv));
   }
   __m256i rows() const { return _mm256_hadd_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+  // lo.rows() and hi.rows() from two permutes and one add (row r's lanes: 64-bit slot kUnitRows^-1[r]).
+  static void rows2(const U512& lo, const U512& hi, __m256i& rlo, __m256i& rhi) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14, 16, 18, 24, 26, 20, 22, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(_mm512_permutex2var_epi32(lo.v, even, hi.v), _mm512_permutex2var_epi32(lo.v, odd, hi.v));
+    rlo = _mm512_castsi512_si256(r);
+    rhi = _mm512_extracti64x4_epi64(r, 1);
+  }
 };
 
 }  // namespace

@@ -50,6 +50,10 @@ struct U256 {
     b = madd1(b, c.b, xv);
   }
   __m256i rows() const { return _mm256_hadd_epi32(a, b); }  // the 8 rows' sums, in order
+  static void rows2(const U256& lo, const U256& hi, __m256i& rlo, __m256i& rhi) {
+    rlo = lo.rows();
+    rhi = hi.rows();
+  }
 };
 
 
@@ -96,8 +100,9 @@ inline void packed_k4_chunk(const uint8_t* p, const Heads& h, const Q8Activation
     lo.madd(cl, x0 + 8 * u);
     hi.madd(ch, x0 + 32 + 8 * u);
   }
-  k4_steps<2 * c>(lo.rows(), h, x, xb, acc);
-  const __m256i hi_rows = hi.rows();
+  __m256i lo_rows, hi_rows;
+  U::rows2(lo, hi, lo_rows, hi_rows);
+  k4_steps<2 * c>(lo_rows, h, x, xb, acc);
   k4_steps<2 * c + 1>(kHi16 ? _mm256_srai_epi32(hi_rows, 4) : hi_rows, h, x, xb + 1, acc);
 }
 
@@ -142,8 +147,10 @@ inline void packed_q6_block(const uint8_t* p, __m256 d, const Q8Activations& x, 
   constexpr int g = 8 * hf + 2 * k;
   const __m256 dw0 = _mm256_mul_ps(d, packed_scales(p + 1536 + 8 * g));  // exact: 11-bit d, 8-bit scale
   const __m256 dw1 = _mm256_mul_ps(d, packed_scales(p + 1536 + 8 * (g + 1)));
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[0].rows(), bias0)), _mm256_mul_ps(dw0, dx), acc);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[1].rows(), bias1)), _mm256_mul_ps(dw1, dx), acc);
+  __m256i r0, r1;
+  U::rows2(s[0], s[1], r0, r1);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(r0, bias0)), _mm256_mul_ps(dw0, dx), acc);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(r1, bias1)), _mm256_mul_ps(dw1, dx), acc);
 }
 
 template <class U, int... B>
