@@ -1,5 +1,6 @@
 // The AVX-512 VNNI unit of k_packed_x86.h's kernels: a 64-byte unit (8 bytes of each of 8 rows)
-// in one 512-bit vector, one vpdpbusd per unit; its 256-bit halves are U256's, so rows() is the same.
+// in one 512-bit vector, one vpdpbusd per unit; its 256-bit halves are U256's, so rows() is the same
+// (rows2 reduces two accumulators at once, in the same row order).
 // Included only inside the VLKV_TARGET_BEGIN(VLKV_ISA_AVX512_VNNI) region of k_quant_avx512vnni.cpp.
 #pragma once
 
