@@ -2,8 +2,8 @@
 // (8 bytes of each of the 8 rows), one unit per 512-bit vector (U512 in k_packed_avx512.h) or
 // two 256-bit halves (U256: rows 0, 1, 4, 5 | 2, 3, 6, 7). Each unit's codes meet the activation
 // block's 8 matching bytes broadcast to every row (vpbroadcastq), so a row's int32 lanes pair
-// up per unit and one _mm256_hadd_epi32 per activation block gives the 8 rows' exact sums:
-// no per-row horizontal reduction, no transposes. The f32 steps are k_strided_x86.h's
+// up per unit and one _mm256_hadd_epi32 per activation block (U512: one vpermt2d pair and an
+// add per two blocks) gives the 8 rows' exact sums: no per-row horizontal reduction, no transposes. The f32 steps are k_strided_x86.h's
 // (k4_steps, the Q6_K group steps) in the same order, so results equal dot_q8 bit for bit.
 // Included only inside a VLKV_TARGET_BEGIN region (k_quant_<tier>.cpp), after k_strided_x86.h.
 #pragma once
@@ -27,6 +27,7 @@ inline __m256i bcast64_256(const int8_t* p) {
 // A 64-byte unit as two 256-bit halves; int32 sums of codes times activations per lane pair.
 template <Madd M>
 struct U256 {
+  static constexpr bool kWideCodes = M != Madd::kAvx2;  // madd takes codes up to 255 (no int16 pair sums)
   __m256i a, b;
   static U256 load(const uint8_t* p) { return {load256(p), load256(p + 32)}; }
   static U256 zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
@@ -49,6 +50,10 @@ struct U256 {
     b = madd1(b, c.b, xv);
   }
   __m256i rows() const { return _mm256_hadd_epi32(a, b); }  // the 8 rows' sums, in order
+  static void rows2(const U256& lo, const U256& hi, __m256i& rlo, __m256i& rhi) {
+    rlo = lo.rows();
+    rhi = hi.rows();
+  }
 };
 
 
@@ -80,10 +85,13 @@ inline void packed_k4_chunk(const uint8_t* p, const Heads& h, const Q8Activation
   const int64_t xb = 8 * b + 2 * c;
   const int8_t* x0 = x.q.data() + 32 * xb;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  // Q4_K's high nibbles are taken in place (16 x the code) where madd allows codes up to 255:
+  // the sum is then exactly 16 x the codes' sum, shifted back once per sub-block.
+  constexpr bool kHi16 = !kQ5 && U::kWideCodes;
   U lo = U::zero(), hi = U::zero();
   for (int u = 0; u < 4; ++u) {
     const U v = U::load(qs + 64 * u);
-    U cl = v & m4, ch = v.template shift16<-4>() & m4;
+    U cl = v & m4, ch = kHi16 ? v & _mm256_set1_epi8(static_cast<char>(0xF0)) : v.template shift16<-4>() & m4;
     if constexpr (kQ5) {
       const U qh = U::load(p + 128 + 64 * u);
       cl = cl | fifth_bit<2 * c>(qh);
@@ -92,8 +100,10 @@ inline void packed_k4_chunk(const uint8_t* p, const Heads& h, const Q8Activation
     lo.madd(cl, x0 + 8 * u);
     hi.madd(ch, x0 + 32 + 8 * u);
   }
-  k4_steps<2 * c>(lo.rows(), h, x, xb, acc);
-  k4_steps<2 * c + 1>(hi.rows(), h, x, xb + 1, acc);
+  __m256i lo_rows, hi_rows;
+  U::rows2(lo, hi, lo_rows, hi_rows);
+  k4_steps<2 * c>(lo_rows, h, x, xb, acc);
+  k4_steps<2 * c + 1>(kHi16 ? _mm256_srai_epi32(hi_rows, 4) : hi_rows, h, x, xb + 1, acc);
 }
 
 template <class U, bool kQ5>
@@ -137,8 +147,10 @@ inline void packed_q6_block(const uint8_t* p, __m256 d, const Q8Activations& x, 
   constexpr int g = 8 * hf + 2 * k;
   const __m256 dw0 = _mm256_mul_ps(d, packed_scales(p + 1536 + 8 * g));  // exact: 11-bit d, 8-bit scale
   const __m256 dw1 = _mm256_mul_ps(d, packed_scales(p + 1536 + 8 * (g + 1)));
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[0].rows(), bias0)), _mm256_mul_ps(dw0, dx), acc);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[1].rows(), bias1)), _mm256_mul_ps(dw1, dx), acc);
+  __m256i r0, r1;
+  U::rows2(s[0], s[1], r0, r1);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(r0, bias0)), _mm256_mul_ps(dw0, dx), acc);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(r1, bias1)), _mm256_mul_ps(dw1, dx), acc);
 }
 
 template <class U, int... B>

@@ -114,7 +114,9 @@ inline Heads heads(const uint8_t* const* blk) {
 // Byte k of every dword of v as f32.
 template <int k>
 inline __m256 byte_f32(__m256i v) {
-  return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * k), _mm256_set1_epi32(0xFF)));
+  if constexpr (k == 0) return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xFF)));
+  else if constexpr (k == 3) return _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 24));
+  else return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * k), _mm256_set1_epi32(0xFF)));
 }
 
 // Sub-block j's codes of one row's block p (0..15, or 0..31 with Q5_K's bit j of qh).
@@ -135,8 +137,7 @@ inline __m256i codes(const uint8_t* p) {
 template <int j>
 inline void k4_steps(__m256i s, const Heads& h, const Q8Activations& x, int64_t xb, __m256& acc) {
   const float dx = x.d[static_cast<size_t>(xb)];
-  const float xsum_d = dx * static_cast<float>(x.half_sum[static_cast<size_t>(2 * xb)] +
-                                               x.half_sum[static_cast<size_t>(2 * xb + 1)]);
+  const float xsum_d = x.xsum_d[static_cast<size_t>(xb)];
   const __m256 sc = byte_f32<j % 4>(j < 4 ? h.sc_lo : h.sc_hi), m = byte_f32<j % 4>(j < 4 ? h.m_lo : h.m_hi);
   const __m256 dw = _mm256_mul_ps(h.d, sc);        // exact: 11-bit d times a 6-bit scale
   const __m256 dmin_m = _mm256_mul_ps(h.dmin, m);  // exact, as the reference's dmin * m

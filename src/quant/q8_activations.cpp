@@ -41,12 +41,14 @@ void quantize_activations_q8(const float* x, int64_t n, Q8Activations& out) {
   out.q.resize(static_cast<size_t>(n));
   out.d.resize(static_cast<size_t>(n / 32));
   out.half_sum.resize(static_cast<size_t>(n / 16));
+  out.xsum_d.resize(static_cast<size_t>(n / 32));
   const QuantizeQ8BlockFn quantize = quantize_block();
   for (int64_t b = 0; b < n / 32; ++b) {
     int8_t* q = out.q.data() + b * 32;
     float* d = out.d.data() + b;
     int32_t* hs = out.half_sum.data() + 2 * b;
     quantize(x + b * 32, q, d, hs);
+    out.xsum_d[static_cast<size_t>(b)] = *d * static_cast<float>(hs[0] + hs[1]);
   }
 }
 

@@ -13,6 +13,8 @@ struct Q8Activations {
   std::vector<int8_t> q;          // [n] codes
   std::vector<float> d;           // [n / 32] scales (f16-rounded, as stored by Q8_0)
   std::vector<int32_t> half_sum;  // [n / 16] sum of the codes of each 16 (for formats with offsets)
+  std::vector<float> xsum_d;      // [n / 32] d * f32(sum of the block's codes): the offset formats'
+                                  // minimum term, once per row instead of once per weight row
 };
 
 // Activation rows that share one pass over the weights (WeightFormat::dot_q8_lanes): up to
