@@ -25,6 +25,10 @@ inline __m256i bcast64_256(const int8_t* p) {
 }
 
 // A 64-byte unit as two 256-bit halves; int32 sums of codes times activations per lane pair.
+// Plain AVX2 keeps 16-bit sums (one vpmaddubsw + vpaddw per half, no vpmaddwd per unit) and
+// widens them in rows(): exact, as a kernel adds at most 4 units (Q4_K / Q5_K, codes <= 31:
+// 4 x 2 x 31 x 127 = 31496) or 2 (Q6_K, codes <= 63: 2 x 2 x 63 x 127 = 32004) per
+// accumulator, activation codes |x| <= 127, both under 32767.
 template <Madd M>
 struct U256 {
   static constexpr bool kWideCodes = M != Madd::kAvx2;  // madd takes codes up to 255 (no int16 pair sums)
@@ -39,7 +43,7 @@ struct U256 {
     else return {_mm256_srli_epi16(a, -s), _mm256_srli_epi16(b, -s)};
   }
   static __m256i madd1(__m256i acc, __m256i c, __m256i x) {
-    if constexpr (M == Madd::kAvx2) return _mm256_add_epi32(acc, products<M>(c, x));
+    if constexpr (M == Madd::kAvx2) return _mm256_add_epi16(acc, _mm256_maddubs_epi16(c, x));
     else if constexpr (M == Madd::kAvxVnni) return _mm256_dpbusd_avx_epi32(acc, c, x);
     else return _mm256_dpbusd_epi32(acc, c, x);
   }
@@ -49,7 +53,14 @@ struct U256 {
     a = madd1(a, c.a, xv);
     b = madd1(b, c.b, xv);
   }
-  __m256i rows() const { return _mm256_hadd_epi32(a, b); }  // the 8 rows' sums, in order
+  __m256i rows() const {  // the 8 rows' sums, in order
+    if constexpr (M == Madd::kAvx2) {
+      const __m256i one = _mm256_set1_epi16(1);
+      return _mm256_hadd_epi32(_mm256_madd_epi16(a, one), _mm256_madd_epi16(b, one));
+    } else {
+      return _mm256_hadd_epi32(a, b);
+    }
+  }
   static void rows2(const U256& lo, const U256& hi, __m256i& rlo, __m256i& rhi) {
     rlo = lo.rows();
     rhi = hi.rows();

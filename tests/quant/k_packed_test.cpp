@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -84,6 +85,37 @@ TEST_P(KPacked, PackedMatvecEqualsRowDotsBitForBit) {
     EXPECT_GT(n_kernels, 0) << "x86 tiers above scalar have packed kernels";
   }
 #endif
+}
+
+// The largest codes (every code bit set: Q4_K 15, Q5_K 31, Q6_K 63) against activation codes of
+// +-127 give the largest per-lane sums, which plain AVX2 keeps in 16 bits across units
+// (k_packed_x86.h): the packed kernel still equals dot_q8 bit for bit (tolerance 0).
+TEST_P(KPacked, PackedMatvecExactAtTheLargestCodes) {
+  const WeightFormat* f = find_weight_format(GetParam());
+  std::mt19937 rng(23);
+  constexpr int64_t n = 512;
+  std::vector<uint8_t> w = k_rows(*f, kPackRows, n, rng);  // reference headers (d, dmin, scales)
+  // each block's code bytes: Q4_K qs [16, 144); Q5_K qh, qs [16, 176); Q6_K ql, qh [0, 192)
+  const size_t begin = GetParam() == GgmlType::kQ6_K ? 0 : 16, end = GetParam() == GgmlType::kQ6_K ? 192 : f->block_bytes;
+  for (size_t blk = 0; blk < w.size(); blk += f->block_bytes)
+    std::fill(w.begin() + static_cast<std::ptrdiff_t>(blk + begin), w.begin() + static_cast<std::ptrdiff_t>(blk + end), 0xFF);
+  const size_t rb = w.size() / kPackRows;
+  std::vector<uint8_t> packed(w.size());
+  quant::pack_rows8(f->type, w.data(), kPackRows, rb, packed.data());
+  for (float sign : {1.0f, -1.0f}) {
+    const std::vector<float> x(static_cast<size_t>(n), sign);
+    Q8Activations xq;
+    quantize_activations_q8(x.data(), n, xq);
+    ASSERT_EQ(xq.q[0], sign * 127);
+    for (SimdTier tier : supported_simd_tiers()) {
+      set_simd_tier_for_testing(tier);
+      float out[kPackRows];
+      quant::dot_q8_packed8(*f, packed.data(), rb, xq, n, out);
+      for (int r = 0; r < kPackRows; ++r)
+        EXPECT_EQ(out[r], f->dot_q8(w.data() + rb * static_cast<size_t>(r), xq, n))
+            << f->name << " " << simd_tier_name(tier) << " sign " << sign << " row " << r;
+    }
+  }
 }
 
 TEST_P(KPacked, OnlyWholeGroupsOfEightRowsPack) {
