@@ -64,22 +64,31 @@ void tile_256_r(const GemmWeightRows& w, const uint8_t* wbase, const GemmPanel& 
         } else {
           s0 = s1 = _mm256_setzero_si256();
         }
-        for (int k = g * 8 / kGroups; k < (g + 1) * 8 / kGroups; ++k) {
-          const __m256i wv = _mm256_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k)));
-          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows));
-          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows + 8));
-          if constexpr (kVnni) {
-            s0 = _mm256_dpbusd_avx_epi32(s0, x0, wv);
-            s1 = _mm256_dpbusd_avx_epi32(s1, x1, wv);
-          } else if constexpr (kU63) {
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xs[k][0]), ones));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xs[k][1]), ones));
-          } else {
-            const __m256i aw = _mm256_sign_epi8(wv, wv);
-            s0 = _mm256_add_epi32(
-                s0, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x0, flip), wv)), ones));
-            s1 = _mm256_add_epi32(
-                s1, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x1, flip), wv)), ones));
+        if constexpr (kU63) {  // two dwords' vpmaddubsw summed in 16 bits: 2 * 2 * 63 * 128 < 32767
+          static_assert(!kVnni && !kSplit);
+          for (int k = 0; k < 8; k += 2) {
+            const __m256i w0 = _mm256_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k)));
+            const __m256i w1 = _mm256_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k + 4)));
+            const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, xs[k][0]), _mm256_maddubs_epi16(w1, xs[k + 1][0]));
+            const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, xs[k][1]), _mm256_maddubs_epi16(w1, xs[k + 1][1]));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
+          }
+        } else {
+          for (int k = g * 8 / kGroups; k < (g + 1) * 8 / kGroups; ++k) {
+            const __m256i wv = _mm256_set1_epi32(static_cast<int32_t>(load_u32(wb + 4 * k)));
+            const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows));
+            const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + k * kGemmPanelRows + 8));
+            if constexpr (kVnni) {
+              s0 = _mm256_dpbusd_avx_epi32(s0, x0, wv);
+              s1 = _mm256_dpbusd_avx_epi32(s1, x1, wv);
+            } else {
+              const __m256i aw = _mm256_sign_epi8(wv, wv);
+              s0 = _mm256_add_epi32(
+                  s0, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x0, flip), wv)), ones));
+              s1 = _mm256_add_epi32(
+                  s1, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_xor_si256(x1, flip), wv)), ones));
+            }
           }
         }
         const __m256 dw = _mm256_set1_ps(w.dw[(i0 + i) * w.ld + b * kGroups + g]);
