@@ -96,7 +96,7 @@ void pack_panels(const float* x, int64_t n_tokens, int64_t n_cols, Panels& out, 
         for (int64_t b = 0; b < out.n_blocks; ++b) {
           const auto bs = static_cast<size_t>(b);
           d[b * kGemmPanelRows + l] = xq.d[bs];
-          xsum_d[b * kGemmPanelRows + l] = xq.d[bs] * static_cast<float>(xq.half_sum[2 * bs] + xq.half_sum[2 * bs + 1]);
+          xsum_d[b * kGemmPanelRows + l] = xq.xsum_d[bs];
         }
       }
     }
