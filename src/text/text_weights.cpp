@@ -179,13 +179,13 @@ Result<TextWeights> bind_text_weights(const GgufFile& gguf, const TextHparams& h
   if (round_activations_q8) {
     w.output.round_activations_q8 = true;
     for (LayerWeights& l : w.layers) {
-      for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) m->round_activations_q8 = true;
+      for (WeightMatrix* m : l.matrices()) m->round_activations_q8 = true;
     }
   }
   if (round_activations_q8 && pack_rows) {
     std::vector<WeightMatrix*> ms;  // in the order decode reads them
     for (LayerWeights& l : w.layers)
-      for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      for (WeightMatrix* m : l.matrices())
         if (packable(*m)) ms.push_back(m);
     if (!hp.tied_output && packable(w.output)) ms.push_back(&w.output);  // tied: token_embd's rows are looked up
     pack_matrices(gguf, ms, w, pool);

@@ -3,6 +3,7 @@
 // shape is checked against the hyperparameters at load.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct LayerWeights {
   // gemma3 (empty otherwise): RMSNorm of the attention and FFN outputs
   std::vector<float> attn_post_norm;        // [n_embd]
   std::vector<float> ffn_post_norm;         // [n_embd]
+
+  // The seven projection matrices, in the order decode reads them.
+  std::array<WeightMatrix*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
+  std::array<const WeightMatrix*, 7> matrices() const { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
 };
 
 struct TextWeights {

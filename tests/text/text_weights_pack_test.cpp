@@ -2,7 +2,9 @@
 // K-quant matrices with rows % 8 == 0 are packed where the SIMD tier has the packed kernel, the
 // output matrix (516 rows) keeps the file's layout, every packed row unpacks to the file's
 // bytes, and prefill and decode logits equal those of the unpacked weights bit for bit
-// (tolerance 0: the GEMM unpacks the same blocks, decode takes the same block steps).
+// (tolerance 0: the GEMM unpacks the same blocks, decode takes the same block steps). The repack
+// on a thread pool (slices of ~2 MiB packed by whichever thread claims them) gives the same bytes
+// as packing on the caller alone, for matrices spanning several slices and ones within one.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -31,6 +33,21 @@ struct TempFile {
   std::string path = testing::TempDir() + "/vlkv_pack_tiny_" + std::to_string(::getpid()) + ".gguf";
   ~TempFile() { std::remove(path.c_str()); }
 };
+
+// A tiny Q4_K_M Llama (4 heads of 64, 2 kv heads, n_embd 256).
+RandomModelSpec tiny_q4_k_m(int n_layers, int n_ff, int n_vocab) {
+  RandomModelSpec spec;
+  spec.n_embd = 256;
+  spec.n_layers = n_layers;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.head_dim = 64;
+  spec.n_ff = n_ff;
+  spec.n_vocab = n_vocab;
+  spec.weight_type = GgmlType::kQ4_K;
+  spec.k_m_mix = true;
+  return spec;
+}
 
 std::vector<float> run(const TextHparams& hp, const TextWeights& w) {
   TextDecoder dec(hp, w);
@@ -68,16 +85,8 @@ std::vector<float> run(const TextHparams& hp, const TextWeights& w) {
 
 TEST(TextWeightsPack, PackedWeightsGiveTheSameLogits) {
   TempFile file;
-  RandomModelSpec spec;
-  spec.n_embd = 256;
-  spec.n_layers = 2;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.head_dim = 64;
-  spec.n_ff = 512;
-  spec.n_vocab = 516;  // output (Q6_K) rows % 8 != 0: keeps the file's layout
-  spec.weight_type = GgmlType::kQ4_K;
-  spec.k_m_mix = true;
+  // output (Q6_K) rows 516 % 8 != 0: keeps the file's layout
+  const RandomModelSpec spec = tiny_q4_k_m(/*n_layers=*/2, /*n_ff=*/512, /*n_vocab=*/516);
   ASSERT_TRUE(write_random_llama(spec, file.path).is_ok());
   auto g = std::move(GgufFile::open(file.path)).value();
   const TextHparams hp = read_text_hparams(*g).value();
@@ -90,9 +99,8 @@ TEST(TextWeightsPack, PackedWeightsGiveTheSameLogits) {
   int n_packed = 0;
   for (size_t l = 0; l < plain.layers.size(); ++l) {
     const LayerWeights &a = plain.layers[l], &b = packed.layers[l];
-    for (auto [pm, qm] : {std::pair{&a.wq, &b.wq}, std::pair{&a.wk, &b.wk}, std::pair{&a.wv, &b.wv},
-                          std::pair{&a.wo, &b.wo}, std::pair{&a.w_gate, &b.w_gate}, std::pair{&a.w_up, &b.w_up},
-                          std::pair{&a.w_down, &b.w_down}}) {
+    for (size_t i = 0; i < a.matrices().size(); ++i) {
+      const WeightMatrix *pm = a.matrices()[i], *qm = b.matrices()[i];
       EXPECT_FALSE(pm->packed_rows8);
       EXPECT_EQ(qm->packed_rows8, kernel) << "layer " << l << " " << ggml_type_name(qm->type);
       if (!qm->packed_rows8) continue;
@@ -106,6 +114,29 @@ TEST(TextWeightsPack, PackedWeightsGiveTheSameLogits) {
   }
   EXPECT_EQ(packed.packed_bytes > 0, n_packed > 0);
   EXPECT_EQ(run(hp, packed), run(hp, plain));
+}
+
+TEST(TextWeightsPackPool, PoolPacksTheSameBytes) {
+  TempFile file;
+  // ffn 16384 x 256 Q4_K = 2.25 MiB: more than one slice
+  const RandomModelSpec spec = tiny_q4_k_m(/*n_layers=*/1, /*n_ff=*/16384, /*n_vocab=*/260);
+  ASSERT_TRUE(write_random_llama(spec, file.path).is_ok());
+  auto g = std::move(GgufFile::open(file.path)).value();
+  const TextHparams hp = read_text_hparams(*g).value();
+  ThreadPool pool(3);
+  const TextWeights solo = std::move(bind_text_weights(*g, hp, true, true)).value();
+  const TextWeights pooled = std::move(bind_text_weights(*g, hp, true, true, &pool)).value();
+  EXPECT_EQ(solo.packed_bytes, pooled.packed_bytes);
+  const LayerWeights &a = solo.layers[0], &b = pooled.layers[0];
+  for (size_t i = 0; i < a.matrices().size(); ++i) {
+    const WeightMatrix *sm = a.matrices()[i], *pm = b.matrices()[i];
+    EXPECT_EQ(sm->packed_rows8, pm->packed_rows8);
+    if (sm->packed_rows8) {
+      EXPECT_NE(sm->data, pm->data);  // two arenas, not one shared
+    }
+    EXPECT_EQ(0, std::memcmp(sm->data, pm->data, sm->row_bytes * static_cast<size_t>(sm->n_rows)))
+        << ggml_type_name(sm->type) << " " << sm->n_rows << " rows";
+  }
 }
 
 }  // namespace
