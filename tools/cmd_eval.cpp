@@ -186,7 +186,6 @@ Result<std::unique_ptr<Engine>> load(const EvalOptions& o, const std::string& me
   return Engine::load(ep);
 }
 
-
 // What sessions really held at their end (Session::kv_stored_bytes) against an f16 cache of
 // the same tokens: captures token kinds, per-sequence groupings and data-dependent mixes.
 struct HeldBytes {

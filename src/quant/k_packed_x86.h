@@ -3,8 +3,9 @@
 // two 256-bit halves (U256: rows 0, 1, 4, 5 | 2, 3, 6, 7). Each unit's codes meet the activation
 // block's 8 matching bytes broadcast to every row (vpbroadcastq), so a row's int32 lanes pair
 // up per unit and one _mm256_hadd_epi32 per activation block (U512: one vpermt2d pair and an
-// add per two blocks) gives the 8 rows' exact sums: no per-row horizontal reduction, no transposes. The f32 steps are k_strided_x86.h's
-// (k4_steps, the Q6_K group steps) in the same order, so results equal dot_q8 bit for bit.
+// add per two blocks) gives the 8 rows' exact sums: no per-row horizontal reduction, no
+// transposes. The f32 steps are k_strided_x86.h's (k4_steps, the Q6_K group steps) in the same
+// order, so results equal dot_q8 bit for bit.
 // Included only inside a VLKV_TARGET_BEGIN region (k_quant_<tier>.cpp), after k_strided_x86.h.
 #pragma once
 
