@@ -37,6 +37,30 @@ struct StreamPlan {
   std::vector<size_t> used;          // [n_pages] bytes of blocks in the page
 };
 
+// A segment without K takes its keys from the same segment of the layer whose queries and keys
+// its layer shares (LayerPlan::score_layer): that segment must exist, hold K and as many tokens,
+// under the plans of the sequence's next decode step and next longer step alike (a method may
+// plan them apart, as Q Cache's prefill grouping does until it freezes). Attention checks the
+// same before it reads (attn::build_chunks), so a file that breaks it would stop the process.
+bool keys_have_sources(const SequenceCache& seq, const Method& method) {
+  for (int n_new : {1, 2})
+    for (size_t l = 0; l < seq.layers.size(); ++l) {
+      const LayerPlan plan = plan_for_step(method, static_cast<int>(l), seq.state.get(), n_new);
+      const bool shares = plan.score_layer >= 0 && plan.score_layer != static_cast<int>(l) &&
+                          plan.score_layer < static_cast<int>(seq.layers.size());
+      for (size_t h = 0; h < seq.layers[l].heads.size(); ++h) {
+        const std::vector<Segment>& segs = seq.layers[l].heads[h].segments;
+        for (size_t i = 0; i < segs.size(); ++i) {
+          if (segs[i].k.present()) continue;
+          if (!shares) return false;
+          const std::vector<Segment>& src = seq.layers[static_cast<size_t>(plan.score_layer)].heads[h].segments;
+          if (i >= src.size() || !src[i].k.present() || src[i].n_tokens != segs[i].n_tokens) return false;
+        }
+      }
+    }
+  return true;
+}
+
 }  // namespace
 
 Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& g, std::string* out) {
@@ -193,6 +217,9 @@ Status load_sequence_cache(const uint8_t* data, size_t size, const Method& metho
   const SequencePolicy* policy = method.sequence_policy();
   if (!load_state(policy ? policy->new_sequence_state() : nullptr, nullptr, &seq.state))
     return bad("the per-sequence state of " + method.spec() + " is malformed");
+  if (!keys_have_sources(seq, method))
+    return bad("a segment without keys has no matching segment in the layer that " + method.spec() +
+               " shares keys from (saved under another grouping?)");
   if (!r.at_end()) return bad(std::to_string(r.left()) + " bytes after the last layer");
   const uint64_t free_bytes = pool.budget_bytes() - std::min(pool.budget_bytes(), pool.bytes_in_use());
   if (need > free_bytes)

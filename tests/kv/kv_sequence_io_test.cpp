@@ -181,6 +181,66 @@ TEST(KvSequenceIo, EveryTruncationAndAForeignMethodAreRefused) {
   }
 }
 
+// A Q Cache file whose grouping=prefill state is edited back to "not frozen" (the lazy layers
+// have already dropped their keys): the per-sequence state is the section's last field, a flag
+// byte, a u64 length, then the state's own bytes (frozen flag, base vector, JSD tables, ...).
+std::string unfrozen(const std::string& bytes) {
+  for (size_t o = bytes.size() - 9; o > 0; --o) {
+    uint64_t len = 0;
+    std::memcpy(&len, bytes.data() + o + 1, 8);
+    if (bytes[o] != 1 || len != bytes.size() - o - 9) continue;
+    const std::string state = bytes.substr(o + 9);
+    uint64_t n_base = 0;
+    std::memcpy(&n_base, state.data() + 1, 8);
+    std::string edited(1, '\0');
+    edited.append(8, '\0');  // an empty base vector, as an unfrozen state holds
+    edited += state.substr(9 + n_base * sizeof(int32_t));
+    std::string out = bytes.substr(0, o + 1);
+    const uint64_t new_len = edited.size();
+    out.append(reinterpret_cast<const char*>(&new_len), 8);
+    return out + edited;
+  }
+  return {};
+}
+
+// Q Cache's lazy layers store no keys of their own: a file saved under one grouping and loaded
+// under another, or with its per-sequence grouping edited, would leave a layer with key-less
+// segments and no layer to take keys from. The loader refuses it (attention would stop the
+// process: kv_file_fuzzer found the edited case).
+TEST(KvSequenceIo, KeylessSegmentsWithoutAKeySourceAreRefused) {
+  ThreadPool pool(1);
+  for (const char* mode : {"qcache_gla", "qcache_vla"}) {
+    SCOPED_TRACE(mode);
+    auto refused = [&](const std::string& spec, const std::string& bytes) {
+      SCOPED_TRACE(spec);
+      auto c = kvtest::small_page_cache(spec, geometry());
+      ASSERT_TRUE(c);
+      Result<SeqId> s = c->load_sequence(c->method_name(), reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      ASSERT_FALSE(s.is_ok());
+      EXPECT_EQ(s.status().code(), StatusCode::kInvalidFile);
+      EXPECT_NE(s.status().message().find("without keys"), std::string::npos) << s.status().message();
+      EXPECT_EQ(c->bytes_in_use(), 0u);
+    };
+    const std::string fixed = saved(std::string(mode) + ":lazy=1", pool);
+    ASSERT_FALSE(fixed.empty());
+    refused(std::string(mode) + ":lazy=2", fixed);
+    refused(std::string(mode) + ":lazy=none", fixed);
+    const std::string prefill_spec = std::string(mode) + ":grouping=prefill,n_lazy=1";
+    const std::string prefill = saved(prefill_spec, pool);
+    const std::string edited = unfrozen(prefill);
+    ASSERT_FALSE(edited.empty());
+    refused(prefill_spec, edited);
+    // Unedited, each loads and decodes.
+    for (const auto& [spec, bytes] : {std::pair{std::string(mode) + ":lazy=1", fixed}, std::pair{prefill_spec, prefill}}) {
+      auto c = kvtest::small_page_cache(spec, geometry());
+      ASSERT_TRUE(c);
+      Result<SeqId> s = c->load_sequence(c->method_name(), reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      ASSERT_TRUE(s.is_ok()) << s.status().message();
+      step(*c, *s, {TokenKind::kText}, 7, pool);
+    }
+  }
+}
+
 TEST(KvSequenceIo, OverTheFreeBudgetRefusedBeforeAllocating) {
   ThreadPool pool(1);
   const std::string bytes = saved("f16", pool);
@@ -195,20 +255,28 @@ TEST(KvSequenceIo, OverTheFreeBudgetRefusedBeforeAllocating) {
 
 // The fuzzer's seed corpus: VLKV_KV_FUZZ_SEEDS=fuzz/corpus/kv_file ./build/tests/kv_tests
 // --gtest_filter=KvSequenceIo.FuzzSeeds writes one seed per spec (its index byte, then the
-// sequence's bytes).
+// sequence's bytes), and regress seeds of inputs that once stopped the fuzzer.
 TEST(KvSequenceIo, FuzzSeeds) {
   const char* dir = std::getenv("VLKV_KV_FUZZ_SEEDS");
   if (!dir) GTEST_SKIP() << "set VLKV_KV_FUZZ_SEEDS=DIR to write the seeds";
   ThreadPool pool(1);
-  for (int i = 0; i < kvfuzz::kNumSpecs; ++i) {
-    const std::string bytes = saved(kSpecs[i], pool);
-    const std::string path = std::string(dir) + "/seq_" + std::to_string(i) + ".bin";
+  auto write_seed = [&](const std::string& name, int spec, const std::string& bytes) {
+    const std::string path = std::string(dir) + "/" + name + "_" + std::to_string(spec) + ".bin";
     std::FILE* f = std::fopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr) << path;
-    const uint8_t sel = static_cast<uint8_t>(i);
+    const uint8_t sel = static_cast<uint8_t>(spec);
     EXPECT_EQ(std::fwrite(&sel, 1, 1, f), 1u);
     EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
     std::fclose(f);
+  };
+  for (int i = 0; i < kvfuzz::kNumSpecs; ++i) {
+    const std::string bytes = saved(kSpecs[i], pool);
+    write_seed("seq", i, bytes);
+    // Q Cache's edited grouping state (KeylessSegmentsWithoutAKeySourceAreRefused) as a regress seed.
+    if (std::string(kSpecs[i]).find("grouping=prefill") != std::string::npos) {
+      ASSERT_FALSE(unfrozen(bytes).empty());
+      write_seed("regress_keyless", i, unfrozen(bytes));
+    }
   }
 }
 
