@@ -68,6 +68,27 @@ void ThreadPool::parallel_for_chunked(int64_t n, int64_t grain, const Task& fn) 
   run(n, grain, n_chunks, /*index_by_chunk=*/false, fn);
 }
 
+void ThreadPool::parallel_for_guided(int64_t n, int64_t min_grain, int64_t align, const Task& fn) {
+  if (n <= 0) return;
+  align = std::max<int64_t>(1, align);
+  min_grain = std::max<int64_t>({1, min_grain, (n + kMaxChunks - 1) / kMaxChunks});
+  job_bounds_.assign(1, 0);
+  for (int64_t r = 0; r < n;) {
+    int64_t len = std::max(min_grain, (n - r) / (4 * static_cast<int64_t>(n_threads_)));
+    len = (len + align - 1) / align * align;
+    r = std::min(n, r + len);
+    job_bounds_.push_back(r);
+  }
+  const int64_t n_chunks = static_cast<int64_t>(job_bounds_.size()) - 1;
+  if (n_threads_ == 1 || n_chunks == 1) {
+    job_bounds_.clear();
+    fn(0, n, 0);
+    return;
+  }
+  run(n, 0, n_chunks, /*index_by_chunk=*/false, fn);
+  job_bounds_.clear();
+}
+
 void ThreadPool::run(int64_t n, int64_t chunk, int64_t n_chunks, bool index_by_chunk, const Task& fn) {
   VLKV_CHECK(n_chunks <= kMaxChunks);
   job_ = &fn;
@@ -100,8 +121,9 @@ void ThreadPool::run_chunks(uint64_t gen, int thread_index) {
     if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // Chunk c of this generation was unclaimed, so its caller is still waiting: job_ is live.
     const int64_t c = static_cast<int64_t>(ticket_next(t));
-    const int64_t begin = c * job_chunk_;
-    const int64_t end = std::min(job_n_, begin + job_chunk_);
+    const bool guided = !job_bounds_.empty();
+    const int64_t begin = guided ? job_bounds_[static_cast<size_t>(c)] : c * job_chunk_;
+    const int64_t end = guided ? job_bounds_[static_cast<size_t>(c) + 1] : std::min(job_n_, begin + job_chunk_);
     (*job_)(begin, end, job_index_by_chunk_ ? static_cast<int>(c) : thread_index);
     done_.fetch_add(1, std::memory_order_acq_rel);
     t = ticket_.load(std::memory_order_acquire);

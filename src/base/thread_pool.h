@@ -42,6 +42,12 @@ class ThreadPool {
   // equal-cost items (matvec rows).
   void parallel_for_chunked(int64_t n, int64_t grain, const Task& fn);
 
+  // As parallel_for_chunked, in chunks that shrink as the loop drains (guided scheduling):
+  // each is 1/(4 n_threads) of the items left, rounded up to a multiple of `align`, at least
+  // min_grain. Big first chunks keep the claims few; small last ones leave the threads little
+  // to wait for at the end (the imbalance of equal chunks is up to one chunk per loop).
+  void parallel_for_guided(int64_t n, int64_t min_grain, int64_t align, const Task& fn);
+
   // Default: the number of online cores.
   static int default_threads();
 
@@ -57,7 +63,8 @@ class ThreadPool {
   // read by a thread only after it claimed a chunk of that job (so never a stale job).
   const Task* job_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t job_chunk_ = 0;         // items per chunk
+  int64_t job_chunk_ = 0;         // items per chunk (when job_bounds_ is empty)
+  std::vector<int64_t> job_bounds_;  // guided jobs: chunk c is [job_bounds_[c], job_bounds_[c + 1])
   bool job_index_by_chunk_ = false;
   uint64_t generation_ = 0;       // caller-side copy of the ticket's generation
   // (generation << 32) | (n_chunks << 16) | next chunk: one word, so a claim checks

@@ -37,14 +37,16 @@ inline float row_dot(const WeightMatrix& w, const WeightFormat& fmt, bool q8, in
   return q8 ? fmt.dot_q8(row, xq, w.n_cols) : fmt.dot(row, x, w.n_cols);
 }
 
-// Rows per chunk of a decode loop over n_rows rows of n_cols: ~4 chunks per thread, so a
-// thread that is preempted (shared machines) leaves at most a quarter of its share to wait
-// for, and at least ~32K multiply-adds per chunk, so claiming a chunk stays cheap next to its work.
-// Rounded up to whole groups of packed rows (quant/k_packed.h), so a group is one chunk's.
-int64_t matvec_grain(int64_t n_rows, int64_t n_cols, int n_threads) {
-  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 15) / n_cols);
-  const int64_t grain = std::max(min_rows, n_rows / (4 * static_cast<int64_t>(n_threads)));
-  return (grain + quant::kPackRows - 1) / quant::kPackRows * quant::kPackRows;
+// A decode loop over n_rows rows of n_cols (multiply-adds per row), in guided chunks
+// (ThreadPool::parallel_for_guided): the first a quarter of a thread's share, so a thread that
+// is preempted (shared machines) leaves little to wait for, then shrinking to ~1M multiply-adds
+// (~0.5 MiB of Q4_K rows), so the threads finish together. Equal n / (4 threads) chunks left
+// one thread idle for up to a chunk at every loop's end (12% of decode samples in pool waits,
+// 10% guided). Chunks are whole groups of packed rows (quant/k_packed.h), so a group is one
+// chunk's.
+void matvec_loop(ThreadPool& pool, int64_t n_rows, int64_t n_cols, const ThreadPool::Task& fn) {
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 20) / n_cols);
+  pool.parallel_for_guided(n_rows, min_rows, quant::kPackRows, fn);
 }
 
 // The decode rows x [n_x, n_cols] of one loop, each rounded to 8 bits once by the caller's
@@ -195,8 +197,7 @@ void matvec_fused(std::span<const MatvecTarget> targets, const float* x, ThreadP
   }
   const DecodeRows xs = decode_rows(x, n_x, n_cols, any_q8, any_tile);
   const int64_t n_rows = first_row[targets.size()];
-  pool.parallel_for_chunked(n_rows, matvec_grain(n_rows, n_cols * n_x, pool.n_threads()),
-                            [&](int64_t r0, int64_t r1, int) {
+  matvec_loop(pool, n_rows, n_cols * n_x, [&](int64_t r0, int64_t r1, int) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(r0, first_row[i]), e = std::min(r1, first_row[i + 1]);
       const WeightMatrix& w = *targets[i].w;
@@ -230,8 +231,7 @@ void matvec_swiglu(const WeightMatrix& gate, const WeightMatrix& up, const float
   const DecodeRows xs = decode_rows(x, n_x, gate.n_cols, q8g || q8u, tile);
   const int64_t n_ff = gate.n_rows;
   // Each chunk holds rows of both matrices, so its grain counts two rows per output.
-  pool.parallel_for_chunked(n_ff, matvec_grain(n_ff, 2 * gate.n_cols * n_x, pool.n_threads()),
-                            [&](int64_t r0, int64_t r1, int) {
+  matvec_loop(pool, n_ff, 2 * gate.n_cols * n_x, [&](int64_t r0, int64_t r1, int) {
     // Tiles: kTileBlockRows / 2 outputs at a time, each its gate and up rows as one pair.
     constexpr int kOutputs = kTileBlockRows / 2;
     thread_local std::vector<float> gu;  // [2 * kOutputs, n_x] gate and up dots of the outputs

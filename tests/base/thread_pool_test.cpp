@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <utility>
 #include <gtest/gtest.h>
 #include <vector>
 
@@ -42,6 +44,43 @@ TEST(ThreadPool, ChunkedCoversEveryIndexExactlyOnce) {
           });
         }
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 3) << threads << " " << n << " " << i;
+      }
+    }
+  }
+}
+
+// Guided chunks: every index once, chunk starts on `align`, chunks no shorter than min_grain
+// (but the last) and never growing: the first is the largest.
+TEST(ThreadPool, GuidedCoversEveryIndexInShrinkingAlignedChunks) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 1000, 5632, 200000}) {
+      for (int64_t min_grain : {1, 16, 500}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::mutex m;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+        pool.parallel_for_guided(n, min_grain, 8, [&](int64_t b, int64_t e, int t) {
+          EXPECT_GE(t, 0);
+          EXPECT_LT(t, threads);
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+          std::lock_guard<std::mutex> lock(m);
+          chunks.emplace_back(b, e);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+        if (threads == 1 || n == 0) continue;
+        std::sort(chunks.begin(), chunks.end());
+        for (size_t c = 0; c < chunks.size(); ++c) {
+          const int64_t len = chunks[c].second - chunks[c].first;
+          EXPECT_EQ(chunks[c].first % 8, 0);
+          if (chunks[c].second == n) continue;  // the last may be short
+          EXPECT_GE(len, min_grain);
+          if (c > 0) {
+            EXPECT_LE(len, chunks[c - 1].second - chunks[c - 1].first);
+          }
+        }
+        if (n >= 5632 && min_grain == 16) {
+          EXPECT_GT(chunks.size(), 4u * threads);  // shrinking chunks, not n / (4 threads) equal ones
+        }
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include "kv/codec.h"
 #include "kv/codecs/float_kernels.h"
+#include "kv/codecs/view_prefetch.h"
 
 namespace vlkv::float_kernels {
 namespace {

@@ -9,6 +9,7 @@
 #include "kv/codec.h"
 #include "kv/codecs/float_hsum_x86.h"
 #include "kv/codecs/float_kernels.h"
+#include "kv/codecs/view_prefetch.h"
 
 VLKV_TARGET_BEGIN(VLKV_ISA_AVX2)
 namespace vlkv::float_kernels {

@@ -9,6 +9,7 @@
 #include "kv/codec.h"
 #include "kv/codecs/float_hsum_x86.h"
 #include "kv/codecs/float_kernels.h"
+#include "kv/codecs/view_prefetch.h"
 
 // GCC 12's AVX-512 headers seed intrinsics with _mm512_undefined_*(), which trips
 // -Wmaybe-uninitialized once inlined; the values are fully defined.

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kv/codec.h"
+#include "kv/codecs/view_prefetch.h"
 #include "kv/spec.h"
 #include "vlkv/status.h"
 
@@ -84,12 +85,9 @@ inline int64_t tile_bytes(int bits) { return 32LL * bits; }
 constexpr float kMinRoundedMax = 0x1p-100f;  // inputs whose max is below this round to 0
 inline float inverse_step(float levels, float m) { return m >= kMinRoundedMax ? levels / m : 0.0f; }
 
-// Pulls a block into cache ahead of use: a stream's 2 KiB pages lie anywhere in memory, so
-// the hardware prefetcher loses the stream at every page and each block would wait on DRAM.
-inline void prefetch_lines(const uint8_t* p, int64_t l0, int64_t l1) {  // 64-byte lines [l0, l1)
-  for (int64_t l = l0; l < l1; ++l) __builtin_prefetch(p + 64 * l, 0, 3);
-}
-inline void prefetch_bytes(const uint8_t* p, int64_t n) { prefetch_lines(p, 0, (n + 63) / 64); }
+// Blocks are pulled into cache ahead of use (kv/codecs/view_prefetch.h says why).
+using vlkv::prefetch_bytes;
+using vlkv::prefetch_lines;
 
 // accumulate rounds probabilities per run of kRunBlocks 16-token blocks (one step per 64 tokens).
 // Each tier gathers a run's block pointers in its own loop: a shared helper (a struct or a
