@@ -21,6 +21,11 @@ namespace vlkv::quant::q8lanes {
 constexpr int kLanes = kLaneRows + 1;  // Q8Lanes' lanes, and the rows of one strided call
 constexpr int64_t kQk = 32;            // Q8_0 block: f16 scale, 32 signed codes
 constexpr int64_t kBytes = 34;
+// How far ahead of the block being read the strided kernels prefetch each of their 16 rows:
+// without it the hardware prefetchers keep too few of the interleaved row streams in flight
+// (quant_dot_bench dot_q8_strided/q8_0/*/dram, 1 thread: AVX2 16-17 GB/s without, 21-26 at 256
+// bytes, 128 and 512 both lower; AVX-512 VNNI 17.2-18.5 -> 27.4-29.1 at 256, 20-25 at 512/1024).
+constexpr int64_t kPrefetchBytes = 256;
 
 // out[r] = the dot of the weight row at base + r * stride with x, r < n_rows <= kLanes
 // (stride 0: one row; past n_rows the lanes repeat row 0).

@@ -56,6 +56,8 @@ void strided(const uint8_t* base, int64_t stride, int n_rows, const Q8Activation
     const __m512i xb = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x.q.data() + b * kQk), bias);
     const __m512i bx = _mm512_maskz_mov_epi8(m, bias);
     __m512i v[kLanes];
+    for (int r = 0; r < kLanes; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + b * kBytes + kPrefetchBytes), _MM_HINT_T0);
     for (int r = 0; r < kLanes; ++r) {
       const __m512i wv = load_block_pair(rows[r] + b * kBytes, two);
       v[r] = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), xb, wv),

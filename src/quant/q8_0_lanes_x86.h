@@ -48,12 +48,6 @@ inline __m256 block_scales8(const uint8_t* const* rows, int64_t b) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
 }
 
-// How far ahead of the block being read each row is prefetched: without it the hardware
-// prefetchers keep too few of the 16 interleaved row streams in flight (quant_dot_bench
-// dot_q8_strided/q8_0 dram, 1 thread, AVX2: 16-17 GB/s without, 21-26 at 256 bytes, 128 and 512
-// bytes both lower).
-constexpr int64_t kPrefetchBytes = 256;
-
 // out[r] for n_rows <= 8 * G rows at base + r * stride: G groups of 8 rows per pass over the
 // blocks, so 8 * G rows' loads are in flight at once (as the AVX-512 kernel's 16 rows).
 template <bool kVnni, int G>
