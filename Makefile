@@ -91,7 +91,11 @@ test-arm64: deps-arm64
 # repeatable for one build (another build folder changes the binary and so the sequence).
 # stb_image 2.27 has bugs that runs can still find: each find gets a guard in
 # src/vision/stb_image_guards.* and a regress_* seed. Run longer by hand, FUZZ_SEED=0 for a random seed.
-# New inputs go to $(FUZZ_BUILD)/corpus-*; a crashing input is written to $(FUZZ_BUILD)/crash-*.
+# New inputs go to $(FUZZ_BUILD)/corpus-*; a crashing input is written to $(FUZZ_BUILD)/crash-* and,
+# since CI's machine, path and speed give another sequence than yours, printed last (gzip + base64:
+# `base64 -d | gunzip > in.bin`, then `./build-fuzz/fuzz/<target> in.bin`).
+FUZZ_REPORT = { for f in $(FUZZ_BUILD)/crash-* $(FUZZ_BUILD)/leak-* $(FUZZ_BUILD)/timeout-* $(FUZZ_BUILD)/oom-*; do \
+  [ -f "$$f" ] && { echo "== $$f, gzip | base64:"; gzip -9c "$$f" | base64 -w 120; }; done; exit 1; }
 FUZZ_SEED         ?= 1
 GGUF_FUZZ_RUNS    ?= 2000000
 IMAGE_FUZZ_RUNS   ?= 150000
@@ -102,19 +106,20 @@ fuzz-smoke: deps
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVLKV_BUILD_FUZZ=ON -DVLKV_BUILD_TESTS=OFF -DVLKV_BUILD_BENCH=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gguf_fuzzer image_fuzzer request_fuzzer kv_file_fuzzer
 	@rm -rf $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file
+	@rm -f $(FUZZ_BUILD)/crash-* $(FUZZ_BUILD)/leak-* $(FUZZ_BUILD)/timeout-* $(FUZZ_BUILD)/oom-*
 	@mkdir -p $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file
 	./$(FUZZ_BUILD)/fuzz/gguf_fuzzer -seed=$(FUZZ_SEED) -runs=$(GGUF_FUZZ_RUNS) -max_total_time=180 -max_len=65536 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
-	  $(FUZZ_BUILD)/corpus-gguf fuzz/corpus/gguf
+	  $(FUZZ_BUILD)/corpus-gguf fuzz/corpus/gguf || $(FUZZ_REPORT)
 	./$(FUZZ_BUILD)/fuzz/image_fuzzer -seed=$(FUZZ_SEED) -runs=$(IMAGE_FUZZ_RUNS) -max_total_time=60 -max_len=16384 -timeout=10 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
-	  $(FUZZ_BUILD)/corpus-image fuzz/corpus/image
+	  $(FUZZ_BUILD)/corpus-image fuzz/corpus/image || $(FUZZ_REPORT)
 	./$(FUZZ_BUILD)/fuzz/request_fuzzer -seed=$(FUZZ_SEED) -runs=$(REQUEST_FUZZ_RUNS) -max_total_time=30 -max_len=16384 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
-	  $(FUZZ_BUILD)/corpus-request fuzz/corpus/request
+	  $(FUZZ_BUILD)/corpus-request fuzz/corpus/request || $(FUZZ_REPORT)
 	./$(FUZZ_BUILD)/fuzz/kv_file_fuzzer -seed=$(FUZZ_SEED) -runs=$(KV_FILE_FUZZ_RUNS) -max_total_time=30 -max_len=65536 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
-	  $(FUZZ_BUILD)/corpus-kv-file fuzz/corpus/kv_file
+	  $(FUZZ_BUILD)/corpus-kv-file fuzz/corpus/kv_file || $(FUZZ_REPORT)
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD) $(ARM_BUILD)
