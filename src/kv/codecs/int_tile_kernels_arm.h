@@ -388,7 +388,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const V
     // Integer dots: per 16-channel unit and 4-channel group, the run's blocks, every row.
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
-      for (int b = 0; b < kn; ++b) intt::prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
+      for (int b = 0; b < kn; ++b) prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
       for (int gq = 0; gq < 4; ++gq) {
         typename Dot::Acc ah[RB], al[RB];
         for (int b = 0; b < kb; ++b) {

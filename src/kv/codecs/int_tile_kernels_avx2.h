@@ -512,7 +512,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const i
     }
     for (int u = 0; u < units; ++u) {
       const int k = u * 16 / g;
-      for (int b = 0; b < kn; ++b) intt::prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
+      for (int b = 0; b < kn; ++b) prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
       for (int h = 0; h < 2; ++h) {
         __m256i ah[RB], al[RB];
         for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm256_setzero_si256();

@@ -400,7 +400,7 @@ void accumulate_rows(const float* p, int64_t ld, const SegmentView& seg, const V
       const int k = u * 16 / g;
       __m512i ah[RB], al[RB];
       for (int r = 0; r < RB; ++r) ah[r] = al[r] = _mm512_setzero_si512();
-      for (int b = 0; b < kn; ++b) intt::prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
+      for (int b = 0; b < kn; ++b) prefetch_lines(next[b], u * lines / units, (u + 1) * lines / units);
       for (int b = 0; b < kb; ++b) {
         __m512i qd[4];
         unpack_quads<B>(blk[b] + sh.meta_bytes + u * kTb, qd);

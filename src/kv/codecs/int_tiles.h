@@ -19,7 +19,7 @@
 #include <string>
 
 #include "kv/codec.h"
-#include "kv/codecs/view_prefetch.h"
+#include "kv/codecs/view_prefetch.h"  // prefetch_lines / prefetch_bytes of the tile kernels
 #include "kv/spec.h"
 #include "vlkv/status.h"
 
@@ -84,10 +84,6 @@ inline int64_t tile_bytes(int bits) { return 32LL * bits; }
 // a dot by at most 64 * 2^-100 * 255 ~ 1e-26 in absolute terms.
 constexpr float kMinRoundedMax = 0x1p-100f;  // inputs whose max is below this round to 0
 inline float inverse_step(float levels, float m) { return m >= kMinRoundedMax ? levels / m : 0.0f; }
-
-// Blocks are pulled into cache ahead of use (kv/codecs/view_prefetch.h says why).
-using vlkv::prefetch_bytes;
-using vlkv::prefetch_lines;
 
 // accumulate rounds probabilities per run of kRunBlocks 16-token blocks (one step per 64 tokens).
 // Each tier gathers a run's block pointers in its own loop: a shared helper (a struct or a
