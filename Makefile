@@ -6,16 +6,20 @@ FUZZ_BUILD ?= build-fuzz
 SAN_BUILD  ?= build-sanitize
 ARM_BUILD  ?= build-arm64
 JOBS     ?= $(shell nproc)
-PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
-            nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
-            libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
-            libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium zlib1g-dev \
-            libssl-dev libhiredis-dev redis-server
+# What building vlkv needs (make demo installs only these) ...
+BUILD_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
+            nlohmann-json3-dev libcli11-dev libpcre2-dev libstb-dev libavformat-dev libavcodec-dev \
+            libswscale-dev libavutil-dev ccache libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev \
+            libhiredis-dev libedit-dev
+# ... and what the tests add: clang and its sanitizer runtime (fuzzers), ffmpeg (test clips),
+# nginx, Redis, Chromium + Selenium (the proxy, shared-store and browser tests).
+TEST_PACKAGES := clang libclang-rt-14-dev ffmpeg nginx-light chromium chromium-driver python3-selenium redis-server
+PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static cmake ninja-build libgtest-dev libgmock-dev
 
-.PHONY: deps deps-arm64 configure build demo test test-sanitize test-arm64 fuzz-smoke clean
+.PHONY: deps deps-build deps-arm64 configure configure-demo build demo test test-sanitize test-arm64 fuzz-smoke clean
 
 # Installs the Debian packages of $(1) that are missing.
 define install_missing
@@ -31,6 +35,9 @@ endef
 deps:
 	$(call install_missing,$(PACKAGES))
 
+deps-build:
+	$(call install_missing,$(BUILD_PACKAGES))
+
 deps-arm64:
 	$(call install_missing,$(ARM_PACKAGES))
 
@@ -42,7 +49,12 @@ build: configure
 
 # The demo: tinyvlm-shapes (a 1.6M-parameter LLaVA-style VLM) answers questions about bundled
 # pictures once per registered KV method: answer, bits/element, bytes held and the ratio to f16.
-demo: build
+# Only the vlkv binary (not the tests), only the packages the build needs: minutes, not a quarter hour.
+configure-demo: deps-build
+	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+demo: configure-demo
+	cmake --build $(BUILD) -j $(JOBS) --target vlkv_cli
 	VLKV=./$(BUILD)/vlkv tools/demo.sh
 
 # The whole suite: unit, golden and bad-input tests, then a bounded libFuzzer run.

@@ -40,6 +40,7 @@ struct BenchOptions {
   EngineParams engine;
   std::string methods = "f16";
   std::string contexts = "128,1K,4K";
+  bool contexts_given = false;  // --ctx on the command line (else the default depths fit the model)
   std::string kv_budget = "8G";
   Fill fill = Fill::kRandom;
   int64_t prefill_tokens = 512;  // --fill random: the prefill column's prompt (clamped to the model's context)
@@ -312,16 +313,34 @@ Result<Row> bench_parallel(const BenchOptions& o, Engine& engine, const std::str
 }
 
 // The model's context must hold each row (depth + decode steps). --prefill-tokens is
-// clamped to it (a small model's 512-token context would refuse the default 512 + n).
-Result<int64_t> check_contexts(const BenchOptions& o, const std::vector<int64_t>& contexts, int64_t n_ctx_train) {
+// clamped to it (a small model's 512-token context would refuse the default 512 + n). The
+// default depths (no --ctx) are cut to those the model holds, with a note, so that
+// `vlkv bench -m small.gguf` prints what it can instead of failing; depths given are checked.
+Result<int64_t> check_contexts(const BenchOptions& o, std::vector<int64_t>& contexts, int64_t n_ctx_train) {
   if (n_ctx_train <= 0) return o.prefill_tokens;
+  const int64_t deepest = n_ctx_train - o.n_decode - 1;
+  if (!o.contexts_given) {
+    std::vector<int64_t> fit;
+    for (int64_t ctx : contexts)
+      if (ctx <= deepest) fit.push_back(ctx);
+    if (fit.empty() && deepest > 0) fit.push_back(deepest);
+    if (fit.size() != contexts.size() && !fit.empty()) {
+      static bool noted = false;
+      if (!noted)
+        std::fprintf(stderr, "vlkv: note: the model's context is %lld tokens: depths deeper than %lld left out (--ctx "
+                     "chooses them)\n", static_cast<long long>(n_ctx_train), static_cast<long long>(deepest));
+      noted = true;
+      contexts = fit;
+    }
+  }
   for (int64_t ctx : contexts) {
     if (ctx + o.n_decode + 1 > n_ctx_train)
       return invalid_argument("--ctx " + std::to_string(ctx) + ": " + std::to_string(ctx) + " + " +
                               std::to_string(o.n_decode) + " decode tokens exceed the model's context of " +
-                              std::to_string(n_ctx_train) + " tokens");
+                              std::to_string(n_ctx_train) + " tokens (fewer -n, a shallower --ctx, or for a model "
+                              "written by `vlkv gen-model` its --ctx)");
   }
-  const int64_t prefill = std::min(o.prefill_tokens, n_ctx_train - o.n_decode - 1);
+  const int64_t prefill = std::min(o.prefill_tokens, deepest);
   if (o.fill == Fill::kRandom && prefill <= 0)
     return invalid_argument("--prefill-tokens: the model's context of " + std::to_string(n_ctx_train) +
                             " tokens leaves no room for a prefill before " + std::to_string(o.n_decode) +
@@ -330,7 +349,7 @@ Result<int64_t> check_contexts(const BenchOptions& o, const std::vector<int64_t>
 }
 
 // All rows of one method on one engine (its context holds the longest row and the prefill).
-Status bench_method(const BenchOptions& o_in, const std::string& method, const std::vector<int64_t>& contexts,
+Status bench_method(const BenchOptions& o_in, const std::string& method, std::vector<int64_t> contexts,
                     const std::function<void(const Row&)>& emit) {
   BenchOptions o = o_in;
   EngineParams ep = o.engine;
@@ -524,7 +543,10 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("-p,--prompt", o->media.prompt, "With --image/--video: the question's text")->capture_default_str();
   app->add_flag("--json", o->json, "One JSON object per line per (method, ctx, parallel), or per method with --image/--video");
   app->add_flag("--no-bandwidth", o->no_bandwidth, "Skip the read-bandwidth measurement (no roofline column)");
-  commands.push_back({app, [o] { return bench(*o); }});
+  commands.push_back({app, [o, app] {
+    o->contexts_given = app->count("--ctx") > 0;
+    return bench(*o);
+  }});
 }
 
 }  // namespace vlkv::cli

@@ -7,8 +7,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "chat/chat_line.h"
+#include "chat/line_reader.h"
 #include "answer_printer.h"
 #include "commands.h"
 #include "kv_flags.h"
@@ -26,6 +30,7 @@ struct ChatOptions {
   GenerateParams gen;
   std::string kv_budget = "2G";
   std::string system_prompt;
+  std::vector<std::string> images, videos;  // attached to the first message
   int32_t frames = 0;
   double fps = 0;
   bool no_template = false;
@@ -40,13 +45,14 @@ class ChatLoop {
   // conversation goes on.
   int run() {
     const bool interactive = isatty(STDIN_FILENO);
-    if (interactive) std::fprintf(stderr, "vlkv chat: %s, KV method %s\n%s", engine_.info().name.c_str(),
-                                  chat_->kv_method().c_str(), chat_help_text());
-    std::string raw;
-    for (;;) {
-      if (interactive) std::fputs("> ", stderr);
-      if (!std::getline(std::cin, raw)) break;
-      const ChatLine line = parse_chat_line(raw);
+    LineReader reader(interactive);
+    if (interactive)
+      std::fprintf(stderr, "vlkv chat: %s, KV method %s\n%s", engine_.info().name.c_str(), method_name().c_str(),
+                   chat_help_text());
+    for (const std::string& path : o_.images) attach_image(path);
+    for (const std::string& path : o_.videos) attach_video(path);
+    while (std::optional<std::string> raw = reader.next()) {
+      const ChatLine line = parse_chat_line(*raw);
       if (line.kind == ChatLine::Kind::kQuit) break;
       handle(line);
     }
@@ -90,8 +96,9 @@ class ChatLoop {
     if (!engine_.has_vision()) return (void)report_error(invalid_argument("/image needs a vision model (--mmproj)"));
     Result<Image> img = load_image(path, o_.engine.media_limits);
     if (!img.is_ok()) return (void)report_error(img.status());
+    const int w = img->width, h = img->height;
     pending_.push_back(MediaItem{{std::move(img).value()}, false});
-    if (!o_.quiet) std::fprintf(stderr, "vlkv: %s image loaded\n", path.c_str());
+    if (!o_.quiet) std::fprintf(stderr, "vlkv: %s (%dx%d) goes with your next message\n", path.c_str(), w, h);
   }
 
   void attach_video(const std::string& path) {
@@ -104,7 +111,7 @@ class ChatLoop {
     if (!frames.is_ok()) return (void)report_error(frames.status());
     const size_t n = frames->size();
     pending_.push_back(MediaItem{std::move(frames).value(), true, rate});
-    if (!o_.quiet) std::fprintf(stderr, "vlkv: %s video loaded (%zu frames)\n", path.c_str(), n);
+    if (!o_.quiet) std::fprintf(stderr, "vlkv: %s (%zu frames) goes with your next message\n", path.c_str(), n);
   }
 
   void ask(const std::string& message) {
@@ -114,6 +121,8 @@ class ChatLoop {
     pending_.clear();
     printer.end(s.is_ok());
     if (!s.is_ok()) return (void)report_error(s);
+    if (st.generation.stopped_at_context)
+      std::fprintf(stderr, "vlkv: note: the context is full: the answer stops here; /clear starts over\n");
     if (o_.quiet) return;
     const GenerateStats& g = st.generation;
     const double ttft_ms = 1e3 * (g.encode_seconds + g.prefill_seconds);
@@ -199,7 +208,9 @@ void add_chat_command(CLI::App& root, std::vector<Command>& commands) {
   CLI::App* app = root.add_subcommand(
       "chat", "Talk with a model in the terminal; the KV cache is kept between turns (/help lists the commands)");
   add_param_flags(*app, o->engine, {"model", "mmproj"});
-  app->add_option("-s,--system", o->system_prompt, "System prompt, evaluated once at the start");
+  app->add_option("--system", o->system_prompt, "System prompt, evaluated once at the start (also -sys)");
+  app->add_option("--image", o->images, "Image attached to the first message (repeatable; later ones: /image)");
+  app->add_option("--video", o->videos, "Video attached to the first message (repeatable; later ones: /video)");
   add_video_sampling_flags(*app, o->frames, o->fps);
   add_param_flags(*app, o->engine, {"max_frames", "max_image_pixels"});
   app->add_option("-n,--n-predict", o->gen.max_tokens, "Most tokens generated per answer")
@@ -209,6 +220,7 @@ void add_chat_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_flag("--no-template", o->no_template, "Feed each message unchanged (no chat template)");
   app->add_flag("-q,--quiet", o->quiet, "No figures or notices on stderr (errors still)");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);
+  app->footer(std::string("Typed at the prompt:\n") + chat_help_text());
   commands.push_back({app, [o] { return run(*o); }});
 }
 

@@ -176,6 +176,13 @@ int run(const RunOptions& o_in) {
     printer.end(st.is_ok());
     if (!st.is_ok()) return report_error(st);
   }
+  if (stats.stopped_at_context) {  // a length stop, not an error: the answer so far is the output
+    const int64_t n_ctx = e.params().n_ctx, n_train = e.info().n_ctx_train;
+    const std::string more = n_train > n_ctx ? "raise --ctx-size, up to " + std::to_string(n_train)
+                                             : "the model's whole context";
+    std::fprintf(stderr, "vlkv: note: the context of %lld tokens is full: the answer stops here (%s)\n",
+                 static_cast<long long>(n_ctx), more.c_str());
+  }
   if (!o.quiet) {
     const double pf = stats.prefill_seconds > 0 ? stats.n_prompt_tokens / stats.prefill_seconds : 0;
     const double dc = stats.decode_seconds > 0 && stats.n_generated > 1

@@ -30,6 +30,7 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands);
 void add_calibrate_command(CLI::App& root, std::vector<Command>& commands);
 void add_serve_command(CLI::App& root, std::vector<Command>& commands);
 void add_bench_serve_command(CLI::App& root, std::vector<Command>& commands);
+void add_methods_command(CLI::App& root, std::vector<Command>& commands);
 
 // Prints "vlkv: <message>" to stderr and returns the exit status for the Status code.
 int report_error(const Status& status);

@@ -27,11 +27,9 @@ inline std::string kv_page_size_text() {
 
 inline std::string kv_method_help(bool several) {
   return std::string(several ? "Comma-separated KV cache methods" : "KV cache method") +
-         " and parameters, NAME[:key=value,...], e.g. f16, int4:g=64, kivi2:residual=64" +
-         (several ? " (in a list, an item key=value continues the previous method: f16,kivi2:residual=64,g=32,int4 "
-                    "is f16 | kivi2:residual=64,g=32 | int4)"
-                  : "") +
-         ". Registered methods (parameters with defaults):\n" + describe_methods();
+         ", NAME[:key=value,...], e.g. f16, int4:g=64, kivi2:residual=64" +
+         (several ? " (an item key=value continues the previous method: f16,kivi2:residual=64,g=32,int4)" : "") +
+         ". `vlkv methods` lists them, `vlkv methods NAME` a method's parameters";
 }
 
 // A --kv list where a method's own parameters also use commas: an item with '=' and no

@@ -75,6 +75,8 @@ struct GenerateStats {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   bool stopped_at_eos = false;
+  // The context filled up mid-answer: the answer ends there (finish reason "length"), not in an error.
+  bool stopped_at_context = false;
   // The last generated token when max_tokens (or on_piece) ended the generation: returned but not yet
   // evaluated (its logits were not needed); -1 when none. A conversation evaluates it before
   // the next turn, as llama-mtmd-cli does with every non-end token.

@@ -33,7 +33,7 @@ struct SamplerParams {
                                   0, HUGE_VAL, /*min_open=*/true});
     v(p.repeat_last_n, ParamField{"--repeat-last-n", "repeat_last_n", "how many recent tokens to penalize; 0 = off, -1 = all",
                                  -1});
-    v(p.seed, ParamField{"--seed", "seed", "random seed; 4294967295 = random"});
+    v(p.seed, ParamField{"-s,--seed", "seed", "random seed; 4294967295 = random"});
   }
 };
 

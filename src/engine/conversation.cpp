@@ -63,7 +63,7 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
     return on_piece ? on_piece(piece) : true;
   };
   Status s = session_->generate(fed.prompt, params, collect, &st.generation, progress);
-  if (s.is_ok() && st.generation.unevaluated_token >= 0) {
+  if (s.is_ok() && st.generation.unevaluated_token >= 0 && !st.generation.stopped_at_context) {
     std::vector<float> logits;  // llama-mtmd-cli evaluates every generated token but the end one
     s = session_->eval({st.generation.unevaluated_token}, false, &logits);
   }

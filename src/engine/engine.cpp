@@ -170,6 +170,17 @@ Result<double> Engine::kv_codec_bytes_for_tokens(int64_t n_tokens, const std::st
   return impl_->kv->method_bytes_for_tokens(n_tokens, kv_method);
 }
 
+// What makes a long prompt fit: a larger context while the model takes one, and for media
+// fewer frames or pixels (the flags of run, chat and serve that set them).
+static std::string prompt_room_advice(int64_t n_ctx, int64_t n_ctx_train, bool has_media) {
+  std::string advice;
+  if (n_ctx < n_ctx_train) advice = "raise --ctx-size, up to the model's " + std::to_string(n_ctx_train);
+  else advice = "the model's whole context";
+  if (has_media)
+    advice += "; or fewer frames (--frames, --fps, --max-frames) or smaller images and frames (--max-image-pixels)";
+  return advice;
+}
+
 Status Engine::check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, const std::string& kv_method,
                                  const std::string& what) const {
   if (n_prompt_tokens < 0 || n_reserve < 0) return invalid_argument("negative token count");
@@ -178,8 +189,8 @@ Status Engine::check_prompt_fits(int64_t n_prompt_tokens, int64_t n_reserve, con
   if (n_prompt_tokens + n_reserve > n_ctx) {
     return invalid_argument("context full: the prompt is " + std::to_string(n_prompt_tokens) + " tokens" + of +
                             (n_reserve > 0 ? " and needs room for " + std::to_string(n_reserve) + " more" : std::string()) +
-                            ", over the context size of " + std::to_string(n_ctx) +
-                            " (raise --ctx-size, or send fewer or smaller images)");
+                            ", over the context size of " + std::to_string(n_ctx) + " (" +
+                            prompt_room_advice(n_ctx, impl_->hparams.n_ctx_train, !what.empty()) + ")");
   }
   VLKV_ASSIGN_OR_RETURN(const uint64_t bytes, kv_bytes_for_tokens(n_prompt_tokens + n_reserve, kv_method));
   const uint64_t budget = impl_->kv->budget_bytes();

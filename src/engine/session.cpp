@@ -178,6 +178,11 @@ Status Session::sample_loop(Sampler& sampler, std::vector<float>& logits, const 
       st.unevaluated_token = next;
       break;
     }
+    if (n_past_ + 1 > engine_->params.n_ctx) {  // no room for it: the answer ends, as at max_tokens
+      st.unevaluated_token = next;
+      st.stopped_at_context = true;
+      break;
+    }
     result = eval({next}, false, &logits);
     if (!result.is_ok()) break;
   }

@@ -78,11 +78,13 @@ TEST(CliBadInput, KvBudgetExhaustedIsAnErrorNotACrash) {
   EXPECT_NE(r.err.find("budget"), std::string::npos) << r.err;
 }
 
+// A prompt the context cannot hold is bad input; an answer that fills the context is a
+// length stop instead (exit 0: CliDefaults.AnAnswerThatFillsTheContextStopsThereWithExitZero).
 TEST(CliBadInput, ContextFullIsReported) {
   testing_cli::CliResult r = testing_cli::run_cli(
-      {"run", "-m", model_path(), "-p", "Once upon a time", "-n", "100", "--ignore-eos", "--temp", "0", "-c", "32"});
+      {"run", "-m", model_path(), "-p", "Once upon a time there was a little girl", "-n", "100", "--temp", "0", "-c", "4"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
 }
 
 }  // namespace

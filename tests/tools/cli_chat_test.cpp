@@ -125,5 +125,25 @@ TEST(CliChat, KvSwitchKeepsTheConversation) {
   EXPECT_LT(k2, k1);  // 2-bit pages hold less than f16's
 }
 
+// --image at the start goes with the first message, as a /image line before it does.
+TEST(CliChat, ImageGivenAtStartGoesWithTheFirstMessage) {
+  const CliResult r = chat("How many shapes are there?\n", 32,
+                           {"--image", std::string(VLKV_SOURCE_DIR) + "/models/demo/005.png"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, " two\n") << r.err;
+  EXPECT_NE(r.err.find("005.png (96x96) goes with your next message"), std::string::npos) << r.err;
+}
+
+// A """ block and a line ending in '\' are one message each (2 questions, 2 answers).
+TEST(CliChat, MultiLineMessages) {
+  const std::string script = "/image " + std::string(VLKV_SOURCE_DIR) +
+                             "/models/demo/005.png\n\"\"\"\nHow many shapes\nare there?\n\"\"\"\n"
+                             "Describe \\\nthe image.\n/stats\n";
+  const CliResult r = chat(script, 8);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("4 messages, "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("6 messages, "), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace vlkv

@@ -1,4 +1,4 @@
-// The KV flags at the CLI: help lists the registered methods and their parameters;
+// The KV flags at the CLI: `vlkv methods` lists the registered methods and their parameters;
 // an unknown method or parameter, a group the codec cannot do for the model's head_dim,
 // a budget smaller than one page or than the model's first token, and a context longer
 // than the model's give one error line naming the flag and exit status 2.
@@ -24,15 +24,25 @@ void expect_flag_error(const testing_cli::CliResult& r, const std::string& flag,
   }
 }
 
-TEST(CliKvFlags, HelpListsEveryRegisteredMethodAndParameter) {
+TEST(CliKvFlags, MethodsListsEveryRegisteredMethodAndItsParameters) {
+  const auto all = testing_cli::run_cli({"methods"});
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  for (const MethodInfo* m : list_methods()) {
+    EXPECT_NE(all.out.find(m->name + " "), std::string::npos) << "vlkv methods lacks " << m->name;
+    const auto one = testing_cli::run_cli({"methods", m->name});
+    EXPECT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_EQ(one.out.rfind(m->name + ": ", 0), 0u) << one.out;
+    for (const ParamInfo& p : m->params)
+      EXPECT_NE(one.out.find(p.name + "=" + p.default_value), std::string::npos) << m->name << " " << p.name;
+  }
+  const auto unknown = testing_cli::run_cli({"methods", "int5"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("no KV method 'int5'; registered: "), std::string::npos) << unknown.err;
+  // The commands' help points to the catalogue instead of repeating it.
   for (const char* cmd : {"run", "bench"}) {
     const auto r = testing_cli::run_cli({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0);
-    for (const MethodInfo* m : list_methods()) {
-      EXPECT_NE(r.out.find("  " + m->name + ": "), std::string::npos) << cmd << " --help lacks " << m->name;
-      for (const ParamInfo& p : m->params)
-        EXPECT_NE(r.out.find(p.name + "=" + p.default_value), std::string::npos) << m->name << " " << p.name;
-    }
+    EXPECT_NE(r.out.find("`vlkv methods` lists them"), std::string::npos) << cmd;
   }
 }
 
