@@ -10,7 +10,7 @@ PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchm
             nlohmann-json3-dev libcli11-dev libpcre2-dev clang libclang-rt-14-dev \
             libstb-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg ccache \
             libcpp-httplib-dev libboost-dev nginx-light chromium chromium-driver python3-selenium zlib1g-dev \
-            libssl-dev libhiredis-dev redis-server
+            libssl-dev libhiredis-dev redis-server libcurl4-openssl-dev
 
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static cmake ninja-build libgtest-dev libgmock-dev
