@@ -9,7 +9,8 @@ Serves the endpoints llama.cpp's -hf (and vlkv's) use:
   GET|HEAD /cdn/<sha256>, /plain/NAME                    the bytes, with Range (206) and ETag
 Config (JSON file, argv[1]): {"commit": C, "repos": {"OWNER/NAME": {"files": {PATH: LOCAL_FILE},
   "token": T (401 unless "Authorization: Bearer T"), "cut_first": [PATH] (the first transfer of
-  that file stops halfway, the connection closed), "corrupt": [PATH] (one byte flipped)}},
+  that file stops halfway, the connection closed), "corrupt": [PATH] (one byte flipped),
+  "slow": [PATH] (sent in 20 pieces 20 ms apart)}},
   "plain": {NAME: LOCAL_FILE}}.
 Writes its port to argv[2] once listening; appends one JSON line per request to argv[3]
 (method, path, range, authorization, user_agent).
@@ -18,6 +19,7 @@ import hashlib
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -69,7 +71,7 @@ class Hub(BaseHTTPRequestHandler):
         token = CONFIG["repos"][repo].get("token")
         return token is None or self.headers.get("Authorization") == "Bearer " + token
 
-    def send_bytes(self, data, cut_key=None):
+    def send_bytes(self, data, file_key=None):
         etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
         start = 0
         rng = self.headers.get("Range", "")
@@ -92,12 +94,19 @@ class Hub(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
-        if cut_key is not None and cut_key not in CUT_DONE:
-            CUT_DONE.add(cut_key)
+        if file_key is not None and file_key[1] in CONFIG["repos"][file_key[0]].get("cut_first", []) \
+                and file_key not in CUT_DONE:
+            CUT_DONE.add(file_key)
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
             self.connection.shutdown(2)
+            return
+        if file_key is not None and file_key[1] in CONFIG["repos"][file_key[0]].get("slow", []):
+            for i in range(0, len(body), max(1, len(body) // 20)):
+                self.wfile.write(body[i:i + max(1, len(body) // 20)])
+                self.wfile.flush()
+                time.sleep(0.02)
             return
         self.wfile.write(body)
 
@@ -113,7 +122,7 @@ class Hub(BaseHTTPRequestHandler):
         cfg = CONFIG["repos"][repo]
         if path in cfg.get("corrupt", []):
             data = bytes([data[0] ^ 0xFF]) + data[1:]
-        self.send_bytes(data, (repo, path) if path in cfg.get("cut_first", []) else None)
+        self.send_bytes(data, (repo, path))
 
     def do_HEAD(self):
         self.do_GET()

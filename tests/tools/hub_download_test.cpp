@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "cli_util.h"
 #include "fake_hub.h"
@@ -275,6 +276,29 @@ TEST(HubDownload, PartialFileOfAnEarlierRunIsResumed) {
     if (q.path.rfind("/cdn/", 0) == 0) cdn_ranges.push_back(q.range);
   }
   EXPECT_EQ(cdn_ranges, std::vector<std::string>{"bytes=123456-"});
+}
+
+// Two resolutions at once (two replicas on one cache): one downloads, the other waits for it.
+TEST(HubDownload, ConcurrentResolutionsDownloadOnce) {
+  const fs::path dir = fresh_dir("concurrent");
+  nlohmann::json cfg = basic_config(dir);
+  cfg["repos"]["ggml-org/Tiny-GGUF"]["slow"] = {"Tiny-Q4_K_M.gguf"};
+  FakeHub hub(cfg, dir);
+  ASSERT_TRUE(hub.running());
+  HubEnv env(hub);
+  hub::HubRequest req;
+  req.repo_ref = "ggml-org/Tiny-GGUF";
+  req.want_mmproj = false;
+  Result<hub::HubFiles> a = io_error("not run"), b = io_error("not run");
+  std::thread ta([&] { a = hub::resolve_hub_files(req); });
+  std::thread tb([&] { b = hub::resolve_hub_files(req); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  ASSERT_TRUE(b.is_ok()) << b.status().message();
+  EXPECT_EQ(a->model_path, b->model_path);
+  EXPECT_EQ(slurp(a->model_path), slurp(dir / "q4.bin"));
+  EXPECT_EQ(count_requests(hub, "/cdn/"), 1);
 }
 
 TEST(HubDownload, CorruptDownloadNeverLandsInTheCache) {

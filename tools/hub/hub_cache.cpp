@@ -1,6 +1,9 @@
 #include "hub/hub_cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 
@@ -77,14 +80,19 @@ Status write_ref(const fs::path& repo_dir, const std::string& branch, const std:
   std::error_code ec;
   fs::create_directories(repo_dir / "refs", ec);
   const fs::path final_path = repo_dir / "refs" / branch;
-  const fs::path tmp = final_path.string() + ".tmp";
+  // A name of its own: two processes refreshing the same ref must not rename each other's file.
+  static std::atomic<unsigned> counter{0};
+  const fs::path tmp = final_path.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << commit;
     if (!out.flush()) return io_error(tmp.string() + ": cannot write");
   }
   fs::rename(tmp, final_path, ec);
-  if (ec) return io_error(final_path.string() + ": " + ec.message());
+  if (ec) {
+    fs::remove(tmp, ec);
+    return io_error(final_path.string() + ": cannot write");
+  }
   return Status::ok();
 }
 

@@ -1,6 +1,8 @@
 #include "hub/hub_http.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -225,6 +227,20 @@ Status download_file(const DownloadSpec& spec, std::string* etag) {
   fs::create_directories(spec.dest.parent_path(), ec);
   if (ec) return io_error(spec.dest.parent_path().string() + ": " + ec.message());
   const fs::path partial = spec.dest.string() + ".downloadInProgress";
+  // One writer per file: another vlkv on the same cache (a second replica) waits for the first,
+  // then finds the file in place. The lock is on the partial file's inode, which the final
+  // rename moves to dest, so whoever gets the lock next sees dest and stops.
+  const int lock_fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (lock_fd < 0) return io_error(partial.string() + ": cannot open for writing");
+  std::unique_ptr<int, void (*)(int*)> lock_guard(new int(lock_fd), [](int* fd) {
+    ::close(*fd);
+    delete fd;
+  });
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    std::fprintf(stderr, "vlkv: %s: another process is downloading it; waiting\n", spec.label.c_str());
+    if (flock(lock_fd, LOCK_EX) != 0) return io_error(partial.string() + ": cannot lock");
+  }
+  if (fs::is_regular_file(spec.dest, ec)) return Status::ok();
   cli::ProgressBar bar(isatty(2) != 0);
   std::string last_error;
   for (int attempt = 0; attempt < spec.max_attempts; ++attempt) {
