@@ -46,7 +46,11 @@ class FakeHub {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::ifstream(dir_ / "port") >> port_;
   }
-  ~FakeHub() { stop(); }
+  ~FakeHub() {
+    stop();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
 
   void stop() {
     if (pid_ > 0) {

@@ -142,7 +142,12 @@ class Hub(BaseHTTPRequestHandler):
                 return self.send_json(200, {"branches": [{"name": "main", "ref": "refs/heads/main",
                                                           "targetCommit": COMMIT}], "tags": [], "converts": []})
             if p[4] == "tree" and len(p) == 6 and p[5] == COMMIT:
-                return self.send_json(200, [entry(path, read(local)) for path, local in sorted(files.items())])
+                listing = [entry(path, read(local)) for path, local in sorted(files.items())]
+                for e in listing:  # "claim_size": {PATH: N}, a size the listing claims
+                    claimed = CONFIG["repos"][repo].get("claim_size", {}).get(e["path"])
+                    if claimed is not None:
+                        e["size"] = e["lfs"]["size"] = claimed
+                return self.send_json(200, listing)
             return self.send_json(404, {"error": "Revision not found"})
         if len(p) >= 5 and p[2] == "resolve":
             repo = p[0] + "/" + p[1]

@@ -315,6 +315,19 @@ TEST(HubDownload, CorruptDownloadNeverLandsInTheCache) {
   for (const auto& e : fs::directory_iterator(repo_dir(hub) / "blobs")) ADD_FAILURE() << "left: " << e.path();
 }
 
+TEST(HubDownload, FileLargerThanTheFreeDiskIsRefusedBeforeDownload) {
+  const fs::path dir = fresh_dir("space");
+  nlohmann::json cfg = basic_config(dir);
+  cfg["repos"]["ggml-org/Tiny-GGUF"]["claim_size"] = {{"Tiny-Q4_K_M.gguf", int64_t{1} << 60}};
+  FakeHub hub(cfg, dir);
+  ASSERT_TRUE(hub.running());
+  HubEnv env(hub);
+  auto r = resolve("ggml-org/Tiny-GGUF");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("free under"), std::string::npos) << r.status().message();
+  EXPECT_EQ(count_requests(hub, "/resolve/"), 0);
+}
+
 TEST(HubDownload, CachedFilesAreUsedOfflineAndWhenTheHubIsUnreachable) {
   const fs::path dir = fresh_dir("offline");
   FakeHub hub(basic_config(dir), dir);

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kMaxRefsJson = 1 << 20;
-constexpr size_t kMaxTreeJson = 64u << 20;
+constexpr size_t kMaxTreeJson = 16u << 20;  // a repo of thousands of files lists in well under 1 MiB
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -167,6 +167,12 @@ Result<std::string> fetch(const HubRequest& req, const std::string& repo, const 
     spec.expected_size = file.size;
     spec.oid = file.oid;
     spec.label = repo + "/" + file.path;
+    // Refused before a byte is fetched when the disk cannot hold it.
+    if (const fs::space_info space = fs::space(repo_dir, ec); !ec && file.size > 0 &&
+        static_cast<uintmax_t>(file.size) > space.available) {
+      return io_error(spec.label + " needs " + human_bytes(file.size) + "; " +
+                      human_bytes(static_cast<int64_t>(space.available)) + " free under " + repo_dir.string());
+    }
     std::fprintf(stderr, "vlkv: downloading %s%s into %s\n", spec.label.c_str(),
                  file.size >= 0 ? (" (" + human_bytes(file.size) + ")").c_str() : "", repo_dir.c_str());
     VLKV_RETURN_IF_ERROR(download_file(spec));
