@@ -10,7 +10,8 @@ Serves the endpoints llama.cpp's -hf (and vlkv's) use:
 Config (JSON file, argv[1]): {"commit": C, "repos": {"OWNER/NAME": {"files": {PATH: LOCAL_FILE},
   "token": T (401 unless "Authorization: Bearer T"), "cut_first": [PATH] (the first transfer of
   that file stops halfway, the connection closed), "corrupt": [PATH] (one byte flipped),
-  "slow": [PATH] (sent in 20 pieces 20 ms apart)}},
+  "slow": [PATH] (sent in 20 pieces 20 ms apart), "token_files": T (as "token", for the files
+  only: the listing is public, as for the hub's gated repos), "claim_size": {PATH: N}}},
   "plain": {NAME: LOCAL_FILE}}.
 Writes its port to argv[2] once listening; appends one JSON line per request to argv[3]
 (method, path, range, authorization, user_agent).
@@ -156,6 +157,9 @@ class Hub(BaseHTTPRequestHandler):
                 return self.send_json(404, {"error": "Repository not found"})
             if not self.authorized(repo):
                 return self.send_json(401, {"error": "Access to model %s is restricted." % repo})
+            files_token = CONFIG["repos"][repo].get("token_files")  # gated files, public listing
+            if files_token is not None and self.headers.get("Authorization") != "Bearer " + files_token:
+                return self.send_json(401, {"error": "Access to this file is restricted."})
             local = CONFIG["repos"][repo]["files"].get(path)
             if local is None or p[3] != COMMIT:
                 return self.send_json(404, {"error": "Entry not found"})

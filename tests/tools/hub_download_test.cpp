@@ -213,6 +213,25 @@ TEST(HubDownload, GatedRepoAsksForHfTokenAndTheTokenOpensIt) {
   EXPECT_NE(no_token.err.find("set HF_TOKEN"), std::string::npos) << no_token.err;
 }
 
+// The hub lists a gated repo's files to anyone but serves them only with a token.
+TEST(HubDownload, GatedFileDownloadAsksForHfTokenAndLeavesNothing) {
+  const fs::path dir = fresh_dir("gated_files");
+  nlohmann::json cfg = basic_config(dir);
+  cfg["repos"]["ggml-org/Tiny-GGUF"]["token_files"] = kToken;
+  FakeHub hub(cfg, dir);
+  ASSERT_TRUE(hub.running());
+  HubEnv env(hub);
+  auto denied = resolve("ggml-org/Tiny-GGUF");
+  ASSERT_FALSE(denied.is_ok());
+  EXPECT_NE(denied.status().message().find("401"), std::string::npos) << denied.status().message();
+  EXPECT_NE(denied.status().message().find("HF_TOKEN"), std::string::npos) << denied.status().message();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(repo_dir(hub) / "blobs", ec)) ADD_FAILURE() << "left: " << e.path();
+  auto ok = resolve("ggml-org/Tiny-GGUF", false, "", kToken);
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(slurp(ok->model_path), slurp(dir / "q4.bin"));
+}
+
 TEST(HubDownload, UnknownRepoIs404AndUnknownQuantListsTheRepoFiles) {
   const fs::path dir = fresh_dir("404");
   FakeHub hub(basic_config(dir), dir);

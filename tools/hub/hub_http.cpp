@@ -221,26 +221,12 @@ HttpReply http_get(const std::string& url, const std::string& token, size_t max_
   return reply;
 }
 
-Status download_file(const DownloadSpec& spec, std::string* etag) {
-  init_curl_once();
+namespace {
+
+// The transfer itself, under download_file's lock: up to max_attempts tries, each resuming
+// what the partial file holds.
+Status transfer_with_retries(const DownloadSpec& spec, const fs::path& partial, std::string* etag) {
   std::error_code ec;
-  fs::create_directories(spec.dest.parent_path(), ec);
-  if (ec) return io_error(spec.dest.parent_path().string() + ": " + ec.message());
-  const fs::path partial = spec.dest.string() + ".downloadInProgress";
-  // One writer per file: another vlkv on the same cache (a second replica) waits for the first,
-  // then finds the file in place. The lock is on the partial file's inode, which the final
-  // rename moves to dest, so whoever gets the lock next sees dest and stops.
-  const int lock_fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (lock_fd < 0) return io_error(partial.string() + ": cannot open for writing");
-  std::unique_ptr<int, void (*)(int*)> lock_guard(new int(lock_fd), [](int* fd) {
-    ::close(*fd);
-    delete fd;
-  });
-  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    std::fprintf(stderr, "vlkv: %s: another process is downloading it; waiting\n", spec.label.c_str());
-    if (flock(lock_fd, LOCK_EX) != 0) return io_error(partial.string() + ": cannot lock");
-  }
-  if (fs::is_regular_file(spec.dest, ec)) return Status::ok();
   cli::ProgressBar bar(isatty(2) != 0);
   std::string last_error;
   for (int attempt = 0; attempt < spec.max_attempts; ++attempt) {
@@ -331,6 +317,33 @@ Status download_file(const DownloadSpec& spec, std::string* etag) {
   return io_error("downloading " + spec.label + " from " + spec.url + " failed after " +
                   std::to_string(spec.max_attempts) + " tries: " + last_error +
                   " (the partial file is kept and resumed next time)");
+}
+
+}  // namespace
+
+Status download_file(const DownloadSpec& spec, std::string* etag) {
+  init_curl_once();
+  std::error_code ec;
+  fs::create_directories(spec.dest.parent_path(), ec);
+  if (ec) return io_error(spec.dest.parent_path().string() + ": " + ec.message());
+  const fs::path partial = spec.dest.string() + ".downloadInProgress";
+  // One writer per file: another vlkv on the same cache (a second replica) waits for the first,
+  // then finds the file in place. The lock is on the partial file's inode, which the final
+  // rename moves to dest, so whoever gets the lock next sees dest and stops.
+  const int lock_fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (lock_fd < 0) return io_error(partial.string() + ": cannot open for writing");
+  std::unique_ptr<int, void (*)(int*)> lock_guard(new int(lock_fd), [](int* fd) {
+    ::close(*fd);
+    delete fd;
+  });
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    std::fprintf(stderr, "vlkv: %s: another process is downloading it; waiting\n", spec.label.c_str());
+    if (flock(lock_fd, LOCK_EX) != 0) return io_error(partial.string() + ": cannot lock");
+  }
+  if (fs::is_regular_file(spec.dest, ec)) return Status::ok();
+  Status st = transfer_with_retries(spec, partial, etag);
+  if (!st.is_ok() && fs::file_size(partial, ec) == 0 && !ec) fs::remove(partial, ec);  // nothing to resume
+  return st;
 }
 
 }  // namespace vlkv::hub
