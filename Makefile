@@ -10,7 +10,7 @@ JOBS     ?= $(shell nproc)
 BUILD_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
             nlohmann-json3-dev libcli11-dev libpcre2-dev libstb-dev libavformat-dev libavcodec-dev \
             libswscale-dev libavutil-dev ccache libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev \
-            libhiredis-dev libedit-dev
+            libhiredis-dev libedit-dev libcurl4-openssl-dev
 # ... and what the tests add: clang and its sanitizer runtime (fuzzers), ffmpeg (test clips),
 # nginx, Redis, Chromium + Selenium (the proxy, shared-store and browser tests).
 TEST_PACKAGES := clang libclang-rt-14-dev ffmpeg nginx-light chromium chromium-driver python3-selenium redis-server

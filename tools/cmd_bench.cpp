@@ -25,6 +25,7 @@
 #include "base/process_cpu_time.h"
 #include "bench_media.h"
 #include "commands.h"
+#include "hub_flags.h"
 #include "kv_flags.h"
 #include "media_flags.h"
 #include "param_flags.h"
@@ -543,10 +544,11 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("-p,--prompt", o->media.prompt, "With --image/--video: the question's text")->capture_default_str();
   app->add_flag("--json", o->json, "One JSON object per line per (method, ctx, parallel), or per method with --image/--video");
   app->add_flag("--no-bandwidth", o->no_bandwidth, "Skip the read-bandwidth measurement (no roofline column)");
-  commands.push_back({app, [o, app] {
+  auto hub = add_hub_flags(*app, o->engine.model_path, o->engine.mmproj_path);
+  commands.push_back({app, run_after_hub_download(hub, [o, app] {
     o->contexts_given = app->count("--ctx") > 0;
     return bench(*o);
-  }});
+  })});
 }
 
 }  // namespace vlkv::cli

@@ -15,6 +15,7 @@
 #include "chat/line_reader.h"
 #include "answer_printer.h"
 #include "commands.h"
+#include "hub_flags.h"
 #include "kv_flags.h"
 #include "media_flags.h"
 #include "param_flags.h"
@@ -221,7 +222,8 @@ void add_chat_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_flag("-q,--quiet", o->quiet, "No figures or notices on stderr (errors still)");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);
   app->footer(std::string("Typed at the prompt:\n") + chat_help_text());
-  commands.push_back({app, [o] { return run(*o); }});
+  auto hub = add_hub_flags(*app, o->engine.model_path, o->engine.mmproj_path);
+  commands.push_back({app, run_after_hub_download(hub, [o] { return run(*o); })});
 }
 
 }  // namespace vlkv::cli

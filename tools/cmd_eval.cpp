@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "hub_flags.h"
 #include "kv_flags.h"
 #include "param_flags.h"
 #include "vlkv/engine.h"
@@ -577,7 +578,8 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_flag("--reference-exact", o->reference_exact,
                 "Reference run with exact f32 matmuls (the methods keep --exact-matmul's setting): the f16 row "
                 "then shows the cost of 8-bit activations on a block-format model");
-  commands.push_back({app, [o] { return eval(*o); }});
+  auto hub = add_hub_flags(*app, o->engine.model_path, o->engine.mmproj_path);
+  commands.push_back({app, run_after_hub_download(hub, [o] { return eval(*o); })});
 }
 
 }  // namespace vlkv::cli

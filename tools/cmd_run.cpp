@@ -9,6 +9,7 @@
 
 #include "answer_printer.h"
 #include "commands.h"
+#include "hub_flags.h"
 #include "kv/method_registry.h"
 #include "kv_flags.h"
 #include "media_flags.h"
@@ -247,7 +248,8 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
                   "Continue the conversation in this KV file (same model, mmproj and --kv): the prompt is its next "
                   "turn; the file's tokens are not evaluated again");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);
-  commands.push_back({app, [o] { return run(*o); }});
+  auto hub = add_hub_flags(*app, o->engine.model_path, o->engine.mmproj_path);
+  commands.push_back({app, run_after_hub_download(hub, [o] { return run(*o); })});
 }
 
 }  // namespace vlkv::cli

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "hub_flags.h"
 #include "kv_flags.h"
 #include "param_flags.h"
 #include "server/dir_store.h"
@@ -252,7 +253,8 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "Testing aid: sleep this long after each generated token (makes requests last long enough to "
                   "disconnect or fill the queue)")
       ->check(CLI::Range(0, 10000))->group("Testing");
-  commands.push_back({app, [o] { return serve(*o); }});
+  auto hub = add_hub_flags(*app, o->backend.engine.model_path, o->backend.engine.mmproj_path);
+  commands.push_back({app, run_after_hub_download(hub, [o] { return serve(*o); })});
 }
 
 }  // namespace vlkv::cli
