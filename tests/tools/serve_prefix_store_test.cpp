@@ -174,21 +174,22 @@ TEST(ServeRedis, UnsignedAndForeignEntriesAreMisses) {
   if (access(kRedisServer, X_OK) != 0) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server)";
   RedisProcess redis;
   ASSERT_TRUE(redis.ready()) << "redis-server did not answer PING on port " << redis.port();
-  const std::vector<std::string> common = {"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "-np", "1",
-                                           "--backend", "batch", "--kv-budget", "64M", "--cache-budget", "32M",
-                                           "--redis", redis.address()};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = common;
+  const std::vector<std::string> base = {"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "-np", "1",
+                                         "--backend", "batch", "--kv-budget", "64M"};
+  const std::vector<std::string> shared = {"--cache-budget", "32M", "--redis", redis.address()};
+  auto with = [&](std::vector<std::string> extra, bool redis_too = true) {
+    std::vector<std::string> args = base;
+    if (redis_too) args.insert(args.end(), shared.begin(), shared.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
   {
-    ServerProcess no_secret(common);
+    ServerProcess no_secret(with({}));
     EXPECT_FALSE(no_secret.running());
     EXPECT_NE(no_secret.log().find("--redis needs --cache-secret-file"), std::string::npos) << no_secret.log();
   }
   const std::string ours = secret_path("ours"), theirs = secret_path("theirs");
-  ServerProcess plain(with({"--cache-budget", "0"}));
+  ServerProcess plain(with({"--cache-budget", "0"}, false));
   ServerProcess a(with({"--cache-secret-file", ours}));
   ASSERT_TRUE(a.running()) << a.log();
   json messages = json::array({user_turn("009.png", "Describe the image.")});

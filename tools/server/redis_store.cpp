@@ -69,7 +69,7 @@ struct RedisStore::Connection {
   bool resting() const { return !c && now_ns() < resting_until.load(); }
   void fail(const std::string& why) {
     ++failures;
-    if (!logged_down)
+    if (!logged_down && !stopping)
       VLKV_LOG_WARN("vlkv serve: redis %s:%d (%s): %s; prefix entries are computed here until it answers", o.host.c_str(),
                     o.port, role, why.c_str());
     logged_down = true;
@@ -118,12 +118,14 @@ struct RedisStore::Connection {
         return std::nullopt;
       }
     }
-    std::string head = "*" + std::to_string(args.size()) + "\r\n";
+    // RESP: *N, then $LEN and the bytes of each argument.
+    std::string head(1, '*');
+    head.append(std::to_string(args.size())).append("\r\n");
     bool sent = true;
     for (std::string_view a : args) {  // a value is sent from where it lies, not copied
-      head += "$" + std::to_string(a.size()) + "\r\n";
+      head.append(1, '$').append(std::to_string(a.size())).append("\r\n");
       sent = sent && send_all(head, deadline) && send_all(a, deadline);
-      head = "\r\n";
+      head.assign("\r\n");
     }
     if (!sent || !send_all(head, deadline)) {
       fail(stopping ? "stopping" : "cannot send a command within its deadline");
