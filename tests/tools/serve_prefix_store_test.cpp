@@ -418,5 +418,39 @@ TEST(ServeCacheDir, EvictedEntriesComeBackFromDisk) {
   fs::remove_all(dir);
 }
 
+// Entry files replaced by FIFOs (someone with write access to the folder): a lookup that
+// meets one misses at once instead of blocking in open() under the store's lock; the
+// request is answered, /metrics too, and SIGTERM stops the server.
+TEST(ServeCacheDir, FifoInPlaceOfAnEntryHoldsNothingUp) {
+  const std::string dir = ::testing::TempDir() + "vlkv_cache_dir_fifo_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  ServerProcess s({"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "-np", "1", "--backend", "batch",
+                   "--kv-budget", "64M", "--cache-budget", "256K", "--cache-dir", dir});
+  ASSERT_TRUE(s.running()) << s.log();
+  json first = json::array({user_turn("005.png", "Describe the image.")});
+  const Answer a1 = ask(s, first);
+  ask(s, json::array({user_turn("009.png", "Describe the image.")}));  // evicts the first picture's entry to disk
+  for (int i = 0; i < 250 && metric(s, "vlkv:prefix_store_writes_total{store=\"dir\"}") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_FALSE(entry_files(dir).empty());
+  for (const fs::path& p : entry_files(dir)) {
+    fs::remove(p);
+    ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
+  }
+  json second = first;
+  second.push_back({{"role", "assistant"}, {"content", a1.text}});
+  second.push_back(user_turn(nullptr, "Where is the shape?"));
+  const auto t0 = std::chrono::steady_clock::now();
+  httplib::Client c = s.client(10);
+  const json body = {{"messages", second}, {"temperature", 0}, {"max_tokens", 16}};
+  EXPECT_EQ(post(c, "/v1/chat/completions", body.dump()).status, 200);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_GE(metric(s, "vlkv:prefix_store_errors_total{store=\"dir\"}"), 1) << s.log();
+  const auto t_stop = std::chrono::steady_clock::now();
+  EXPECT_EQ(s.stop(SIGTERM, 8000), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_stop).count(), 3.0);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace vlkv
