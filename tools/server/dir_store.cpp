@@ -84,7 +84,8 @@ Status claim_folder(const std::string& dir) {
   ::closedir(d);
   if (!empty)
     return invalid_argument(what + ": the folder holds files and was not made by vlkv serve (no " + DirStore::kMarker +
-                            " in it); give a new or empty folder (vlkv serve deletes files, its own only, in a folder it owns)");
+                            " in it); give a new or empty folder (vlkv serve deletes files, its own only, in a folder it owns). A folder "
+                            "written by a vlkv serve from before signed entries: empty it (its entries would be misses)");
   const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   const bool ok = fd >= 0 && write_all(fd, kMarkerText, std::strlen(kMarkerText));
   if (fd >= 0) ::close(fd);

@@ -227,7 +227,8 @@ std::optional<std::string> RedisStore::get(const std::string& key) {
         const std::string last = std::to_string(options_.max_entry_bytes - 1);
         std::optional<RespReply> v = reader_->command({"GETRANGE", key, "0", last}, start + reader_->allowance(n),
                                                       options_.max_entry_bytes, &value);
-        if (v && v->type == RespReply::kBulk && !value.empty()) found = std::move(value);
+        // Another length than STRLEN's: replaced meanwhile, a miss (not a forgery to report).
+        if (v && v->type == RespReply::kBulk && value.size() == n) found = std::move(value);
       }
     }
     reading.unlock();
