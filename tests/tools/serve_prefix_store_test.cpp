@@ -16,8 +16,12 @@
 // one planted unsigned, is refused, deleted and recomputed.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <zlib.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <future>
 #include <fstream>
 #include <iterator>
@@ -79,6 +83,33 @@ std::string secret_path(const std::string& name) {
 }
 
 constexpr size_t kTrailer = 40;  // the envelope's "VLKVMAC1" and HMAC-SHA256 (tools/server/entry_envelope.h)
+
+// What someone who can write to the store but lacks the secret can make (docs/kv_file.md):
+// target's KV file image (its identity, method and rows: those looked up) with the KV section
+// of donor's (another picture's cache), every CRC recomputed, and no MAC. Nothing when the
+// two KV sections differ in size.
+std::optional<std::string> with_kv_section_of(std::string target, const std::string& donor) {
+  auto u32 = [](const std::string& b, size_t at) { uint32_t v; std::memcpy(&v, b.data() + at, 4); return v; };
+  auto u64 = [](const std::string& b, size_t at) { uint64_t v; std::memcpy(&v, b.data() + at, 8); return v; };
+  auto kv_entry = [&](const std::string& b) -> std::optional<size_t> {  // the KV section's row in the table
+    if (b.size() < 32) return std::nullopt;
+    for (uint32_t i = 0, n = u32(b, 12); i < n && 32 + 24 * (i + 1) <= b.size(); ++i)
+      if (u32(b, 32 + 24 * i) == 5) return 32 + 24 * i;
+    return std::nullopt;
+  };
+  const std::optional<size_t> t = kv_entry(target), d = kv_entry(donor);
+  if (!t || !d || u64(target, *t + 16) != u64(donor, *d + 16)) return std::nullopt;
+  const uint64_t size = u64(target, *t + 16);
+  std::memcpy(target.data() + u64(target, *t + 8), donor.data() + u64(donor, *d + 8), size);
+  const uint32_t section_crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(target.data() + u64(target, *t + 8)), static_cast<uInt>(size)));
+  std::memcpy(target.data() + *t + 4, &section_crc, 4);
+  uLong header_crc = crc32(0, reinterpret_cast<const Bytef*>(target.data()), 24);
+  header_crc = crc32(header_crc, reinterpret_cast<const Bytef*>(target.data() + 32), 24 * u32(target, 12));
+  const uint32_t h = static_cast<uint32_t>(header_crc);
+  std::memcpy(target.data() + 24, &h, 4);
+  return target;
+}
 
 TEST(ServeRedis, ConversationContinuesOnAnotherReplicaWithAHit) {
   if (access(kRedisServer, X_OK) != 0) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server)";
@@ -167,8 +198,8 @@ TEST(ServeRedis, ConversationContinuesOnAnotherReplicaWithAHit) {
 }
 
 // Whoever can write to Redis but lacks the secret: entries replaced by unsigned KV images
-// (the genuine ones with their trailer cut: every CRC valid) are refused as forged, logged
-// once, and the answer is the one computed without them. A replica under another secret
+// (a picture's entries carrying another picture's KV, every CRC valid) are refused as
+// forged, never parsed, logged once, and the answer is the one computed without them. A replica under another secret
 // finds none of the first deployment's entries. --redis without a secret does not start.
 TEST(ServeRedis, UnsignedAndForeignEntriesAreMisses) {
   if (access(kRedisServer, X_OK) != 0) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server)";
@@ -211,15 +242,37 @@ TEST(ServeRedis, UnsignedAndForeignEntriesAreMisses) {
     EXPECT_EQ(other.stop(), 0);
   }
 
+  // The first picture's entries get the KV of another picture's entries of the same size,
+  // every CRC valid, no MAC (a replica without the check loads them and answers about the
+  // other picture); any entry left without such a donor keeps its own KV, unsigned.
+  auto value_of = [&](const std::string& key) {
+    redisReply* v = redis.command({"GET", key});
+    std::string out = v && v->type == REDIS_REPLY_STRING && v->len > kTrailer ? std::string(v->str, v->len - kTrailer) : "";
+    if (v) freeReplyObject(v);
+    return out;
+  };
   const std::vector<std::string> keys = redis.keys();
   ASSERT_FALSE(keys.empty());
+  const double written = metric(a, "vlkv:prefix_store_writes_total{store=\"redis\"}");
+  ask(a, json::array({user_turn("005.png", "Describe the image.")}));
+  ASSERT_TRUE(wait_for_writes(a, written + 1)) << a.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the turn's other entries
+  std::vector<std::string> donors;
+  for (const std::string& key : redis.keys())
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) donors.push_back(value_of(key));
+  int swapped = 0;
   for (const std::string& key : keys) {
-    redisReply* v = redis.command({"GET", key});
-    ASSERT_TRUE(v && v->type == REDIS_REPLY_STRING && v->len > kTrailer);
-    const std::string unsigned_image(v->str, v->len - kTrailer);
-    freeReplyObject(v);
-    if (redisReply* set = redis.command({"SET", key, unsigned_image})) freeReplyObject(set);
+    std::string forged = value_of(key);
+    ASSERT_FALSE(forged.empty());
+    for (const std::string& donor : donors)
+      if (std::optional<std::string> f = with_kv_section_of(forged, donor)) {
+        forged = *f;
+        ++swapped;
+        break;
+      }
+    if (redisReply* set = redis.command({"SET", key, forged})) freeReplyObject(set);
   }
+  EXPECT_GE(swapped, 1);
   ServerProcess c(with({"--cache-secret-file", ours}));
   ASSERT_TRUE(c.running()) << c.log();
   const Answer answer = ask(c, messages);
