@@ -133,6 +133,10 @@ struct RedisStore::Connection {
     }
     std::string buf;
     for (;;) {
+      if (Clock::now() > deadline) {  // data keeps coming, slower than the deadline allows
+        fail("no whole reply within its deadline");
+        return std::nullopt;
+      }
       RespReply r;
       size_t used = 0, expected = 0;
       const RespParse p = parse_resp_reply(buf, max_bulk, &r, &used, &expected);
