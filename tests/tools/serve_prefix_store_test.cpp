@@ -483,8 +483,14 @@ TEST(ServeCacheDir, FifoInPlaceOfAnEntryHoldsNothingUp) {
   json first = json::array({user_turn("005.png", "Describe the image.")});
   const Answer a1 = ask(s, first);
   ask(s, json::array({user_turn("009.png", "Describe the image.")}));  // evicts the first picture's entry to disk
-  for (int i = 0; i < 250 && metric(s, "vlkv:prefix_store_writes_total{store=\"dir\"}") < 1; ++i)
+  // Every evicted entry on disk: the count of writes at least 1 and unchanged for 0.5 s.
+  double writes = -1;
+  for (int i = 0, still = 0; i < 500 && still < 25; ++i) {
+    const double now = metric(s, "vlkv:prefix_store_writes_total{store=\"dir\"}");
+    still = now >= 1 && now == writes ? still + 1 : 0;
+    writes = now;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   ASSERT_FALSE(entry_files(dir).empty());
   for (const fs::path& p : entry_files(dir)) {
     fs::remove(p);
