@@ -113,13 +113,14 @@ GGUF_FUZZ_RUNS    ?= 2000000
 IMAGE_FUZZ_RUNS   ?= 150000
 REQUEST_FUZZ_RUNS ?= 150000
 KV_FILE_FUZZ_RUNS ?= 100000
+STORE_FUZZ_RUNS   ?= 200000
 fuzz-smoke: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVLKV_BUILD_FUZZ=ON -DVLKV_BUILD_TESTS=OFF -DVLKV_BUILD_BENCH=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gguf_fuzzer image_fuzzer request_fuzzer kv_file_fuzzer
-	@rm -rf $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gguf_fuzzer image_fuzzer request_fuzzer kv_file_fuzzer store_fuzzer
+	@rm -rf $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file $(FUZZ_BUILD)/corpus-store
 	@rm -f $(FUZZ_BUILD)/crash-* $(FUZZ_BUILD)/leak-* $(FUZZ_BUILD)/timeout-* $(FUZZ_BUILD)/oom-*
-	@mkdir -p $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file
+	@mkdir -p $(FUZZ_BUILD)/corpus-gguf $(FUZZ_BUILD)/corpus-image $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-kv-file $(FUZZ_BUILD)/corpus-store
 	./$(FUZZ_BUILD)/fuzz/gguf_fuzzer -seed=$(FUZZ_SEED) -runs=$(GGUF_FUZZ_RUNS) -max_total_time=180 -max_len=65536 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus-gguf fuzz/corpus/gguf || $(FUZZ_REPORT)
@@ -132,6 +133,9 @@ fuzz-smoke: deps
 	./$(FUZZ_BUILD)/fuzz/kv_file_fuzzer -seed=$(FUZZ_SEED) -runs=$(KV_FILE_FUZZ_RUNS) -max_total_time=30 -max_len=65536 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus-kv-file fuzz/corpus/kv_file || $(FUZZ_REPORT)
+	./$(FUZZ_BUILD)/fuzz/store_fuzzer -seed=$(FUZZ_SEED) -runs=$(STORE_FUZZ_RUNS) -max_total_time=20 -max_len=4096 \
+	  -artifact_prefix=$(FUZZ_BUILD)/ \
+	  $(FUZZ_BUILD)/corpus-store fuzz/corpus/store || $(FUZZ_REPORT)
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD) $(ARM_BUILD)

@@ -35,7 +35,7 @@ def ttft(log):
 rp = port()
 redis = subprocess.Popen(["redis-server", "--port", str(rp), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", ".", "--logfile", "redis.log"])
 time.sleep(0.5)
-a, pa = serve(["--redis", f"127.0.0.1:{rp}"], "a.log")
+a, pa = serve(["--redis", f"127.0.0.1:{rp}", "--cache-secret-file", "cache.secret"], "a.log")
 ans, _ = ask(pa, t1); time.sleep(0.5)
 t2 = t1 + [{"role": "assistant", "content": ans}, {"role": "user", "content": "Where is the shape?"}]
 res = {"none": [], "redis": [], "local": [], "redis_encodes": []}
@@ -44,7 +44,7 @@ for r in range(ROUNDS):
         if kind == "none":
             s, p = serve(["--cache-budget", "0"], "n.log"); ask(p, t2); res[kind].append(ttft("n.log"))
         elif kind == "redis":
-            s, p = serve(["--redis", f"127.0.0.1:{rp}"], "b.log"); _, c = ask(p, t2); assert c > 0; res[kind].append(ttft("b.log"))
+            s, p = serve(["--redis", f"127.0.0.1:{rp}", "--cache-secret-file", "cache.secret"], "b.log"); _, c = ask(p, t2); assert c > 0; res[kind].append(ttft("b.log"))
             m = urllib.request.urlopen(f"http://127.0.0.1:{p}/metrics").read().decode()
             res["redis_encodes"].append(float(re.search(r"^vlkv:media_encodes_total (\S+)$", m, re.M).group(1)))
         else:

@@ -6,14 +6,18 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "commands.h"
 #include "hub_flags.h"
 #include "kv_flags.h"
 #include "param_flags.h"
+#include "server/authenticated_store.h"
+#include "server/cache_secret.h"
 #include "server/dir_store.h"
 #include "server/http_server.h"
 #include "server/redis_store.h"
@@ -37,6 +41,7 @@ struct ServeOptions {
   std::string redis_budget = "4G";
   std::string cache_dir;                // "": evicted entries are dropped
   std::string cache_dir_budget = "8G";
+  std::string cache_secret_file;        // "": --redis refused; --cache-dir keeps its own in DIR
   std::string max_body = "32M";
   std::string alias;
   int shutdown_grace_ms = 3000;
@@ -62,6 +67,26 @@ int serve(const ServeOptions& o_in) {
   if (!cache_budget.is_ok()) return report_error(invalid_argument("--cache-budget: " + cache_budget.status().message()));
   o.backend.cache_budget_bytes = *cache_budget;
   if (*cache_budget == 0) o.backend.engine.media_cache_bytes = 0;  // no cache of any kind: every request pays in full
+  // Entries in Redis and --cache-dir are signed under the deployment's secret: one that
+  // does not verify (planted by whoever can write there) is refused before it is parsed.
+  std::optional<server::CacheSecret> secret;
+  auto signed_store = [&](std::shared_ptr<PrefixStore> store, const std::string& default_path) -> Result<std::shared_ptr<PrefixStore>> {
+    if (!secret) {
+      const std::string path = o.cache_secret_file.empty() ? default_path : o.cache_secret_file;
+      Result<server::CacheSecret> s = server::load_or_create_cache_secret(path);
+      if (!s.is_ok()) return s.status();
+      secret = std::move(s).value();
+      if (secret->created)
+        std::fprintf(stderr, "vlkv serve: created %s (32 random bytes, mode 0600): prefix-store entries are signed with it%s\n",
+                     path.c_str(), o.redis.empty() ? "" : "; every replica sharing --redis needs a copy of this file");
+    }
+    return std::shared_ptr<PrefixStore>(std::make_shared<server::AuthenticatedStore>(std::move(store), secret->bytes));
+  };
+  if (!o.redis.empty() && o.cache_secret_file.empty())
+    return report_error(invalid_argument(
+        "--redis needs --cache-secret-file PATH: the secret every replica signs and checks shared entries with (a "
+        "missing file is created with 32 random bytes; or make one with head -c 32 /dev/urandom > PATH && chmod 600 "
+        "PATH), the same file on every replica"));
   if (!o.redis.empty()) {
     if (o.backend_kind == "sessions") return report_error(invalid_argument("--redis needs --backend batch (the prefix cache)"));
     if (*cache_budget == 0) return report_error(invalid_argument("--redis needs the prefix cache: --cache-budget 0 turns it off"));
@@ -76,7 +101,9 @@ int serve(const ServeOptions& o_in) {
     ro.ttl_seconds = o.redis_ttl_s;
     ro.max_entry_bytes = *max_entry;
     ro.max_total_bytes = *total;
-    o.backend.shared_store = std::make_shared<server::RedisStore>(ro);
+    Result<std::shared_ptr<PrefixStore>> store = signed_store(std::make_shared<server::RedisStore>(ro), "");
+    if (!store.is_ok()) return report_error(store.status());
+    o.backend.shared_store = std::move(store).value();
   }
   if (!o.cache_dir.empty()) {
     if (o.backend_kind == "sessions") return report_error(invalid_argument("--cache-dir needs --backend batch (the prefix cache)"));
@@ -87,7 +114,10 @@ int serve(const ServeOptions& o_in) {
     server::DirStoreOptions d;
     d.dir = o.cache_dir;
     d.max_total_bytes = *total;
-    Result<std::unique_ptr<server::DirStore>> store = server::DirStore::open(d);
+    Result<std::unique_ptr<server::DirStore>> dir = server::DirStore::open(d);
+    if (!dir.is_ok()) return report_error(dir.status());
+    Result<std::shared_ptr<PrefixStore>> store =
+        signed_store(std::shared_ptr<PrefixStore>(std::move(dir).value()), o.cache_dir + "/.vlkv-secret");
     if (!store.is_ok()) return report_error(store.status());
     o.backend.spill_store = std::move(store).value();
   }
@@ -167,6 +197,15 @@ int serve(const ServeOptions& o_in) {
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "vlkv serve: %s: finishing running requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Past the drain (grace, the streams' last events, a few seconds to close the stores) the
+  // process ends whatever is still stuck: a read from a stalled disk cannot be interrupted.
+  std::thread([limit = std::chrono::milliseconds(o.shutdown_grace_ms + 2000 + 3000)] {
+    std::this_thread::sleep_for(limit);
+    std::fprintf(stderr, "vlkv serve: still stopping after %lld ms (a store stuck?): exiting now\n",
+                 static_cast<long long>(limit.count()));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }).detach();
   http.refuse_new();
   (*backend)->shutdown(std::chrono::milliseconds(o.shutdown_grace_ms));
   http.stop(std::chrono::milliseconds(2000));  // the last events of streams still being written
@@ -209,6 +248,10 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "Share prefix-cache entries with other replicas through Redis at HOST:PORT: a request the local "
                   "cache misses looks there before computing, and every entry kept here is written there (checked "
                   "like a KV file when read back; Redis down or slow = a miss, never a failed request)");
+  app->add_option("--cache-secret-file", o->cache_secret_file,
+                  "Secret that --redis and --cache-dir entries are signed with (HMAC-SHA256): an entry that does not "
+                  "verify is refused, never loaded. Created (32 random bytes, mode 0600) when absent; replicas sharing "
+                  "a Redis need the same file. Required with --redis; --cache-dir alone keeps one in DIR/.vlkv-secret");
   app->add_option("--redis-ttl", o->redis_ttl_s, "Seconds an entry stays in Redis after it was written")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))->capture_default_str();
   app->add_option("--redis-max-entry", o->redis_max_entry, "Largest entry written to or read from Redis")

@@ -4,7 +4,10 @@
 // (hex: the model's and mmproj's identities, the KV method, the pass size and every row's
 // content); values are KV file images (docs/kv_file.md), checked on the way back exactly
 // like a file from disk, so a store may lose, truncate or corrupt anything: the request then
-// recomputes. Implementations are thread safe and bounded in time; a failure is a miss.
+// recomputes. What another process can write is untrusted: vlkv serve wraps its stores in an
+// AuthenticatedStore (tools/server/authenticated_store.h) that signs every value under the
+// deployment's secret and refuses (as forged) one whose MAC fails, before it is parsed.
+// Implementations are thread safe and bounded in time; a failure is a miss.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,7 @@ struct PrefixStoreStats {
   std::string kind;               // "redis", "dir"
   int64_t hits = 0, misses = 0;   // lookups that found a value or none (errors included)
   int64_t refused = 0;            // values found but refused by the checks (corrupt, other model, over budget)
+  int64_t forged = 0;             // of those, values whose MAC failed (not written under this deployment's secret)
   int64_t errors = 0;             // failed or timed-out operations (store down or slow)
   int64_t writes = 0;             // values stored
   int64_t dropped = 0;            // values not stored (over a size cap, store down, queue full)

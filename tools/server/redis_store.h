@@ -2,9 +2,13 @@
 // (include/vlkv/prefix_store.h, docs/prefix_cache.md). Lookups run on the request's thread
 // with a short timeout; writes go through a bounded queue to one writer thread, so neither a
 // slow nor a dead Redis ever fails or holds up a request: it is a logged miss, and the store
-// is not asked again for a few seconds.
+// is not asked again for a few seconds. What Redis sends is untrusted: each command has one
+// deadline for its whole reply (not per read: a reply trickled a byte at a time ends there),
+// replies are parsed by resp_reply.h, and a value over the entry cap is refused from STRLEN
+// or its header, before its bytes are read.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,8 +39,10 @@ struct RedisOptions {
   // No write while Redis's used_memory (every replica's entries and anything else it holds)
   // plus the entry would pass this: the cap is shared by all replicas writing to one Redis.
   uint64_t max_total_bytes = 4ull << 30;
-  // Connect and per-reply timeout; after a failure Redis is left alone for retry_after.
+  // Connect timeout, and a lookup's deadline (STRLEN and the value together) past the time
+  // its bytes take at min_bytes_per_second; after a failure Redis is left alone for retry_after.
   std::chrono::milliseconds timeout{200};
+  uint64_t min_bytes_per_second = 64ull << 20;
   std::chrono::milliseconds retry_after{2000};
 };
 
@@ -63,7 +69,8 @@ class RedisStore : public PrefixStore {
 
   RedisOptions options_;
   std::unique_ptr<Connection> reader_, writer_;
-  std::mutex read_mutex_;  // one lookup on the reader connection at a time
+  std::timed_mutex read_mutex_;  // one lookup on the reader connection at a time (others wait at most the timeout)
+  std::atomic<bool> stopping_{false};  // ends a write in flight at once
 
   mutable std::mutex mutex_;  // everything below
   std::condition_variable work_;
