@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "answer_printer.h"
+#include "base/safe_file.h"
 #include "commands.h"
 #include "hub_flags.h"
 #include "kv/method_registry.h"
@@ -87,6 +88,9 @@ int run(const RunOptions& o_in) {
   }
   if (!o.videos.empty() && o.frames == 0 && o.fps == 0) o.frames = 8;  // default sampling
   if (o.frames > 0 && o.fps > 0) return report_error(invalid_argument("give --frames or --fps, not both"));
+  // An output that cannot be written fails now, not after loading, encoding and answering.
+  if (!o.save_kv.empty())
+    if (Status st = check_writable_file(o.save_kv); !st.is_ok()) return report_error(st);
 
   Result<std::unique_ptr<Engine>> engine = Engine::load(o.engine);
   if (!engine.is_ok()) return report_error(check_kv_load_error(engine.status(), o.engine.kv_method));

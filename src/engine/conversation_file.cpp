@@ -2,6 +2,7 @@
 // options, the turns and what each turn fed (docs/kv_file.md).
 #include <utility>
 
+#include "base/safe_file.h"
 #include "engine/kv_file.h"
 #include "engine/kv_save.h"
 #include "engine/media_cache.h"
@@ -11,6 +12,7 @@
 namespace vlkv {
 
 Status Conversation::save(const std::string& path) const {
+  VLKV_RETURN_IF_ERROR(check_writable_file(path));  // before the encode, not after it
   std::string b;
   ByteWriter w(&b);
   w.put<uint8_t>(options_.use_template ? 1 : 0);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/safe_file.h"
 #include "kv/kv_bytes.h"
 
 namespace vlkv {
@@ -73,12 +74,17 @@ std::string build_kv_file(const std::vector<KvFileSection>& sections) {
   return out;
 }
 
-Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t size) {
-  if (size < kKvFileHeaderBytes)
+namespace {
+
+// The header and section table: magic, version, section count, the size the header claims
+// against the file's, and the header's CRC. data holds the file's first `avail` bytes (at
+// least the header and table when the file has them); *table_bytes receives the table's size.
+Status check_kv_file_header(const uint8_t* data, size_t avail, uint64_t size, size_t* table_bytes) {
+  if (size < kKvFileHeaderBytes || avail < kKvFileHeaderBytes)
     return invalid_file("truncated: " + std::to_string(size) + " bytes, shorter than the " +
                         std::to_string(kKvFileHeaderBytes) + "-byte header");
   if (std::memcmp(data, kKvFileMagic, sizeof kKvFileMagic) != 0) return invalid_file("not a vlkv KV file (bad magic)");
-  ByteReader r(data + 8, size - 8);
+  ByteReader r(data + 8, kKvFileHeaderBytes - 8);
   const uint32_t version = r.get<uint32_t>(), n = r.get<uint32_t>();
   const uint64_t claimed = r.get<uint64_t>();
   const uint32_t hc = r.get<uint32_t>(), reserved = r.get<uint32_t>();
@@ -93,12 +99,22 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
     return invalid_file("truncated or extended: the header says " + std::to_string(claimed) + " bytes, the file has " +
                         std::to_string(size));
   const size_t table = static_cast<size_t>(n) * kKvFileEntryBytes;
-  if (size < kKvFileHeaderBytes + table) return invalid_file("truncated: the section table ends past the file");
+  if (size < kKvFileHeaderBytes + table || avail < kKvFileHeaderBytes + table)
+    return invalid_file("truncated: the section table ends past the file");
   if (reserved != 0 || header_crc(data, table) != hc) return invalid_file("bad checksum of the header");
+  *table_bytes = table;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t size) {
+  size_t table = 0;
+  VLKV_RETURN_IF_ERROR(check_kv_file_header(data, size, size, &table));
   std::vector<KvFileSectionView> out;
   ByteReader t(data + kKvFileHeaderBytes, table);
   uint64_t next = kKvFileHeaderBytes + table;  // sections follow the table in order, back to back
-  for (uint32_t i = 0; i < n; ++i) {
+  for (uint32_t i = 0; i < table / kKvFileEntryBytes; ++i) {
     KvFileSectionView v;
     v.id = t.get<uint32_t>();
     const uint32_t crc = t.get<uint32_t>();
@@ -120,48 +136,26 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
 }
 
 Status write_kv_file(const std::string& path, const std::string& image) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return io_error(path + ": cannot write (" + std::strerror(errno) + ")");
-  const bool ok = std::fwrite(image.data(), 1, image.size(), f) == image.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    return io_error(path + ": write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return io_error(path + ": cannot rename the written file into place (" + std::strerror(errno) + ")");
-  }
-  return Status::ok();
+  return write_file_atomically(path, image);
 }
 
 Result<std::vector<uint8_t>> read_kv_file(const std::string& path, uint64_t max_bytes) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return not_found(path + ": cannot open (" + std::strerror(errno) + ")");
-  if (std::fseek(f.get(), 0, SEEK_END) != 0) return io_error(path + ": cannot seek");
-  const long end = std::ftell(f.get());
-  if (end < 0) return io_error(path + ": cannot tell its size");
-  const uint64_t size = static_cast<uint64_t>(end);
-  std::rewind(f.get());
-  uint8_t head[kKvFileHeaderBytes];
-  const size_t got = std::fread(head, 1, sizeof head, f.get());
-  if (got < sizeof head)
-    return invalid_file(path + ": truncated: " + std::to_string(got) + " bytes, shorter than the header");
-  if (std::memcmp(head, kKvFileMagic, sizeof kKvFileMagic) != 0)
-    return invalid_file(path + ": not a vlkv KV file (bad magic)");
-  uint64_t claimed = 0;
-  std::memcpy(&claimed, head + 16, sizeof claimed);
-  if (claimed != size)
-    return invalid_file(path + ": truncated or extended: the header says " + std::to_string(claimed) +
-                        " bytes, the file has " + std::to_string(size));
+  // Only a regular file: a FIFO or a device would block or never end.
+  VLKV_ASSIGN_OR_RETURN(RegularFile f, open_regular_file(path));
+  const uint64_t size = f.size;
+  // The header and table first, checksum verified, before the body is read (or allocated).
+  uint8_t head[kKvFileHeaderBytes + kKvFileMaxSections * kKvFileEntryBytes];
+  const size_t head_bytes = static_cast<size_t>(std::min<uint64_t>(size, sizeof head));
+  VLKV_RETURN_IF_ERROR(read_exactly(f, 0, head, head_bytes, path));
+  size_t table = 0;
+  if (Status st = check_kv_file_header(head, head_bytes, size, &table); !st.is_ok())
+    return Status(st.code(), path + ": " + st.message());
   if (size > max_bytes)
     return out_of_memory(path + ": " + std::to_string(size) + " bytes, more than the KV budget allows (" +
                          std::to_string(max_bytes) + "; raise --kv-budget)");
   std::vector<uint8_t> data(static_cast<size_t>(size));
-  std::memcpy(data.data(), head, sizeof head);
-  if (std::fread(data.data() + sizeof head, 1, data.size() - sizeof head, f.get()) != data.size() - sizeof head)
-    return io_error(path + ": read failed");
+  std::memcpy(data.data(), head, head_bytes);
+  VLKV_RETURN_IF_ERROR(read_exactly(f, head_bytes, data.data() + head_bytes, data.size() - head_bytes, path));
   return data;
 }
 

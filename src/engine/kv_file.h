@@ -48,10 +48,12 @@ struct KvFileSectionView {
 // problem ("truncated: ...", "bad checksum of section tokens", ...).
 Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t size);
 
-// Writes the image to path (to path.tmp first, then renamed: a reader never sees half a file).
+// Writes the image to path (write_file_atomically: a fresh temporary beside it, synced, renamed
+// over it; a target that is not a regular file is refused).
 Status write_kv_file(const std::string& path, const std::string& image);
-// Reads a file whose header claims at most max_bytes: the header is read and its size checked
-// against the file's before the rest is read (and allocated).
+// Reads a regular file (a FIFO or device is refused, never waited on) whose header claims at
+// most max_bytes: the header and section table are read and checked (their checksum, the
+// claimed size against fstat's) before the rest is read (and allocated).
 Result<std::vector<uint8_t>> read_kv_file(const std::string& path, uint64_t max_bytes);
 
 const char* kv_file_section_name(uint32_t id);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/safe_file.h"
 #include "engine/content_hash.h"
 #include "engine/kv_file.h"
 #include "kv/kv_bytes.h"
@@ -22,6 +23,9 @@ Result<std::string> canonical_method(Engine::Impl& e, const std::string& spec) {
 }
 
 constexpr uint64_t kMaxMediaItems = 1 << 20;
+// Positions far past any context (2^40) and far from overflowing when a turn's tokens are
+// added to them: a file's next position and every row's position must lie within.
+constexpr int64_t kMaxPosition = int64_t{1} << 40;
 
 }  // namespace
 
@@ -185,8 +189,15 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
     if (!r.ok() || !r.at_end()) return malformed(kSectionTokens);
     const size_t n = h.ids.size();
     if (n_past < 0 || static_cast<uint64_t>(n_past) != n || h.kinds.size() != n || h.pos.size() != n ||
-        h.mrope.size() != 3 * n || next_pos < 0)
+        h.mrope.size() != 3 * n)
       return invalid_file("the tokens section's counts disagree");
+    if (next_pos < 0 || next_pos > kMaxPosition)
+      return invalid_file("the next position " + std::to_string(next_pos) + " is out of range");
+    for (size_t i = 0; i < n; ++i)
+      if (h.pos[i] < 0 || h.pos[i] > kMaxPosition || h.mrope[3 * i] < -1 || h.mrope[3 * i] > kMaxPosition ||
+          h.mrope[3 * i + 1] < -1 || h.mrope[3 * i + 1] > kMaxPosition || h.mrope[3 * i + 2] < -1 ||
+          h.mrope[3 * i + 2] > kMaxPosition)
+        return invalid_file("token " + std::to_string(i) + " has a position out of range");
     if (n_past > e.params.n_ctx)
       return invalid_argument("it holds " + std::to_string(n_past) + " tokens, more than the context size of " +
                               std::to_string(e.params.n_ctx) + " (raise --ctx-size)");
@@ -231,6 +242,7 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
 }
 
 Status Session::save_kv(const std::string& path) const {
+  VLKV_RETURN_IF_ERROR(check_writable_file(path));  // before the encode, not after it
   Result<std::string> image = SessionFile::image(*this, nullptr);
   if (!image.is_ok()) return image.status().with_context("saving the KV cache to " + path);
   return write_kv_file(path, *image);

@@ -12,8 +12,16 @@ namespace vlkv {
 namespace {
 
 constexpr uint32_t kMaxSegmentsPerHead = 1 << 16;
+// The fewest bytes a segment takes: tag, space, tokens, reread (17), an absent K stream (1) and
+// a V stream of an empty codec name and no pages (present, index, name length, blocks per
+// page, block bytes, page count: 29).
+constexpr size_t kMinSegmentBytes = 17 + 1 + 29;
 constexpr uint64_t kMaxStateBytes = uint64_t{1} << 32;
-constexpr int64_t kMaxPageBytes = int64_t{1} << 30;
+
+// The blocks in a page of a stream whose blocks take block_bytes (LayerEditor::add_segment).
+int32_t blocks_per_page(const PagePool& pool, int32_t block_bytes) {
+  return std::max<int32_t>(1, static_cast<int32_t>(pool.page_bytes() / static_cast<uint32_t>(block_bytes)));
+}
 
 // A state's bytes, length-prefixed so the reader can check it consumed exactly them.
 bool put_state(ByteWriter& w, const LayerState* state) {
@@ -153,7 +161,11 @@ Status load_sequence_cache(const uint8_t* data, size_t size, const Method& metho
     lc.heads.resize(g.n_kv_heads);
     for (int h = 0; h < g.n_kv_heads; ++h) {
       const uint32_t n_segs = r.get<uint32_t>();
-      if (!r.ok() || n_segs > kMaxSegmentsPerHead) return bad("segment count out of range");
+      // Each segment takes at least kMinSegmentBytes of the section: a count the bytes left
+      // cannot hold is refused before the segments are allocated.
+      if (!r.ok() || n_segs > kMaxSegmentsPerHead || n_segs > r.left() / kMinSegmentBytes)
+        return bad("segment count " + std::to_string(n_segs) + " out of range (" + std::to_string(r.left()) +
+                   " bytes left)");
       lc.heads[h].segments.resize(n_segs);
       int64_t head_tokens = 0;
       for (Segment& s : lc.heads[h].segments) {
@@ -179,9 +191,13 @@ Status load_sequence_cache(const uint8_t* data, size_t size, const Method& metho
           st->blocks_per_page = r.get<int32_t>();
           st->block_bytes = r.get<int32_t>();
           const int tpb = st->codec->tokens_per_block();
-          if (!r.ok() || st->block_bytes != st->codec->block_bytes(g.head_dim) || st->blocks_per_page < 1 ||
-              int64_t{st->blocks_per_page} * st->block_bytes > kMaxPageBytes || s.n_tokens % tpb != 0)
+          if (!r.ok() || st->block_bytes != st->codec->block_bytes(g.head_dim) || s.n_tokens % tpb != 0)
             return bad("block layout of codec " + name + " differs from the method's");
+          // Pages as this pool makes them (LayerEditor::add_segment): a file may not declare
+          // bigger ones, which would take a page's bytes for each block the file holds.
+          if (st->blocks_per_page != blocks_per_page(pool, st->block_bytes))
+            return bad("pages of " + std::to_string(st->blocks_per_page) + " blocks of codec " + name + ", this cache's hold " +
+                       std::to_string(blocks_per_page(pool, st->block_bytes)) + " (saved with another KV page size?)");
           const int64_t n_blocks = s.n_tokens / tpb;
           const uint64_t n_pages = r.count(uint64_t{1} << 31, 1);
           if (!r.ok() || static_cast<int64_t>(n_pages) != (n_blocks + st->blocks_per_page - 1) / st->blocks_per_page)

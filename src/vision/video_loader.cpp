@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <semaphore>
+#include <vector>
 
 #include "vision/image.h"
 #include "vision/media_file.h"
@@ -95,7 +97,23 @@ class FrameSampler {
     int rc = avformat_open_input(&raw, path_.c_str(), nullptr, nullptr);
     if (rc < 0) return invalid_file(path_ + ": not a readable video (" + av_error(rc) + ")");
     fmt_.reset(raw);
-    rc = avformat_find_stream_info(fmt_.get(), nullptr);
+    // Sizes the container's header declares (MP4, Matroska, AVI: most) are checked before
+    // avformat_find_stream_info, which opens decoders and decodes frames at that size.
+    for (unsigned i = 0; i < fmt_->nb_streams; ++i) {
+      const AVStream* s = fmt_->streams[i];
+      if (s->codecpar->codec_type != AVMEDIA_TYPE_VIDEO || (s->disposition & AV_DISPOSITION_ATTACHED_PIC)) continue;
+      if (s->codecpar->width > 0 && s->codecpar->height > 0)
+        VLKV_RETURN_IF_ERROR(check_dims(s->codecpar->width, s->codecpar->height));
+    }
+    // Where only the stream says its size (a raw H.264 stream), the decoders it opens refuse
+    // frames over the pixel limit before allocating them (max_pixels).
+    std::vector<AVDictionary*> opts(fmt_->nb_streams, nullptr);
+    for (AVDictionary*& d : opts) {
+      av_dict_set_int(&d, "max_pixels", limits_.max_pixels, 0);
+      av_dict_set(&d, "threads", "1", 0);
+    }
+    rc = avformat_find_stream_info(fmt_.get(), opts.empty() ? nullptr : opts.data());
+    for (AVDictionary*& d : opts) av_dict_free(&d);
     if (rc < 0) return invalid_file(path_ + ": cannot read stream info (" + av_error(rc) + ")");
     const AVCodec* codec = nullptr;
     stream_ = av_find_best_stream(fmt_.get(), AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
@@ -120,6 +138,7 @@ class FrameSampler {
     int rc = avcodec_parameters_to_context(dec_.get(), s->codecpar);
     if (rc < 0) return invalid_file(path_ + ": bad codec parameters (" + av_error(rc) + ")");
     dec_->thread_count = 1;
+    dec_->max_pixels = limits_.max_pixels;  // a frame bigger than the stream's header said is refused unallocated
     rc = avcodec_open2(dec_.get(), codec, nullptr);
     if (rc < 0) return invalid_file(path_ + ": cannot open the video decoder (" + av_error(rc) + ")");
     return Status::ok();
@@ -226,6 +245,22 @@ class FrameSampler {
   std::vector<uint8_t> scratch_;  // [out_h, stride] padded RGB24 rows for sws_scale
 };
 
+// One of kConcurrentProbes probes running at once (probe_video).
+class ProbeSlot {
+ public:
+  static constexpr int kConcurrentProbes = 2;
+  ProbeSlot() { slots().acquire(); }
+  ~ProbeSlot() { slots().release(); }
+  ProbeSlot(const ProbeSlot&) = delete;
+  ProbeSlot& operator=(const ProbeSlot&) = delete;
+
+ private:
+  static std::counting_semaphore<kConcurrentProbes>& slots() {
+    static std::counting_semaphore<kConcurrentProbes> s(kConcurrentProbes);
+    return s;
+  }
+};
+
 }  // namespace
 
 Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
@@ -237,6 +272,9 @@ Result<std::vector<Image>> load_video(const std::string& path, const VideoSampli
 }
 
 Result<MediaInfo> probe_video(const std::string& path, const VideoSampling& sampling, const MediaLimits& limits) {
+  // A probe may open a decoder and decode a frame of up to the pixel limit: a few at a time,
+  // so that many requests probing at once take a few probes' memory, not one each.
+  ProbeSlot slot;
   FrameSampler sampler(path, limits);
   return sampler.probe(sampling);
 }

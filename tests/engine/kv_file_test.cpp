@@ -7,8 +7,14 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <climits>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -374,6 +380,160 @@ TEST_F(KvFileCorruption, SessionFileIsNotAConversation) {
   Result<std::unique_ptr<Conversation>> good = Conversation::load(*e_, path_);
   ASSERT_TRUE(good.is_ok());
   EXPECT_TRUE((*good)->switch_kv_method("f16").is_ok());  // text only: evaluated again from its texts
+}
+
+// Hostile files (issue 38): what sits at a path, and what a small file declares, cannot make a
+// load wait forever, take memory it does not hold, or make a save write through something else.
+
+// This process's peak resident set (VmHWM) since reset_own_peak().
+uint64_t own_peak_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+uint64_t own_resident_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+void reset_own_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// A FIFO given to load is refused at once (it blocked forever in open(), waiting for a
+// writer). Should the load still block, the test opens the FIFO for writing to let it end.
+TEST_F(KvFileCorruption, FifoRefusedWithoutWaiting) {
+  const std::string fifo = tmp_path("fifo.kv");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto loading = std::async(std::launch::async, [&] { return Conversation::load(*e_, fifo).status(); });
+  const bool returned = loading.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  if (!returned) {
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  const Status st = loading.get();
+  EXPECT_TRUE(returned) << "loading a FIFO blocked";
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << st.message();
+  std::remove(fifo.c_str());
+}
+
+// A save replaces a regular file and nothing else: a FIFO or a symbolic link at the target is
+// refused and left as it was (a save replaced /dev/full with a regular file).
+TEST_F(KvFileCorruption, SaveRefusesATargetThatIsNotARegularFile) {
+  Result<std::unique_ptr<Conversation>> c = Conversation::load(*e_, path_);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const std::string fifo = tmp_path("target_fifo.kv");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Status st = (*c)->save(fifo);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("it is a FIFO, not a regular file"), std::string::npos) << st.message();
+  struct stat sb;
+  ASSERT_EQ(::lstat(fifo.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISFIFO(sb.st_mode)) << "the FIFO was replaced";
+  std::remove(fifo.c_str());
+
+  const std::string victim = tmp_path("victim"), link = tmp_path("target_link.kv");
+  write_all(victim, "victim");
+  std::remove(link.c_str());
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  st = (*c)->save(link);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("symbolic link"), std::string::npos) << st.message();
+  EXPECT_EQ(read_all(victim), "victim");
+  ASSERT_EQ(::lstat(link.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISLNK(sb.st_mode));
+  std::remove(link.c_str());
+  std::remove(victim.c_str());
+}
+
+// The temporary a save writes first has a fresh name (mkstemp): a symbolic link planted at
+// PATH.tmp (which `--save-kv PATH` wrote through, overwriting the link's target) is untouched.
+TEST_F(KvFileCorruption, PlantedTemporaryIsNotFollowed) {
+  Result<std::unique_ptr<Conversation>> c = Conversation::load(*e_, path_);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const std::string out = tmp_path("out.kv"), victim = tmp_path("victim2");
+  write_all(victim, "victim");
+  std::remove((out + ".tmp").c_str());
+  ASSERT_EQ(::symlink(victim.c_str(), (out + ".tmp").c_str()), 0);
+  ASSERT_TRUE((*c)->save(out).is_ok());
+  EXPECT_EQ(read_all(victim), "victim");
+  EXPECT_TRUE(read_all(out) == good_);
+  struct stat sb;
+  ASSERT_EQ(::stat(out.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 0777, 0666 & ~[] { const mode_t m = ::umask(0); ::umask(m); return m; }());
+  // Saving again replaces the file in place; nothing else is left in the folder.
+  ASSERT_TRUE((*c)->save(out).is_ok());
+  EXPECT_TRUE(read_all(out) == good_);
+  for (const std::string& p : {out, out + ".tmp", victim}) std::remove(p.c_str());
+}
+
+// The tokens section with its sections' checksums made right again, next_pos or a row's
+// position replaced: INT64_MAX was accepted, and the next token's position overflowed.
+TEST_F(KvFileCorruption, PositionsNearOverflowRefused) {
+  auto with_tokens = [&](auto edit) {
+    Result<std::vector<KvFileSectionView>> views =
+        parse_kv_file(reinterpret_cast<const uint8_t*>(good_.data()), good_.size());
+    EXPECT_TRUE(views.is_ok());
+    std::vector<KvFileSection> sections;
+    for (const KvFileSectionView& v : *views) {
+      KvFileSection s{v.id, std::string(reinterpret_cast<const char*>(v.data), v.size)};
+      if (v.id == kSectionTokens) edit(s.bytes);
+      sections.push_back(std::move(s));
+    }
+    return build_kv_file(sections);
+  };
+  const int64_t huge = INT64_MAX;
+  // tokens: n_past (i64), next_pos (i64), ids (u64 count + i32s), kinds, pos, mrope
+  expect_refused(with_tokens([&](std::string& b) { std::memcpy(b.data() + 8, &huge, 8); }),
+                 "the next position 9223372036854775807 is out of range");
+  expect_refused(with_tokens([&](std::string& b) {
+                   int64_t n = 0;
+                   std::memcpy(&n, b.data(), 8);
+                   const size_t pos_at = 16 + 8 + 4 * n + 8 + n + 8;  // the first row's position
+                   std::memcpy(b.data() + pos_at, &huge, 8);
+                 }),
+                 "token 0 has a position out of range");
+  expect_refused(with_tokens([&](std::string& b) { const int64_t minus = -2; std::memcpy(b.data() + 8, &minus, 8); }),
+                 "out of range");
+}
+
+// A sparse file of 512 MiB whose header's checksum is wrong: it was read whole (and held)
+// before the checksum was checked; now the header is checked first.
+TEST(KvFileHostile, BadHeaderOfAHugeFileRefusedBeforeReading) {
+  EngineParams p;
+  p.model_path = kModels + "stories260K.gguf";
+  p.kv_budget_bytes = 1ull << 30;  // files up to ~1 GiB may be read: the pages are taken lazily
+  p.n_ctx = 512;
+  p.n_threads = 1;
+  Result<std::unique_ptr<Engine>> e = Engine::load(p);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  const std::string path = tmp_path("sparse.kv");
+  const uint64_t size = 512ull << 20;
+  std::string head(kKvFileHeaderBytes + kKvFileEntryBytes, '\0');
+  std::memcpy(head.data(), kKvFileMagic, sizeof kKvFileMagic);
+  const uint32_t version = kKvFileVersion, n = 1, crc = 0x12345678;
+  std::memcpy(head.data() + 8, &version, 4);
+  std::memcpy(head.data() + 12, &n, 4);
+  std::memcpy(head.data() + 16, &size, 8);
+  std::memcpy(head.data() + 24, &crc, 4);
+  write_all(path, head);
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(size)), 0);
+  reset_own_peak();
+  const uint64_t before = own_resident_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Conversation>> c = Conversation::load(**e, path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t peak = own_peak_bytes();
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("bad checksum of the header"), std::string::npos) << c.status().message();
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(peak, before + (64u << 20)) << before << " -> peak " << peak;
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // section over the free budget is refused before allocating. Also writes the fuzzer's seeds.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -253,6 +254,84 @@ TEST(KvSequenceIo, OverTheFreeBudgetRefusedBeforeAllocating) {
   EXPECT_EQ(c->bytes_in_use(), 0u);
 }
 
+// This process's peak resident set (VmHWM) since reset_own_peak().
+uint64_t own_status_bytes(const char* field) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, field, n) == 0) kb = std::strtoull(line + n, nullptr, 10);
+  std::fclose(f);
+  return kb * 1024;
+}
+void reset_own_peak() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+// f16 bytes with every stream's blocks per page multiplied: a stream's page then takes that
+// many blocks' bytes while the file holds only the blocks its tokens fill.
+std::string with_blocks_per_page_times(const std::string& bytes, int32_t factor) {
+  std::string out = bytes;
+  int patched = 0;
+  for (size_t at = out.find("f16"); at != std::string::npos && at + 11 <= out.size(); at = out.find("f16", at + 1)) {
+    int32_t bpp = 0, bb = 0;
+    std::memcpy(&bpp, out.data() + at + 3, 4);
+    std::memcpy(&bb, out.data() + at + 7, 4);
+    if (bb <= 0 || bpp != 4096 / bb) continue;  // small_page_cache's 4 KiB pages
+    bpp *= factor;
+    std::memcpy(out.data() + at + 3, &bpp, 4);
+    ++patched;
+  }
+  EXPECT_GT(patched, 0);
+  return out;
+}
+
+// A small KV section declaring pages of 64 MiB (blocks_per_page x 1024) was within the old
+// bound (1 GiB a page) and the free budget, and took a 64 MiB page per stream, each zeroed
+// past its few blocks: a 159 KB Redis value took the server from 42 MB to 2.0 GB. Pages are
+// the pool's size or the file is refused, before any is taken.
+TEST(KvSequenceIo, PagesLargerThanThePoolsRefusedBeforeAllocating) {
+  ThreadPool pool(1);
+  const std::string bytes = with_blocks_per_page_times(saved("f16", pool), 1 << 14);
+  auto c = kvtest::small_page_cache("f16", geometry(), 2ull << 30);
+  ASSERT_TRUE(c);
+  reset_own_peak();
+  const uint64_t before = own_status_bytes("VmRSS:");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<SeqId> s = c->load_sequence("f16", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t peak = own_status_bytes("VmHWM:");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidFile);
+  EXPECT_NE(s.status().message().find("saved with another KV page size"), std::string::npos) << s.status().message();
+  EXPECT_EQ(c->bytes_in_use(), 0u);
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(peak, before + (64u << 20)) << before << " -> peak " << peak;
+  // The same bytes with the pool's pages load.
+  const std::string good = saved("f16", pool);
+  ASSERT_TRUE(c->load_sequence("f16", reinterpret_cast<const uint8_t*>(good.data()), good.size()).is_ok());
+}
+
+// A head's segment count is checked against the bytes left before the segments are allocated
+// (65535 of them were allocated, ~13 MB a head, and refused only at the first missing one).
+TEST(KvSequenceIo, SegmentCountBeyondTheBytesRefusedAtTheCount) {
+  ThreadPool pool(1);
+  std::string bytes = saved("f16", pool);
+  // n_layers, n_kv_heads, head_dim (u32), tokens (i64), layer 0's tokens (i64), then its head 0's count.
+  const size_t at = 3 * 4 + 8 + 8;
+  const uint32_t n = 65535;
+  std::memcpy(bytes.data() + at, &n, 4);
+  auto c = kvtest::small_page_cache("f16", geometry());
+  Result<SeqId> s = c->load_sequence("f16", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("segment count 65535 out of range"), std::string::npos) << s.status().message();
+}
+
 // The fuzzer's seed corpus: VLKV_KV_FUZZ_SEEDS=fuzz/corpus/kv_file ./build/tests/kv_tests
 // --gtest_filter=KvSequenceIo.FuzzSeeds writes one seed per spec (its index byte, then the
 // sequence's bytes), and regress seeds of inputs that once stopped the fuzzer.
@@ -272,6 +351,9 @@ TEST(KvSequenceIo, FuzzSeeds) {
   for (int i = 0; i < kvfuzz::kNumSpecs; ++i) {
     const std::string bytes = saved(kSpecs[i], pool);
     write_seed("seq", i, bytes);
+    // Pages larger than the pool's (PagesLargerThanThePoolsRefusedBeforeAllocating) as a regress
+    // seed: 256 KiB ones, within the fuzzer's 16 MiB budget (which refused the test's 64 MiB).
+    if (std::string(kSpecs[i]) == "f16") write_seed("regress_big_pages", i, with_blocks_per_page_times(bytes, 64));
     // Q Cache's edited grouping state (KeylessSegmentsWithoutAKeySourceAreRefused) as a regress seed.
     if (std::string(kSpecs[i]).find("grouping=prefill") != std::string::npos) {
       ASSERT_FALSE(unfrozen(bytes).empty());

@@ -5,6 +5,7 @@
 // other-model file is refused with one line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,6 +121,37 @@ TEST(CliKvFile, RunSaveKvThenLoadKvAnswersAsTheChat) {
   refused({}, tmp("missing.kv"), "cannot open");
   std::remove(file.c_str());
   std::remove(bad.c_str());
+}
+
+// Issues 38 and 40: --save-kv to a place it cannot write fails before the model answers (it
+// failed only after the whole ingest), and a target that is no regular file is refused, not
+// replaced; vlkv chat's /save says the same and the conversation goes on.
+TEST(CliKvFile, SaveKvToWhatCannotBeWrittenFailsBeforeTheWork) {
+  const std::vector<std::string> common = {"-m", kModel, "--mmproj", kMmproj, "--temp", "0", "-n", "8", "-t", "1"};
+  auto run_saving = [&](const std::string& target) {
+    std::vector<std::string> a = {"run", "--image", kSrc + "models/demo/005.png", "-p", "How many shapes are there?",
+                                  "--save-kv", target};
+    a.insert(a.end(), common.begin(), common.end());
+    return run_cli(a);
+  };
+  CliResult r = run_saving(tmp("no_such_folder") + "/out.kv");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "") << "answered before finding out it cannot save";
+  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  const std::string fifo = tmp("target.fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = run_saving(fifo);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("it is a FIFO, not a regular file"), std::string::npos) << r.err;
+  const std::string script = "Hello\n/save " + fifo + "\nHi\n";
+  r = chat(script, 4);
+  EXPECT_NE(r.err.find("it is a FIFO, not a regular file"), std::string::npos) << r.err;
+  struct stat sb;
+  ASSERT_EQ(::lstat(fifo.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISFIFO(sb.st_mode)) << "the FIFO was replaced by a file";
+  std::remove(fifo.c_str());
 }
 
 }  // namespace

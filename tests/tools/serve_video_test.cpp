@@ -8,8 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <thread>
 
 #include "cli_util.h"
+#include "serve_raw.h"
 #include "serve_util.h"
 
 namespace vlkv {
@@ -86,6 +89,80 @@ TEST_F(ServeVideo, AnswersAsVlkvRunWithTheSameFrames) {
   EXPECT_EQ(count.out, "prompt_tokens=" + std::to_string(r.json["usage"]["prompt_tokens"].get<int64_t>()) +
                            " visual_tokens=288\n");  // 2 frames x 144 (tinyvlm)
   EXPECT_EQ(files_in(tmp_), 0);
+}
+
+// The server's peak resident set (VmHWM) since reset_peak.
+uint64_t peak_bytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+bool reset_peak(pid_t pid) {
+  std::ofstream f("/proc/" + std::to_string(pid) + "/clear_refs");
+  f << "5";
+  return static_cast<bool>(f.flush());
+}
+
+// Issue 38: a 199 KB H.264 clip of 8200x8200 frames (over the 64 Mi pixel limit) took ~150 MB
+// in the probe, which decoded frames (avformat_find_stream_info) before the size was checked,
+// and 16 at once 2.56 GB. Its MP4 header says the size: refused from it, no decoder opened.
+// As a raw H.264 stream (no container header) the probe's decoders refuse frames over the
+// limit unallocated (max_pixels), and probes run a few at a time.
+TEST_F(ServeVideo, HugeFramesRefusedFromTheHeaderCheaply) {
+  const std::string mp4 = tmp_ + "/huge.mp4", h264 = tmp_ + "/huge.h264";
+  ASSERT_EQ(std::system(("ffmpeg -loglevel error -y -f lavfi -i color=black:size=8200x8200:rate=2 -frames:v 1 "
+                         "-c:v libx264 -preset ultrafast -pix_fmt yuv420p '" + mp4 + "' && ffmpeg -loglevel error -y "
+                         "-i '" + mp4 + "' -c copy -bsf:v h264_mp4toannexb '" + h264 + "'").c_str()),
+            0);
+  const std::string mp4_body = chat_with_video(uri("video/mp4", read_file(mp4)), "What?");
+  const std::string h264_body = chat_with_video(uri("video/h264", read_file(h264)), "What?");
+  std::remove(mp4.c_str());
+  std::remove(h264.c_str());
+  httplib::Client c = server_->client(60);
+  for (const std::string* body : {&mp4_body, &h264_body}) {
+    SCOPED_TRACE(body == &mp4_body ? "mp4" : "h264");
+    (void)post(c, "/v1/chat/completions", *body);  // warm (FFmpeg's tables, the body's buffers)
+    const uint64_t before = resident_bytes(server_->pid());
+    ASSERT_TRUE(reset_peak(server_->pid()));
+    const auto t0 = std::chrono::steady_clock::now();
+    HttpReply r = post(c, "/v1/chat/completions", *body);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const uint64_t peak = peak_bytes(server_->pid());
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("8200x8200"), std::string::npos) << r.body;
+    EXPECT_LT(seconds, 1.0);
+    EXPECT_LT(peak, before + (64u << 20)) << before << " -> peak " << peak;  // measured +0 (mp4), +25 MiB (h264)
+  }
+  // 16 at once (the mp4 refused from its header, so the raw stream's probe is the costly one).
+  const uint64_t before = resident_bytes(server_->pid());
+  ASSERT_TRUE(reset_peak(server_->pid()));
+  std::vector<std::thread> clients;
+  std::vector<int> statuses(16, 0);
+  for (size_t i = 0; i < statuses.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client ci = server_->client(60);
+      statuses[i] = post(ci, "/v1/chat/completions", h264_body).status;
+    });
+  for (std::thread& t : clients) t.join();
+  for (int s : statuses) EXPECT_EQ(s, 400);
+  const uint64_t peak = peak_bytes(server_->pid());
+  // Two probes at a time, ~25 MiB each (the H.264 decoder's tables), and 16 bodies: measured
+  // +75 MiB (2.56 GB before; four probes at a time measured +148 MiB).
+  EXPECT_LT(peak, before + (128u << 20)) << before << " -> peak " << peak;
+  EXPECT_EQ(files_in(tmp_), 0);
+}
+
+// What FFmpeg cannot read is refused naming the part, never the temporary file the bytes
+// went to (the server's folder layout is not the client's business).
+TEST_F(ServeVideo, ErrorsNameNoTemporaryFile) {
+  httplib::Client c = server_->client(30);
+  HttpReply r = post(c, "/v1/chat/completions", chat_with_video(uri("video/mp4", std::string(4096, 'z')), "What?"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body.find("vlkv_video_"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find(tmp_), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("video 1: the video_url data: "), std::string::npos) << r.body;
 }
 
 TEST_F(ServeVideo, WhatIsNoVideoIsRefusedNamingThePart) {

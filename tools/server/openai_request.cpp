@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/data_uri.h"
+#include "server/request_json.h"
 
 namespace vlkv::server {
 namespace {
@@ -285,8 +286,7 @@ Result<Image> decode_request_image(const RequestImage& image, const RequestLimit
 }
 
 Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, const RequestLimits& limits) {
-  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return invalid_argument("the request body is not valid JSON");
+  VLKV_ASSIGN_OR_RETURN(json body, parse_request_json(body_text));
   if (!body.is_object()) return invalid_argument("the request body must be a JSON object");
   VLKV_RETURN_IF_ERROR(check_fields(body, endpoint));
   ApiRequest r;

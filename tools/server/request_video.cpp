@@ -42,6 +42,15 @@ class TempFile {
   std::string path_;
 };
 
+// An uploaded video's errors name it as the client knows it, never by the server's temp path.
+Status without_temp_path(const Status& st, const std::string& temp_path) {
+  if (st.is_ok() || temp_path.empty()) return st;
+  std::string m = st.message();
+  for (size_t at = m.find(temp_path); at != std::string::npos; at = m.find(temp_path, at))
+    m.replace(at, temp_path.size(), "the video_url data");
+  return Status(st.code(), std::move(m), st.kind());
+}
+
 VideoSampling sampling(const RequestLimits& limits) {
   VideoSampling s;
   s.n_frames = limits.video_frames;
@@ -67,7 +76,9 @@ Result<RequestImage> read_video_url(const std::string& url, const RequestLimits&
   } else {
     return invalid_argument("only data: URIs (and file:// under --media-path) are accepted; remote URLs are not fetched");
   }
-  VLKV_ASSIGN_OR_RETURN(video.info, probe_video(video.path, sampling(limits), limits.media));
+  Result<MediaInfo> info = probe_video(video.path, sampling(limits), limits.media);
+  if (!info.is_ok()) return without_temp_path(info.status(), video.owned_file ? video.path : std::string());
+  video.info = *info;
   return video;
 }
 
@@ -77,8 +88,9 @@ Result<MediaItem> decode_request_media(const RequestImage& media, const RequestL
     return MediaItem{{std::move(img)}, false};
   }
   double rate = 0;
-  VLKV_ASSIGN_OR_RETURN(std::vector<Image> frames, load_video(media.path, sampling(limits), limits.media, &rate));
-  return MediaItem{std::move(frames), true, rate};
+  Result<std::vector<Image>> frames = load_video(media.path, sampling(limits), limits.media, &rate);
+  if (!frames.is_ok()) return without_temp_path(frames.status(), media.owned_file ? media.path : std::string());
+  return MediaItem{std::move(frames).value(), true, rate};
 }
 
 }  // namespace vlkv::server

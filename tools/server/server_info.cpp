@@ -1,6 +1,7 @@
 #include "server/server_info.h"
 
 #include "param_json.h"
+#include "server/request_json.h"
 
 namespace vlkv::server {
 
@@ -10,8 +11,7 @@ namespace {
 
 // The body as a JSON object whose keys are all in allowed (a key we would ignore is refused).
 Result<json> parse_object(std::string_view body, std::initializer_list<const char*> allowed) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument("the request body is not valid JSON");
+  VLKV_ASSIGN_OR_RETURN(json j, parse_request_json(body));
   if (!j.is_object()) return invalid_argument("the request body must be a JSON object");
   for (const auto& [key, value] : j.items()) {
     bool known = false;
