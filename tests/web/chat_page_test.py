@@ -250,6 +250,10 @@ def conversation_features(browser, wait, q, check, answers, ask, server, a, demo
     ok(md.find_element(By.CSS_SELECTOR, "pre code.language-js").text == "let x = '<b>';", "fenced code")
     ok(md.find_element(By.CSS_SELECTOR, "code").text == "code <b>x</b>", "code span")
     ok(browser.execute_script("return window.__pwned") is None, "hostile Markdown ran")
+    q(By.CSS_SELECTOR, "#settings summary").click()  # open: the screenshot shows the settings too
+    shot = os.path.join(a.out_dir, "chat_page_markdown.png")
+    browser.save_screenshot(shot)
+    print(f"screenshot (Markdown, settings): {shot}", flush=True)
 
     # New chat clears the conversation, here and in storage; "remember key" moves the key.
     q(By.ID, "new-chat").click()
@@ -274,6 +278,7 @@ def main():
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.common.exceptions import StaleElementReferenceException
 
     os.makedirs(a.out_dir, exist_ok=True)
     a.source_dir = os.path.abspath(a.source_dir)
@@ -293,7 +298,8 @@ def main():
         browser = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
         browser.set_page_load_timeout(30)
         browser.set_script_timeout(30)
-        wait = WebDriverWait(browser, 60)
+        # The page replaces an answer's element when it ends: a stale one is looked up again.
+        wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
         q = browser.find_element
         checks = 0
 

@@ -27,7 +27,8 @@ const kPageDefaults = { temperature: '0', max_tokens: '128' };
 
 const state = {
   props: null,       // GET /props
-  items: [],         // the conversation: user, assistant and compare items (see itemOf* below)
+  items: [],         // the conversation: {role: user|assistant|compare, text, …} (docs/web_page.md)
+  nodes: [],         // the log's element of each item
   attachments: [],   // [{name, url, video}] pictures and videos for the next message (data: URIs)
   abort: null,       // AbortController of the request in flight
 };
@@ -370,8 +371,9 @@ function userMessage(item, index) {
   return m;
 }
 
-// An answer box: its text (Markdown), then its stats or error, then copy / regenerate.
-function answerBox(r, label, isLast) {
+// An answer box: its text (Markdown), then its stats or error, then copy / regenerate
+// (chat.css shows Regenerate on the log's last answer only).
+function answerBox(r, label, canRegenerate) {
   const m = el('article', { class: 'msg assistant', 'aria-label': label, 'data-method': r.method, 'data-state': r.state });
   const text = el('div', { class: 'text md' });
   setAnswerText(text, r.text || '');
@@ -387,7 +389,8 @@ function answerBox(r, label, isLast) {
   if (r.state !== 'running') {
     const actions = el('div', { class: 'actions' });
     if (r.text) actions.append(actionButton('Copy', 'Copy this answer (its Markdown)', (b) => copyText(r.text.replace(/^\s+/, ''), b)));
-    if (isLast) actions.append(actionButton('Regenerate', 'Ask for this answer again', regenerate));
+    if (canRegenerate) actions.append(actionButton('Regenerate', 'Ask for this answer again', regenerate));
+    if (canRegenerate) actions.lastChild.classList.add('regenerate');
     m.append(actions);
   }
   return { box: m, text };
@@ -423,22 +426,49 @@ function compareBars(item, cols) {
   }
 }
 
-// The log from state.items; returns the DOM node of each item (a comparison's section).
-function renderLog() {
-  const hint = $('empty-hint');
-  hint.hidden = state.items.length > 0;
-  const flat = [hint];
-  const nodes = state.items.map((it, k) => {
-    let node;
-    if (it.role === 'user') node = userMessage(it, k);
-    else if (it.role === 'compare') flat.push(userMessage(it, null)), node = compareSection(it).section;
-    else node = answerBox(it, `Answer (${it.method})`, k === state.items.length - 1).box;
-    flat.push(node);
-    return node;
-  });
-  $('log').replaceChildren(...flat);
+// The log shows state.items; state.nodes[k] is the element of items[k] (a comparison's
+// section, its question just before it). Only what changed is replaced: the log is aria-live.
+function itemNode(k) {
+  const it = state.items[k];
+  if (it.role === 'user') return userMessage(it, k);
+  if (it.role === 'compare') return compareSection(it).section;
+  return answerBox(it, `Answer (${it.method})`, true).box;
+}
+
+function appendItem(k) {
+  const it = state.items[k];
+  if (it.role === 'compare') $('log').append(userMessage(it, null));
+  state.nodes[k] = itemNode(k);
+  $('log').append(state.nodes[k]);
+  $('empty-hint').hidden = true;
   scrollToEnd();
-  return nodes;
+}
+
+function replaceItem(k) {
+  if (!state.nodes[k] || !state.nodes[k].isConnected) return;  // New chat while it ran
+  const node = itemNode(k);
+  state.nodes[k].replaceWith(node);
+  state.nodes[k] = node;
+  scrollToEnd();
+}
+
+// Drops items[k…] and their elements.
+function truncateItems(k) {
+  if (k < state.items.length) {
+    const first = state.items[k].role === 'compare' ? state.nodes[k].previousElementSibling : state.nodes[k];
+    while (first.nextSibling) first.nextSibling.remove();
+    first.remove();
+  }
+  state.items.length = k;
+  state.nodes.length = k;
+  $('empty-hint').hidden = k > 0;
+}
+
+function renderLog() {
+  $('log').replaceChildren($('empty-hint'));
+  state.nodes = [];
+  state.items.forEach((_, k) => appendItem(k));
+  $('empty-hint').hidden = state.items.length > 0;
 }
 
 // ---- sending ----
@@ -518,9 +548,10 @@ async function answerLast(signal, sampling) {
   const messages = [...historyBefore(state.items.length - 1), { role: 'user', content: userContent(q.text, q.attachments) }];
   state.items.push(r);
   save();  // a reload while it streams keeps the question
-  const node = renderLog()[state.items.length - 1];
-  await runOne(messages, r, sampling, node.querySelector('.text'), signal);
-  renderLog();
+  const k = state.items.length - 1;
+  appendItem(k);
+  await runOne(messages, r, sampling, state.nodes[k].querySelector('.text'), signal);
+  replaceItem(k);
 }
 
 // The same question, alone (no history but the system prompt), under each method in turn:
@@ -530,14 +561,17 @@ async function compareLast(signal, sampling) {
   const messages = [...historyBefore(0), { role: 'user', content: userContent(item.text, item.attachments) }];
   save();
   const last = state.items.length - 1;
-  let section = renderLog()[last];
   for (let k = 0; k < item.results.length; k++) {
     if (signal.aborted) { item.results[k].state = 'stopped'; continue; }
-    await runOne(messages, item.results[k], sampling, section.querySelectorAll('.msg .text')[k], signal);
-    section = renderLog()[last];
+    const col = state.nodes[last].querySelectorAll('.msg')[k];
+    await runOne(messages, item.results[k], sampling, col.querySelector('.text'), signal);
+    const r = item.results[k];
+    const { box } = answerBox(r, `Answer with ${r.method}`, false);
+    box.prepend(col.querySelector('.col-title'));
+    col.replaceWith(box);
   }
   item.state = 'done';
-  renderLog();
+  replaceItem(last);  // with the bars
 }
 
 function onSubmit(ev) {
@@ -558,16 +592,18 @@ function onSubmit(ev) {
   if (compare) {
     state.items.push({ role: 'compare', text: question, attachments, methods, state: 'running',
                        results: methods.map((m) => ({ method: m, text: '', state: 'running' })) });
+    appendItem(state.items.length - 1);
     return busyWith(compareLast);
   }
   state.items.push({ role: 'user', text: question, attachments });
+  appendItem(state.items.length - 1);
   return busyWith(answerLast);
 }
 
 function regenerate() {
   if (state.abort || state.items[state.items.length - 1].role !== 'assistant') return;
   if (samplingFields().error) return busyWith(() => {});  // says what is wrong, changes nothing
-  state.items.pop();
+  truncateItems(state.items.length - 1);
   busyWith(answerLast);
 }
 
@@ -583,26 +619,27 @@ function startEdit(box, index) {
   box.querySelector('.text').replaceWith(form);
   box.querySelector('.actions').hidden = true;
   area.focus();
-  cancel.addEventListener('click', renderLog);
+  cancel.addEventListener('click', () => replaceItem(index));
   const resend = () => {
     const text = area.value.trim();
     if (!text || state.abort) return;
     if (samplingFields().error) return busyWith(() => {});
-    state.items.splice(index, state.items.length - index, { role: 'user', text, attachments: item.attachments });
+    truncateItems(index);
+    state.items.push({ role: 'user', text, attachments: item.attachments });
+    appendItem(index);
     busyWith(answerLast);
   };
   send.addEventListener('click', resend);
   area.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); resend(); }
-    if (e.key === 'Escape') { e.stopPropagation(); renderLog(); }
+    if (e.key === 'Escape') { e.stopPropagation(); replaceItem(index); }
   });
 }
 
 function newChat() {
   if (state.abort) state.abort.abort();
-  state.items = [];
+  truncateItems(0);
   save();
-  renderLog();
   $('prompt').focus();
 }
 
