@@ -154,7 +154,8 @@ def conversation_features(browser, wait, q, check, answers, ask, server, a, demo
     ok([text_of(x) for x in answers()] == texts, f"after a reload: {[x.text for x in answers()]} != {texts}")
     ok(len(browser.find_elements(By.CSS_SELECTOR, "#log article.user img")) == 3, "pictures after a reload")
     ok(len(browser.find_elements(By.CSS_SELECTOR, "section.compare article.msg[data-state=done]")) == 3, "comparison after a reload")
-    ok(q(By.ID, "compare").is_selected(), "Compare after a reload")
+    ok(q(By.ID, "compare").is_selected() and Select(q(By.ID, "method")).first_selected_option.get_attribute("value") == "kivi2",
+       "Compare or the method after a reload")
     q(By.ID, "compare").click()
     Select(q(By.ID, "method")).select_by_value("f16")
 
@@ -262,6 +263,16 @@ def conversation_features(browser, wait, q, check, answers, ask, server, a, demo
     q(By.ID, "remember-key").click()
     stored = browser.execute_script("return [sessionStorage.getItem('vlkv.api_key'), localStorage.getItem('vlkv.api_key')]")
     ok(stored == [None, KEY], f"remembered key stored as {stored}")
+
+    # A damaged store (not what the page writes) does not stop the page: what makes sense is shown.
+    browser.execute_script("""localStorage.setItem('vlkv.chat', JSON.stringify({items: [
+        7, {role: 'user', text: 5}, {role: 'user', text: 'q', attachments: [{url: 'javascript:x'}]},
+        {role: 'assistant', text: 'an *answer*', state: 'running', kv: 'bad'}, {role: 'compare', text: 'c'}]}))""")
+    browser.refresh()
+    loaded()
+    ok([text_of(x) for x in answers()] == ["an answer"] and answers()[0].get_attribute("data-state") == "stopped",
+       f"damaged store: {[x.text for x in answers()]}")
+    ok(browser.find_elements(By.CSS_SELECTOR, "#log article.user .media-gone"), "a stored non-data: URL was kept")
     browser.execute_script("localStorage.clear(); sessionStorage.clear()")
     return n
 

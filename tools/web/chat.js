@@ -88,16 +88,32 @@ function save() {
   }
 }
 
+// A stored item in the shape the page writes, or null: a damaged store must not stop the page.
+// An answer still streaming when the page went away was cut off: it shows as stopped.
+function checkedAnswer(r) {
+  if (!r || typeof r !== 'object' || typeof r.text !== 'string') return null;
+  const st = ['done', 'error', 'stopped'].includes(r.state) ? r.state : 'stopped';
+  return { ...r, state: st, method: String(r.method || ''), error: String(r.error || '') };
+}
+
+function checkedItem(it) {
+  if (!it || typeof it !== 'object' || typeof it.text !== 'string') return null;
+  const attachments = (Array.isArray(it.attachments) ? it.attachments : []).filter((a) => a && typeof a === 'object').map((a) => ({
+    name: String(a.name || 'attachment'), video: !!a.video,
+    url: typeof a.url === 'string' && a.url.startsWith('data:') ? a.url : null,
+  }));
+  if (it.role === 'user') return { role: 'user', text: it.text, attachments };
+  if (it.role === 'assistant') return checkedAnswer(it) && { ...checkedAnswer(it), role: 'assistant' };
+  if (it.role !== 'compare' || !Array.isArray(it.results)) return null;
+  const results = it.results.map(checkedAnswer).filter(Boolean);
+  return { role: 'compare', text: it.text, attachments, methods: results.map((r) => r.method), state: 'done', results };
+}
+
 function restore() {
   let data;
   try { data = JSON.parse(localStorage.getItem(kStore) || 'null'); } catch (_) { data = null; }
-  if (!data || !Array.isArray(data.items)) return null;
-  // An answer still streaming when the page went away was cut off.
-  state.items = data.items.filter((it) => it && typeof it === 'object').map((it) => {
-    if (it.state === 'running') return { ...it, state: 'stopped' };
-    if (it.results) it.results = it.results.map((r) => (r.state === 'running' ? { ...r, state: 'stopped' } : r));
-    return it;
-  });
+  if (!data || typeof data !== 'object') return null;
+  state.items = Array.isArray(data.items) ? data.items.map(checkedItem).filter(Boolean) : [];
   const s = data.settings || {};
   if (typeof s.system === 'string') $('system-prompt').value = s.system;
   for (const p of kParams) if (typeof s[p.key] === 'string') $(p.id).value = s[p.key];
@@ -508,7 +524,12 @@ function setBusy(busy) {
 // Streams one answer into r (an assistant item or a compare result) and its text node.
 async function runOne(messages, r, sampling, text, signal) {
   try {
-    const show = (t) => { setAnswerText(text, t); scrollToEnd(); };
+    // Rendered at most once a frame: a long answer is not re-parsed for every token.
+    let latest = null;
+    const show = (t) => {
+      if (latest === null) requestAnimationFrame(() => { setAnswerText(text, latest); latest = null; scrollToEnd(); });
+      latest = t;
+    };
     const got = await streamChat(messages, r.method, sampling, show, signal);
     Object.assign(r, { text: got.text, kv: got.kv, timings: got.timings, usage: got.usage, ttftMs: got.ttftMs, state: 'done' });
   } catch (e) {
@@ -717,7 +738,13 @@ function init() {
   $('remember-key').checked = localStorage.getItem(kKeyStore) !== null;
   $('api-key').value = localStorage.getItem(kKeyStore) || sessionStorage.getItem(kKeyStore) || '';
   if ($('api-key').value) $('key-box').hidden = false;
-  renderLog();
+  try {
+    renderLog();
+  } catch (e) {  // whatever the store held, the page still opens
+    state.items = [];
+    renderLog();
+    showNotice(`The stored conversation could not be shown and was dropped: ${e.message}`);
+  }
 
   $('composer').addEventListener('submit', onSubmit);
   $('prompt').addEventListener('keydown', (e) => {
