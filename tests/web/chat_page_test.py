@@ -123,6 +123,12 @@ let x = '<b>';
 <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> <a href="javascript:alert(1)">a</a>"""
 
 
+def api_answer(server, body):
+    return json.load(urllib.request.urlopen(urllib.request.Request(
+        server.url("/v1/chat/completions"), data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}), timeout=30))
+
+
 def conversation_features(browser, wait, q, check, answers, ask, server, a, demo, max_tokens, texts):
     """Reload, copy, edit, regenerate, settings, Markdown, New chat. Returns the number of checks."""
     from selenium.webdriver.common.by import By
@@ -222,9 +228,7 @@ def conversation_features(browser, wait, q, check, answers, ask, server, a, demo
     ok(usage["completion_tokens"] == 1, f"max_tokens 1 gave {usage}")
     direct = dict(body, messages=body["messages"][1:], stream=False)
     direct.pop("stream_options")
-    plain = json.load(urllib.request.urlopen(urllib.request.Request(
-        server.url("/v1/chat/completions"), data=json.dumps(direct).encode(),
-        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}), timeout=30))
+    plain = api_answer(server, direct)
     ok(usage["prompt_tokens"] > plain["usage"]["prompt_tokens"], f"system prompt: {usage} vs {plain['usage']}")
 
     # Hostile Markdown in an answer (put in the stored conversation, rendered after a reload as a
