@@ -1,7 +1,8 @@
 // The chat page's server side: GET / and its files served without the key, byte for byte
 // as in tools/web/ (the build embeds them), under a content security policy; /props' bits
 // per element for every allowed method; llama-server's "timings" object in answers and in
-// the final streamed chunk. The page itself runs in a browser in tests/web/chat_page_test.py.
+// the final streamed chunk; /props' api_key_required. The page itself runs in a browser in
+// tests/web/chat_page_test.py.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -76,6 +77,22 @@ TEST_F(ServeWebPage, OnlyThePageIsOpen) {
   EXPECT_EQ(get(c, "/web/chat.js").status, 404);  // the files are flat: no folders
   HttpReply p = post(c, "/", "{}");
   EXPECT_EQ(p.status, 405) << p.body;
+}
+
+// The page shows its API-key box only where the server needs a key: /props says so (it is
+// itself behind the key, so a 401 from it says so too, before the key is typed).
+TEST_F(ServeWebPage, PropsSaysWhetherTheKeyIsRequired) {
+  httplib::Client c = client();
+  HttpReply with_key = get(c, "/props");
+  ASSERT_EQ(with_key.status, 200) << with_key.body;
+  EXPECT_EQ(with_key.json["api_key_required"], true) << with_key.body;
+
+  ServerProcess open_server({"-m", model_path(), "-t", "1"});
+  ASSERT_TRUE(open_server.running()) << open_server.log();
+  httplib::Client oc = open_server.client();  // no key
+  HttpReply without_key = get(oc, "/props");
+  ASSERT_EQ(without_key.status, 200) << without_key.body;
+  EXPECT_EQ(without_key.json["api_key_required"], false) << without_key.body;
 }
 
 TEST_F(ServeWebPage, PropsGivesBitsPerAllowedMethod) {

@@ -90,6 +90,7 @@ bool usable_request_id(const std::string& id, size_t max_bytes) {
 
 HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)) {
   served_ = {options_.model_name, options_.model_path, static_cast<int64_t>(std::time(nullptr)), options_.n_slots};
+  served_.api_key_required = !options_.api_key.empty();
   id_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   HttpHandlers h;
   h.admit = [this](const HttpRequest& head) { return admit(head); };

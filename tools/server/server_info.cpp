@@ -59,6 +59,7 @@ json props_json(const ServedModel& m, const GenerationBackend& backend) {
           {"created", m.created},
           {"n_ctx", e.params().n_ctx},
           {"total_slots", m.n_slots},
+          {"api_key_required", m.api_key_required},
           {"modalities", {{"vision", e.has_vision()}, {"audio", false}}},
           {"default_generation_settings", {{"n_ctx", e.params().n_ctx}, {"params", params_to_json(SamplerParams{})}}},
           {"engine_params", params_to_json(e.params())},

@@ -17,11 +17,13 @@ struct ServedModel {
   std::string path;        // the model file
   int64_t created = 0;     // Unix seconds: when the server started
   int n_slots = 0;         // requests generating at once
+  bool api_key_required = false;  // --api-key given: the page shows its key box only then
 };
 
 // One OpenAI model object; backend null while loading (no "meta").
 nlohmann::json model_json(const ServedModel& m, const GenerationBackend* backend);
-// Model, context, vision, slots and the KV methods with their budgets and bytes in use.
+// Model, context, vision, slots, whether a key is required, and the KV methods with their
+// budgets and bytes in use.
 nlohmann::json props_json(const ServedModel& m, const GenerationBackend& backend);
 
 // {"content": "...", "add_special": false, "parse_special": true, "with_pieces": false}
