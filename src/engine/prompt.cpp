@@ -1,6 +1,7 @@
 // Prompts with media: the text is split at media markers, each text piece is
 // tokenized on its own (as libmtmd does: BOS only before the first piece, special
-// tokens parsed, and SPM's leading space on every piece), and each media item is
+// tokens parsed, and SPM's leading space on every piece; but within Prompt::plain_spans,
+// text a client typed, neither special tokens nor markers are recognised), and each media item is
 // encoded by the vision model into text pieces, single vocabulary tokens (its framing
 // tokens, looked up by piece) and runs of embeddings, in sequence order. Consecutive
 // text lands in one chunk, so the chunk list is libmtmd's, except that a conversation's
