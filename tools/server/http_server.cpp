@@ -198,14 +198,12 @@ bool HttpServer::host_allowed(const HttpRequest& head) const {
 // body can never run as a request).
 std::optional<HttpReply> HttpServer::admit(const HttpRequest& head) {
   std::optional<ApiError> refusal;
+  const Route route = route_of(head.path);
   if (!host_allowed(head)) {
     refusal = ApiError{403, "invalid_request_error",
                        "Host header not allowed: this server answers to localhost and --allowed-hosts names only"};
   } else if (head.method == "OPTIONS") {
     return std::nullopt;  // CORS preflight: never needs the key
-  }
-  const Route route = route_of(head.path);
-  if (refusal) {
   } else if (route == Route::kNone) {
     refusal = not_found_error("no such endpoint");
   } else if (!options_.keys.empty() && route != Route::kHealth && route != Route::kPage) {
