@@ -250,6 +250,10 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "pixels) for later turns and questions, at most SIZE of the --kv-budget, evicted first when "
                   "requests need pages (0: off, and the vision encoder's output cache too)")
       ->capture_default_str();
+  app->add_option("--cache-tenant-share", o->backend.cache_tenant_share,
+                  "Of --cache-budget, the most one tenant's entries may hold (its new entries evict its own "
+                  "first); at 1/tenants or less no tenant's entries push out another's (--api-keys)")
+      ->check(CLI::Range(0.001, 1.0))->capture_default_str();
   app->add_option("--cache-dir", o->cache_dir,
                   "Spill prefix-cache entries evicted from memory to files in DIR (KV file format) and load them back "
                   "when a prompt starts with one; files from another model or method are refused")

@@ -215,6 +215,31 @@ TEST_F(ServeTenants, TypedMediaMarkerIsText) {
   EXPECT_EQ(one.status, 200) << one.body;
 }
 
+// The memory budget is what tenants share: B filling the cache evicts A's idle entry,
+// unless --cache-tenant-share caps each tenant's entries (here at half of a 4 MiB budget;
+// an image prompt's entries hold ~350 KiB, B sends 20).
+TEST(ServeTenantShare, ATenantFillingTheCacheEvictsItsOwnEntriesFirst) {
+  for (const bool share : {true, false}) {
+    std::vector<std::string> args = {"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "--kv-budget", "128M",
+                                     "--cache-budget", "4M", "--api-keys", tenants_file()};
+    if (share) args.insert(args.end(), {"--cache-tenant-share", "0.5"});
+    ServerProcess server(args);
+    ASSERT_TRUE(server.running()) << server.log();
+    httplib::Client c = server.client();
+    const std::string mine = random_bmp_uri(4242);
+    ASSERT_EQ(chat(c, kA, json::array({image_message(mine, "What colour is it?")})).status, 200);
+    for (uint32_t i = 0; i < 20; ++i)
+      ASSERT_EQ(chat(c, kB, json::array({image_message(random_bmp_uri(6000 + i), "What is this?")})).status, 200);
+    const Answer again = chat(c, kA, json::array({image_message(mine, "Where is it?")}));
+    ASSERT_EQ(again.status, 200) << again.body;
+    if (share) {
+      EXPECT_GT(again.cached, 0) << "tenant B's requests evicted tenant A's entry";
+    } else {
+      EXPECT_EQ(again.cached, 0) << "the budget was not full: the test shows nothing";
+    }
+  }
+}
+
 // Text models: "</s>" typed in a message is four characters of text, not the end token.
 TEST(ServeTypedSpecialTokens, EndTokenTextInAMessageIsPlainText) {
   ServerProcess server({"-m", stories_path(), "-t", "1", "--kv-budget", "16M"});

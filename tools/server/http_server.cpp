@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -371,6 +372,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   // Cache keys salted by tenant and the request's cache_salt: another tenant's prompt never
   // hits, replaces or times this one's cache entries (tenants.h).
   g.prompt.cache_salt = tenant_cache_salt(tenant, a.cache_salt);
+  g.cache_owner = std::hash<std::string>{}(tenant);
   if (options_.timeout_seconds > 0) g.deadline = Clock::now() + std::chrono::seconds(options_.timeout_seconds);
 
   // logprobs and response_format: the request's hook on the step's logits.
