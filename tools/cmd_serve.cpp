@@ -47,7 +47,49 @@ struct ServeOptions {
   int shutdown_grace_ms = 3000;
   int header_timeout_s = 10;
   int body_timeout_s = 60;
+  // Tenants and trust edges (tools/server/tenants.h).
+  std::string api_key;
+  bool api_key_given = false;
+  std::string api_keys_file;
+  bool allow_unauthenticated = false;
+  std::string allowed_hosts;
 };
+
+// --api-key, --api-keys, --host, --cors-origin and --allowed-hosts: the keys and tenants in
+// o.http, or why the server must not start. An open server is a deliberate choice.
+Status check_access_flags(ServeOptions& o) {
+  if (o.api_key_given) {
+    if (o.api_key.empty()) return invalid_argument("--api-key \"\": an empty key would let anyone in (leave the flag out, or give a key)");
+    if (Status st = o.http.keys.add(o.api_key, "default"); !st.is_ok()) return invalid_argument("--api-key: " + st.message());
+  }
+  if (!o.api_keys_file.empty()) {
+    std::string warning;
+    if (Status st = server::load_api_keys_file(o.api_keys_file, o.http.keys, &warning); !st.is_ok()) return st;
+    if (!warning.empty()) std::fprintf(stderr, "vlkv serve: warning: %s\n", warning.c_str());
+  }
+  const bool open = o.http.keys.empty();
+  if (open && !o.allow_unauthenticated && !server::is_loopback_host(o.http.host))
+    return invalid_argument("--host " + o.http.host + " without --api-key or --api-keys: anyone who reaches this address "
+                            "could use the server (give a key, or --allow-unauthenticated to mean it)");
+  if (o.http.cors_origin == "*") {
+    if (open && !o.allow_unauthenticated)
+      return invalid_argument("--cors-origin '*' without an API key lets every web page a local user opens call this "
+                              "server and read its answers (give a key, name the page's origin, or --allow-unauthenticated)");
+    if (!open)
+      std::fprintf(stderr, "vlkv serve: warning: --cors-origin '*': any web page given a key may call the API "
+                           "(browsers never send it on their own; name the page's origin to narrow it)\n");
+  }
+  if (!o.http.admin_tenant.empty() && open) return invalid_argument("--admin-tenant needs --api-key or --api-keys");
+  size_t from = 0;
+  while (from <= o.allowed_hosts.size() && !o.allowed_hosts.empty()) {
+    const size_t comma = std::min(o.allowed_hosts.find(',', from), o.allowed_hosts.size());
+    const std::string name = o.allowed_hosts.substr(from, comma - from);
+    if (name.empty()) return invalid_argument("--allowed-hosts '" + o.allowed_hosts + "': an empty name");
+    o.http.allowed_hosts.push_back(name);
+    from = comma + 1;
+  }
+  return Status::ok();
+}
 
 constexpr int kMallocMmapThreshold = 4 << 20;
 
@@ -60,6 +102,7 @@ std::string file_stem(const std::string& path) {
 int serve(const ServeOptions& o_in) {
   ServeOptions o = o_in;
   if (o.backend.engine.model_path.empty()) return report_error(invalid_argument("--model is required"));
+  if (Status st = check_access_flags(o); !st.is_ok()) return report_error(st);
   Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
   if (!budget.is_ok()) return report_error(budget.status());
   o.backend.engine.kv_budget_bytes = *budget;
@@ -224,7 +267,17 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--host", o->http.host, "Address to listen on (loopback by default)")->capture_default_str();
   app->add_option("--port", o->http.port, "Port (0: any free port, printed on stderr)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
-  app->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
+  CLI::Option* api_key = app->add_option("--api-key", o->api_key,
+                                         "Require 'Authorization: Bearer KEY' (not for /health); one tenant, \"default\"");
+  app->add_option("--api-keys", o->api_keys_file,
+                  "Tenants: a file of \"KEY TENANT\" lines (# comments). Tenants share no cache entry and see only "
+                  "their own requests in /slots and /metrics");
+  app->add_option("--admin-tenant", o->http.admin_tenant, "The tenant that sees every request in /slots and /metrics");
+  app->add_flag("--allow-unauthenticated", o->allow_unauthenticated,
+                "Start without a key on a non-loopback --host, or with --cors-origin '*' and no key");
+  app->add_option("--allowed-hosts", o->allowed_hosts,
+                  "Host header names accepted besides localhost, 127.0.0.1, ::1 and --host (comma-separated; * for "
+                  "any). Checked when --host is loopback (DNS rebinding) or this is given; others get 403");
   app->add_option("--alias", o->alias, "Model name in /v1/models and responses (default: the file's name)");
   app->add_option("--kv", o->kv, kv_method_help(false))->capture_default_str();
   app->add_option("--kv-allow", o->kv_allow,
@@ -237,6 +290,10 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "pixels) for later turns and questions, at most SIZE of the --kv-budget, evicted first when "
                   "requests need pages (0: off, and the vision encoder's output cache too)")
       ->capture_default_str();
+  app->add_option("--cache-tenant-share", o->backend.cache_tenant_share,
+                  "Of --cache-budget, the most one tenant's entries may hold (its new entries evict its own "
+                  "first); at 1/tenants or less no tenant's entries push out another's (--api-keys)")
+      ->check(CLI::Range(0.001, 1.0))->capture_default_str();
   app->add_option("--cache-dir", o->cache_dir,
                   "Spill prefix-cache entries evicted from memory to files in DIR (KV file format) and load them back "
                   "when a prompt starts with one; files from another model or method are refused")
@@ -297,7 +354,10 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
                   "disconnect or fill the queue)")
       ->check(CLI::Range(0, 10000))->group("Testing");
   auto hub = add_hub_flags(*app, o->backend.engine.model_path, o->backend.engine.mmproj_path);
-  commands.push_back({app, run_after_hub_download(hub, [o] { return serve(*o); })});
+  commands.push_back({app, run_after_hub_download(hub, [o, api_key] {
+                        o->api_key_given = api_key->count() > 0;
+                        return serve(*o);
+                      })});
 }
 
 }  // namespace vlkv::cli

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vlkv/logits_processor.h"
@@ -127,6 +128,16 @@ struct MediaItem {
 struct Prompt {
   std::string text;
   std::vector<MediaItem> media;
+  // Salts every cache key of this prompt (the encoder cache's and the prefix cache's, hence
+  // the stores' too; vLLM's cache_salt): prompts with different salts never share an entry,
+  // neither hitting nor replacing another's. vlkv serve puts the tenant (its API key's
+  // name) and the request's own cache_salt here. "": unsalted.
+  std::string cache_salt;
+  // Byte ranges [first, second) of text a client typed (vlkv serve: each message's text):
+  // tokenized as plain text, so a typed "</s>" or "<|im_end|>" is not the special token and a
+  // typed kMediaMarker stands for no media item. Outside them special tokens are parsed (the
+  // chat template's own markers). Sorted, not overlapping.
+  std::vector<std::pair<size_t, size_t>> plain_spans;
 };
 
 // A user message for n_media images/videos: unchanged if it has a kMediaMarker (or
@@ -159,6 +170,9 @@ struct PreparedPrompt {
   // The text ends with the chat template's assistant opening: a later turn of the same
   // conversation has a chunk boundary here (the prefix cache keeps an entry at the end).
   bool ends_at_turn = false;
+  // 128 bits of a SHA-256 of Prompt::cache_salt ({0, 0}: unsalted): the prefix cache's row
+  // keys are mixed with them (media rows are keyed by salted digests already).
+  uint64_t salt_hi = 0, salt_lo = 0;
   int64_t n_tokens() const;
   int64_t n_visual_tokens() const;
 };
@@ -261,8 +275,10 @@ class Engine {
   // model (VisionModel::layout_image/layout_video) with no pixel decoded or encoded. Equal
   // to prepare_prompt's counts for media of those sizes; its errors for a bad marker count
   // or a size the model refuses.
+  // plain_spans: as Prompt::plain_spans of text.
   Result<PromptTokenCount> count_prompt_tokens(const std::string& text, const std::vector<MediaInfo>& media,
-                                               bool add_bos) const;
+                                               bool add_bos,
+                                               const std::vector<std::pair<size_t, size_t>>& plain_spans = {}) const;
   // Refuses (InvalidArgument, naming the counts) a prompt of n_prompt_tokens that cannot run:
   // with n_reserve generated tokens after it, more than the context size, or a KV
   // reservation (kv_bytes_for_tokens, as the Scheduler's admission) above the KV budget.

@@ -41,6 +41,9 @@ struct Request {
   GenerateParams generate;  // max_tokens, ignore_eos, sampling (a fixed seed makes a run repeatable)
   // "" : the engine's KV method; else this request's own method spec ("f16", "kivi:bits=2").
   std::string kv_method;
+  // Whose prefix-cache entries this request makes (vlkv serve: a hash of its tenant), for
+  // SchedulerParams::cache_owner_share. Keys are partitioned by Prompt::cache_salt, not by this.
+  uint64_t cache_owner = 0;
 };
 
 enum class RequestState { kQueued, kRunning, kFinished };
@@ -90,6 +93,10 @@ struct SchedulerParams {
   // bytes of pages. They count against the KV budget and are evicted, least recently used
   // first, before any running request waits or is preempted. 0: no prefix cache.
   uint64_t cache_budget_bytes = 0;
+  // The most of cache_budget_bytes one Request::cache_owner's entries may hold (1: no cap). An
+  // owner's new entry evicts its own least recently used entries first; at 1/owners or less no
+  // owner's entries push out another's (requests needing pages still evict any entry).
+  double cache_owner_share = 1.0;
   // A store shared with other replicas (include/vlkv/prefix_store.h; vlkv serve --redis): a
   // request the prefix cache misses looks there (before it is queued) for the longest entry
   // of its prompt, and every entry this scheduler keeps is written there too. Null: none.

@@ -38,7 +38,7 @@ Status Conversation::clear() {
   fed_.clear();
   if (options_.system_prompt.empty()) return Status::ok();
   const ChatTurn system{"system", options_.system_prompt};
-  FedTurn fed{Prompt{turn_text(system), {}}, {}, {}};
+  FedTurn fed{Prompt{turn_text(system), {}, {}, {}}, {}, {}};
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt prepared, engine_.prepare_prompt(fed.prompt, /*add_bos=*/true));
   std::vector<float> logits;
   VLKV_RETURN_IF_ERROR(session_->eval_prompt(prepared, &logits));
@@ -51,7 +51,7 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
                          const std::function<bool(const std::string&)>& on_piece, TurnStats* stats,
                          const ProgressCallback& progress) {
   const ChatTurn user{"user", with_media_markers(message, media.size())};
-  FedTurn fed{Prompt{turn_text(user), media}, {}, {}};
+  FedTurn fed{Prompt{turn_text(user), media, {}, {}}, {}, {}};
   if (fed.prompt.text.empty()) return unsupported("the chat template rewrote an earlier turn; /clear to start over");
   TurnStats local;
   TurnStats& st = stats ? *stats : local;

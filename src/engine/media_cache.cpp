@@ -29,6 +29,25 @@ Digest128 media_digest(const Digest128& mmproj, const Digest128& content, double
   return h.finish128();
 }
 
+Digest128 cache_salt_digest(const std::string& salt) {
+  if (salt.empty()) return {};
+  Sha256 h;
+  h.update_string("vlkv cache salt v1");
+  h.update_string(salt);
+  return h.finish128();
+}
+
+Digest128 salted_digest(const Digest128& digest, const Digest128& salt) {
+  if (salt.is_zero()) return digest;
+  Sha256 h;
+  h.update_string("vlkv salted digest v1");
+  h.update_value(salt.hi);
+  h.update_value(salt.lo);
+  h.update_value(digest.hi);
+  h.update_value(digest.lo);
+  return h.finish128();
+}
+
 Digest128 media_piece_digest(const Digest128& item, size_t index) {
   Sha256 h;
   h.update_string("vlkv media piece v1");

@@ -27,6 +27,11 @@ inline uint64_t media_content_hash(const Digest128& content) { return content.hi
 // fps-derived temporal step and its content digest. Two different pictures of the same size differ.
 Digest128 media_digest(const Digest128& mmproj, const Digest128& content, double t_step);
 
+// A cache salt's digest (Prompt::cache_salt; {0, 0} for ""), and a digest salted by it
+// (unchanged for {0, 0}): what the encoder cache and the prefix cache key a salted item by.
+Digest128 cache_salt_digest(const std::string& salt);
+Digest128 salted_digest(const Digest128& digest, const Digest128& salt);
+
 // The digest of piece `index` of an item (a video may be several embedding runs).
 Digest128 media_piece_digest(const Digest128& item, size_t index);
 

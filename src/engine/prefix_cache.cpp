@@ -58,6 +58,7 @@ void PrefixCache::erase(std::map<int64_t, Entry>::iterator it) {
   Entry& e = it->second;
   kv_.remove_sequence(e.seq);
   bytes_ -= e.bytes;
+  if (auto o = owner_bytes_.find(e.owner); o != owner_bytes_.end() && (o->second -= e.bytes) == 0) owner_bytes_.erase(o);
   PrefixCacheMethodStats& s = method_stats(e.method);
   --s.entries;
   s.tokens -= static_cast<int64_t>(e.rows.size());
@@ -75,16 +76,30 @@ void PrefixCache::erase(std::map<int64_t, Entry>::iterator it) {
   entries_.erase(it);
 }
 
+void PrefixCache::evict(std::map<int64_t, Entry>::iterator it) {
+  ++method_stats(it->second.method).evicted;
+  if (evict_hook_) evict_hook_(it->second.seq, it->second.method, it->second.chunk, it->second.rows);
+  erase(it);
+}
+
 bool PrefixCache::evict_lru(int64_t keep) {
   for (auto id = lru_.rbegin(); id != lru_.rend(); ++id) {
     if (*id == keep) continue;
-    auto it = entries_.find(*id);
-    ++method_stats(it->second.method).evicted;
-    if (evict_hook_) evict_hook_(it->second.seq, it->second.method, it->second.chunk, it->second.rows);
-    erase(it);
+    evict(entries_.find(*id));
     return true;
   }
   return false;
+}
+
+bool PrefixCache::make_owner_room(uint64_t owner, uint64_t need) {
+  if (owner_cap_ == 0) return true;
+  if (need > owner_cap_) return false;
+  while (owner_bytes(owner) + need > owner_cap_) {
+    auto id = std::find_if(lru_.rbegin(), lru_.rend(), [&](int64_t i) { return entries_.at(i).owner == owner; });
+    if (id == lru_.rend()) return false;
+    evict(entries_.find(*id));
+  }
+  return true;
 }
 
 uint64_t PrefixCache::evict_bytes(uint64_t bytes, int64_t keep) {
@@ -103,7 +118,7 @@ bool PrefixCache::make_room(uint64_t need, uint64_t room) {
 }
 
 bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
-                         uint64_t room, int64_t replaces) {
+                         uint64_t room, int64_t replaces, uint64_t owner) {
   if (!enabled() || rows.empty() || kv_.n_tokens(src) != static_cast<int64_t>(rows.size())) return false;
   const int64_t n = static_cast<int64_t>(rows.size());
   Hit same = find(method, chunk, rows, n, [n](int64_t m) { return m == n; });
@@ -117,30 +132,31 @@ bool PrefixCache::insert(SeqId src, const std::string& method, int64_t chunk, st
     }
   }
   // The copy allocates pages of the sizes src holds: exactly its bytes.
-  if (!make_room(kv_.sequence_bytes(src), room)) return false;
+  if (!make_owner_room(owner, kv_.sequence_bytes(src)) || !make_room(kv_.sequence_bytes(src), room)) return false;
   Result<SeqId> seq = kv_.add_sequence(method);
   if (!seq.is_ok()) return false;
   if (Status st = kv_.copy_sequence(src, *seq); !st.is_ok()) {
     kv_.remove_sequence(*seq);
     return false;
   }
-  add_entry(*seq, method, chunk, rows);
+  add_entry(*seq, method, chunk, rows, owner);
   return true;
 }
 
 bool PrefixCache::adopt(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
-                        uint64_t room) {
+                        uint64_t room, uint64_t owner) {
   if (!enabled() || rows.empty() || kv_.n_tokens(seq) != static_cast<int64_t>(rows.size()) ||
       kv_.sequence_method(seq) != method)
     return false;
   const int64_t n = static_cast<int64_t>(rows.size());
   if (find(method, chunk, rows, n, [n](int64_t m) { return m == n; }).id >= 0) return false;
-  if (!make_room(kv_.sequence_bytes(seq), room)) return false;
-  add_entry(seq, method, chunk, rows);
+  if (!make_owner_room(owner, kv_.sequence_bytes(seq)) || !make_room(kv_.sequence_bytes(seq), room)) return false;
+  add_entry(seq, method, chunk, rows, owner);
   return true;
 }
 
-void PrefixCache::add_entry(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows) {
+void PrefixCache::add_entry(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows,
+                            uint64_t owner) {
   const int64_t n = static_cast<int64_t>(rows.size());
   Entry e;
   e.id = next_id_++;
@@ -152,6 +168,8 @@ void PrefixCache::add_entry(SeqId seq, const std::string& method, int64_t chunk,
   chain_hashes(method, chunk, rows, h);
   e.hash = h.back();
   e.bytes = kv_.sequence_bytes(seq);
+  e.owner = owner;
+  owner_bytes_[owner] += e.bytes;
   lru_.push_front(e.id);
   e.lru = lru_.begin();
   by_hash_.emplace(e.hash, e.id);
@@ -175,6 +193,7 @@ Status PrefixCache::check_invariants() const {
   auto broken = [](const std::string& what) { return Status(StatusCode::kInternal, "prefix cache: " + what); };
   uint64_t bytes = 0;
   std::map<std::string, PrefixCacheMethodStats> per;
+  std::map<uint64_t, uint64_t> owners;
   size_t n_lengths = 0;
   for (const auto& [id, e] : entries_) {
     if (e.id != id) return broken("an entry's id differs from its key");
@@ -192,12 +211,17 @@ Status PrefixCache::check_invariants() const {
     if (lens == lengths_.end() || !lens->second.count(static_cast<int64_t>(e.rows.size())))
       return broken("an entry's length is missing from the length index");
     bytes += e.bytes;
+    owners[e.owner] += e.bytes;
     per[e.method].entries += 1;
     per[e.method].tokens += static_cast<int64_t>(e.rows.size());
     per[e.method].bytes += e.bytes;
   }
   for (const auto& [key, lens] : lengths_) n_lengths += lens.size();
   if (n_lengths != entries_.size()) return broken("the length index holds other entries");
+  std::erase_if(owners, [](const auto& o) { return o.second == 0; });
+  std::map<uint64_t, uint64_t> counted = owner_bytes_;
+  std::erase_if(counted, [](const auto& o) { return o.second == 0; });
+  if (owners != counted) return broken("the bytes per owner differ from its entries'");
   if (by_hash_.size() != entries_.size()) return broken("the hash index holds other entries");
   if (lru_.size() != entries_.size()) return broken("the LRU list holds other entries");
   for (int64_t id : lru_)

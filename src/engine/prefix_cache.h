@@ -70,14 +70,24 @@ class PrefixCache {
   // not fit, the copy runs out of pages, or the entry exists (then it is touched).
   // replaces: an entry whose rows are the first rows of `rows` (the turn this request
   // continues), dropped first (copies are whole: keeping both would hold its rows twice).
+  // owner: whose entry (vlkv serve: a tenant), for set_owner_cap.
   bool insert(SeqId src, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room,
-              int64_t replaces = -1);
+              int64_t replaces = -1, uint64_t owner = 0);
   // A request's admission whose media rows its method keeps no entries for (metrics).
   void count_media_not_kept(const std::string& method) { ++method_stats(method).media_not_kept; }
   // Takes sequence seq (rows[0, n), e.g. loaded from a PrefixStore) as an entry itself, under
   // the same caps as insert (room: counting seq's pages as the cache's). False when it does
   // not fit or the entry exists: the caller still owns seq then.
-  bool adopt(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room);
+  bool adopt(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t room,
+             uint64_t owner = 0);
+  // The most bytes one owner's entries may hold together (0: no cap): an owner's new entry
+  // evicts that owner's least recently used entries first, so with a cap of at most
+  // max_bytes / owners no owner's entries push out another's.
+  void set_owner_cap(uint64_t bytes) { owner_cap_ = bytes; }
+  uint64_t owner_bytes(uint64_t owner) const {
+    auto it = owner_bytes_.find(owner);
+    return it == owner_bytes_.end() ? 0 : it->second;
+  }
   // Called with each entry about to be evicted (not when the cache is destroyed): its
   // sequence, still whole, and its key. The Scheduler spills it to --cache-dir.
   using EvictHook = std::function<void(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows)>;
@@ -108,12 +118,16 @@ class PrefixCache {
     std::vector<RowKey> rows;
     uint64_t hash = 0;   // chain hash of all its rows
     uint64_t bytes = 0;  // its sequence's pages
+    uint64_t owner = 0;
     std::list<int64_t>::iterator lru;
   };
   PrefixCacheMethodStats& method_stats(const std::string& method);
   // Evicts least recently used entries until need more bytes fit min(budget, room); whether they do.
   bool make_room(uint64_t need, uint64_t room);
-  void add_entry(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows);
+  // Evicts owner's least recently used entries until need more bytes fit owner_cap_; whether they do.
+  bool make_owner_room(uint64_t owner, uint64_t need);
+  void evict(std::map<int64_t, Entry>::iterator it);
+  void add_entry(SeqId seq, const std::string& method, int64_t chunk, std::span<const RowKey> rows, uint64_t owner);
   void erase(std::map<int64_t, Entry>::iterator it);
 
   KvCache& kv_;
@@ -125,6 +139,8 @@ class PrefixCache {
   std::unordered_multimap<uint64_t, int64_t> by_hash_;
   std::map<std::pair<std::string, int64_t>, std::multiset<int64_t>> lengths_;  // (method, chunk) -> entry lengths
   std::map<std::string, PrefixCacheMethodStats> stats_;
+  uint64_t owner_cap_ = 0;
+  std::map<uint64_t, uint64_t> owner_bytes_;  // owner -> its entries' bytes (owners with entries only)
   EvictHook evict_hook_;
 };
 

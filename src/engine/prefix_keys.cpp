@@ -40,6 +40,10 @@ std::vector<RowKey> prompt_row_keys(const PreparedPrompt* prepared, const Prompt
       keys.push_back(RowKey{c->content_hi, b});
     }
   }
+  // A salted prompt's rows (Prompt::cache_salt): its text rows differ from every other
+  // salt's (its media rows do already, by their salted digests).
+  if (prepared && (prepared->salt_hi != 0 || prepared->salt_lo != 0))
+    for (RowKey& k : keys) k = RowKey{k.a ^ prepared->salt_hi, k.b ^ prepared->salt_lo};
   return keys;
 }
 

@@ -14,7 +14,8 @@ namespace vlkv {
 // token id; media rows by their chunk's digest (PromptChunk::content_*) and index, and by
 // their visual-text similarity bits when with_similarity (methods that read it store other bits
 // for other following text). Stops before the first media chunk without a digest.
-// prepared: the prompt the layout was built from (null: a token list, all text).
+// prepared: the prompt the layout was built from (null: a token list, all text); its salt
+// (PreparedPrompt::salt_*) mixed into every key.
 std::vector<RowKey> prompt_row_keys(const PreparedPrompt* prepared, const PromptLayout& layout, bool with_similarity);
 
 // The forward passes a request alone feeds its prompt in: each segment on its own, a

@@ -1,11 +1,13 @@
 // Prompts with media: the text is split at media markers, each text piece is
 // tokenized on its own (as libmtmd does: BOS only before the first piece, special
-// tokens parsed, and SPM's leading space on every piece), and each media item is
+// tokens parsed, and SPM's leading space on every piece; but within Prompt::plain_spans,
+// text a client typed, neither special tokens nor markers are recognised), and each media item is
 // encoded by the vision model into text pieces, single vocabulary tokens (its framing
 // tokens, looked up by piece) and runs of embeddings, in sequence order. Consecutive
 // text lands in one chunk, so the chunk list is libmtmd's, except that a conversation's
 // text is also cut after each earlier assistant opening (same tokens, one more chunk each;
 // docs/prefix_cache.md).
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string_view>
@@ -30,18 +32,45 @@ int64_t PreparedPrompt::n_visual_tokens() const {
 
 namespace {
 
-std::vector<std::string> split_at_markers(const std::string& text) {
-  std::vector<std::string> parts;
+using Spans = std::vector<std::pair<size_t, size_t>>;
+
+bool overlaps(const Spans& plain, size_t at, size_t n) {
+  for (const auto& [b, e] : plain)
+    if (at < e && at + n > b) return true;
+  return false;
+}
+
+// A piece of a prompt's text between media markers, and where it starts in the text.
+struct TextPart {
+  std::string text;
+  size_t offset = 0;
+};
+
+// The text cut at each marker outside plain (a typed marker is text).
+std::vector<TextPart> split_at_markers(const std::string& text, const Spans& plain) {
+  std::vector<TextPart> parts;
   const std::string_view marker = kMediaMarker;
-  size_t begin = 0;
+  size_t begin = 0, from = 0;
   for (;;) {
-    const size_t at = text.find(marker, begin);
+    const size_t at = text.find(marker, from);
     if (at == std::string::npos) break;
-    parts.push_back(text.substr(begin, at - begin));
-    begin = at + marker.size();
+    from = at + 1;
+    if (overlaps(plain, at, marker.size())) continue;
+    parts.push_back({text.substr(begin, at - begin), begin});
+    begin = from = at + marker.size();
   }
-  parts.push_back(text.substr(begin));
+  parts.push_back({text.substr(begin), begin});
   return parts;  // n_markers + 1 pieces
+}
+
+// plain's ranges within [offset, offset + n), relative to offset.
+Spans spans_within(const Spans& plain, size_t offset, size_t n) {
+  Spans out;
+  for (const auto& [b, e] : plain) {
+    const size_t lo = std::max(b, offset), hi = std::min(e, offset + n);
+    if (lo < hi) out.emplace_back(lo - offset, hi - offset);
+  }
+  return out;
 }
 
 // Consecutive text goes into one chunk, as libmtmd's add_text appends to a text chunk.
@@ -121,8 +150,9 @@ using MediaPieces = std::function<Result<MediaEmbedding>(size_t index)>;
 // embeddings (checked against n_embd_inp); else only their token counts.
 // digests (may be null): item i's content digest, once media_pieces(i) has returned; each of
 // its embedding runs gets media_piece_digest(digest, run index).
+// plain: Prompt::plain_spans of prompt_text.
 Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text, size_t n_media,
-                                const MediaPieces& media_pieces, bool with_data, bool add_bos,
+                                const MediaPieces& media_pieces, bool with_data, bool add_bos, const Spans& plain_in,
                                 const std::vector<Digest128>* digests = nullptr) {
   if (n_media > 0 && !e.vision) {
     return invalid_argument("this model has no vision encoder: " + std::to_string(n_media) +
@@ -130,36 +160,46 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
                             " (load a multimodal projector with --mmproj)");
   }
   std::string text = prompt_text;
-  std::vector<std::string> parts = split_at_markers(text);
+  Spans plain = plain_in;
+  std::vector<TextPart> parts = split_at_markers(text, plain);
   const size_t n_markers = parts.size() - 1;
   if (!e.vision) {
     // A text-only model reads markers as plain text.
-    parts = {text};
+    parts = {{text, 0}};
   } else if (n_markers == 0 && n_media > 0) {
+    const std::string_view marker = kMediaMarker;
     for (size_t i = 0; i < n_media; ++i) text = kMediaMarker + text;
-    parts = split_at_markers(text);
+    for (auto& [b, en] : plain) {
+      b += n_media * marker.size();
+      en += n_media * marker.size();
+    }
+    parts = split_at_markers(text, plain);
   } else if (n_markers != n_media) {
     return invalid_argument("the prompt has " + std::to_string(n_markers) + " media marker(s) " + kMediaMarker +
                             " but " + std::to_string(n_media) + " image/video input(s) were given");
   }
 
   PreparedPrompt out;
-  auto encode = [&](const std::string& piece) { return e.tokenizer->encode(piece, /*add_special=*/false, /*parse_special=*/true); };
-  auto add_text = [&](const std::string& piece) { append_text(out, encode(piece)); };
+  // A piece of the prompt's text at offset: special tokens parsed but in plain spans.
+  auto encode = [&](const std::string& piece, size_t offset) {
+    const Spans local = spans_within(plain, offset, piece.size());
+    return e.tokenizer->encode(piece, /*add_special=*/false, /*parse_special=*/true, local);
+  };
+  auto add_text = [&](const std::string& piece) { append_text(out, e.tokenizer->encode(piece, false, true)); };
   // A conversation's earlier turns: the prompt's text is cut into chunks right after each
   // assistant opening but a last one (a forward pass never crosses a chunk), where the text up
   // to there tokenizes to the first tokens of the whole piece. Turn N's prompt ends at such a
   // point, so turn N+1 feeds the same passes up to it and the prefix cache reuses turn N's
   // prompt exactly (docs/prefix_cache.md). Tokens are unchanged; a one-turn prompt has no cut.
   const std::string opening = assistant_opening(e.chat_template);
-  auto add_prompt_text = [&](const std::string& piece) {
-    const std::vector<int32_t> ids = encode(piece);
+  auto add_prompt_text = [&](const std::string& piece, size_t offset) {
+    const std::vector<int32_t> ids = encode(piece, offset);
     size_t from = 0;
     for (size_t at = opening.empty() ? std::string::npos : piece.find(opening); at != std::string::npos;
          at = piece.find(opening, at + opening.size())) {
       const size_t end = at + opening.size();
       if (end == piece.size()) break;
-      const std::vector<int32_t> head = encode(piece.substr(0, end));
+      const std::vector<int32_t> head = encode(piece.substr(0, end), offset);
       if (head.size() <= from || head.size() >= ids.size() || !std::equal(head.begin(), head.end(), ids.begin())) continue;
       append_text(out, std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.begin() + static_cast<std::ptrdiff_t>(head.size())));
       out.chunks.emplace_back();  // the next text starts a chunk of its own
@@ -183,7 +223,7 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
     return Status::ok();
   };
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (!parts[i].empty()) add_prompt_text(parts[i]);  // BOS/EOS come last, as in libmtmd
+    if (!parts[i].text.empty()) add_prompt_text(parts[i].text, parts[i].offset);  // BOS/EOS come last, as in libmtmd
     if (i + 1 == parts.size()) break;
     Result<MediaEmbedding> emb = media_pieces(i);
     if (!emb.is_ok()) return emb.status().with_context("media input " + std::to_string(i + 1));
@@ -242,6 +282,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
   // Each item's pixels hashed once: the encoder and prefix caches key by media_digest, KV files
   // record the content digest's first 64 bits.
   std::vector<Digest128> contents(prompt.media.size()), digests(prompt.media.size());
+  const Digest128 salt = cache_salt_digest(prompt.cache_salt);
   for (size_t i = 0; i < contents.size(); ++i) contents[i] = media_content_digest(prompt.media[i]);
   auto encode = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaItem& item = prompt.media[i];
@@ -252,7 +293,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     const Image& first = item.frames[0];
     // A media item seen before (the same pixels and preprocessing) is not encoded again.
     const double t_step = item.is_video ? e.vision->video_t_step(item.fps) : 1.0;
-    digests[i] = media_digest(e.mmproj_id, contents[i], t_step);
+    digests[i] = salted_digest(media_digest(e.mmproj_id, contents[i], t_step), salt);
     if (e.media_cache) {
       if (std::optional<MediaEmbedding> kept = e.media_cache->find(digests[i])) {
         if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
@@ -297,16 +338,18 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     return emb;
   };
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt out, assemble(e, prompt.text, prompt.media.size(), encode,
-                                                     /*with_data=*/encode_media, add_bos, &digests));
+                                                     /*with_data=*/encode_media, add_bos, prompt.plain_spans, &digests));
   for (PromptChunk& c : out.chunks)
     if (c.kind == PromptChunk::Kind::kMedia && c.media_index >= 0 && static_cast<size_t>(c.media_index) < contents.size())
       c.media_hash = media_content_hash(contents[static_cast<size_t>(c.media_index)]);
+  out.salt_hi = salt.hi;
+  out.salt_lo = salt.lo;
   out.encode_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
 }
 
 Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, const std::vector<MediaInfo>& media,
-                                                     bool add_bos) const {
+                                                     bool add_bos, const Spans& plain_spans) const {
   Engine::Impl& e = *impl_;
   auto layout = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaInfo& m = media[i];
@@ -318,7 +361,7 @@ Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, co
     }
     return layout_media(*e.vision, m.width, m.height, m.is_video ? m.n_frames : 1, m.is_video);
   };
-  VLKV_ASSIGN_OR_RETURN(PreparedPrompt laid_out, assemble(e, text, media.size(), layout, /*with_data=*/false, add_bos));
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt laid_out, assemble(e, text, media.size(), layout, /*with_data=*/false, add_bos, plain_spans));
   return PromptTokenCount{laid_out.n_tokens(), laid_out.n_visual_tokens()};
 }
 

@@ -31,6 +31,7 @@ namespace {
 // One request and its sequence.
 struct Active {
   RequestId id = 0;
+  uint64_t cache_owner = 0;  // Request::cache_owner
   std::shared_ptr<const PreparedPrompt> prepared;  // keeps the media embeddings alive
   PromptLayout prompt;                     // its rows at positions 0..; next_pos: the first generated token's
   GenerateParams params;
@@ -220,7 +221,8 @@ struct Scheduler::Impl {
       return;
     std::lock_guard<std::mutex> lock(e->forward_mutex);
     const std::span<const RowKey> rows = std::span<const RowKey>(a.row_keys).first(static_cast<size_t>(a.n_fed));
-    cache->insert(a.seq, a.method_spec, chunk, rows, cache_room(), a.n_fed == a.prompt.n_rows() ? a.replaces : -1);
+    cache->insert(a.seq, a.method_spec, chunk, rows, cache_room(), a.n_fed == a.prompt.n_rows() ? a.replaces : -1,
+                  a.cache_owner);
     if (params.shared_store) write_entry(*params.shared_store, a.seq, a.method_spec, chunk, rows);
   }
   // Sequence seq as the entry of these rows for a store that wants it (both locks held: the
@@ -276,7 +278,7 @@ struct Scheduler::Impl {
       a.shared_from->refused(a.shared_key);
       return;
     }
-    if (!cache->adopt(*seq, a.method_spec, chunk, rows, cache_room() + e->kv->sequence_bytes(*seq)))
+    if (!cache->adopt(*seq, a.method_spec, chunk, rows, cache_room() + e->kv->sequence_bytes(*seq), a.cache_owner))
       e->kv->remove_sequence(*seq);
   }
   void deliver(const std::vector<TokenEvent>& events);
@@ -370,12 +372,16 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Engine& engine, const Sched
   if (params.max_step_prompt_tokens <= 0) return invalid_argument("max_step_prompt_tokens must be positive");
   if ((params.shared_store || params.spill_store) && params.cache_budget_bytes == 0)
     return invalid_argument("a prefix store (shared or spill) needs the prefix cache (cache_budget_bytes > 0)");
+  if (!(params.cache_owner_share > 0 && params.cache_owner_share <= 1))
+    return invalid_argument("cache_owner_share must be in (0, 1]");
   auto impl = std::make_unique<Impl>();
   impl->engine = &engine;
   impl->e = &engine.impl();
   impl->params = params;
   impl->chunk = std::min(params.max_step_prompt_tokens, impl->e->params.n_batch);
   if (params.cache_budget_bytes > 0) impl->cache = std::make_unique<PrefixCache>(*impl->e->kv, params.cache_budget_bytes);
+  if (impl->cache && params.cache_owner_share < 1)
+    impl->cache->set_owner_cap(static_cast<uint64_t>(static_cast<double>(params.cache_budget_bytes) * params.cache_owner_share));
   if (impl->cache && params.spill_store) {
     // Evicted entries go to the spill store (forward lock held: the sequence is still whole).
     Impl* s = impl.get();
@@ -397,6 +403,7 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   if (gp.max_tokens <= 0) return invalid_argument("max_tokens must be positive");
   VLKV_RETURN_IF_ERROR(validate_sampler_params(gp.sampling));
   auto a = std::make_unique<Active>(gp.sampling);
+  a->cache_owner = request.cache_owner;
   if (request.prepared) {
     const PreparedPrompt& p = *request.prepared;
     if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");

@@ -77,13 +77,14 @@ class VocabTokenizer final : public Tokenizer {
     for (TokenId id = 0; id < vocab_.n_vocab(); ++id) pieces_.push_back(make_piece(id));
   }
 
-  std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const override {
+  std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special,
+                              std::span<const std::pair<size_t, size_t>> plain) const override {
     std::vector<TokenId> out;
     const bool add_bos = add_special && vocab_.add_bos && vocab_.bos >= 0;
     const bool add_eos = add_special && vocab_.add_eos && vocab_.eos >= 0;
     if (add_bos) out.push_back(vocab_.bos);
     bool prev_special = true;  // SPM: the first text fragment gets the space prefix
-    for (const TextFragment& f : partition_special(vocab_, text, parse_special)) {
+    for (const TextFragment& f : partition_special(vocab_, text, parse_special, plain)) {
       if (f.token >= 0) {
         out.push_back(f.token);
         prev_special = true;

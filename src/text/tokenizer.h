@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf_reader.h"
@@ -29,8 +31,11 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // add_special: prepend BOS (and append EOS) as tokenizer.ggml.add_bos_token/add_eos_token say.
-  // parse_special: recognise control/user-defined token texts (e.g. "<|im_start|>") in text.
-  virtual std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
+  // parse_special: recognise control/user-defined token texts (e.g. "<|im_start|>") in text,
+  // but for those overlapping a byte range [first, second) of `plain` (text a client typed:
+  // its "</s>" is four characters, not the end token).
+  virtual std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special,
+                                      std::span<const std::pair<size_t, size_t>> plain = {}) const = 0;
   // The bytes of one token as llama.cpp's llama_token_to_piece(special=false) renders them
   // (SPM: "▁" -> " ", <0xNN> -> byte; BPE: byte-level unicode -> bytes; control tokens -> "").
   virtual std::string token_to_piece(TokenId id) const = 0;

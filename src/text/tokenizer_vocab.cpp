@@ -224,7 +224,8 @@ Result<Vocab> build_vocab(const VocabSpec& spec) {
   return v;
 }
 
-std::vector<TextFragment> partition_special(const Vocab& vocab, std::string_view text, bool parse_special) {
+std::vector<TextFragment> partition_special(const Vocab& vocab, std::string_view text, bool parse_special,
+                                            std::span<const std::pair<size_t, size_t>> plain) {
   std::vector<TextFragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, text});
@@ -241,8 +242,15 @@ std::vector<TextFragment> partition_special(const Vocab& vocab, std::string_view
         continue;
       }
       std::string_view rest = f.text;
-      size_t match;
-      while ((match = rest.find(needle)) != std::string_view::npos) {
+      size_t match, from = 0;
+      while ((match = rest.find(needle, from)) != std::string_view::npos) {
+        const size_t at = static_cast<size_t>(rest.data() - text.data()) + match;
+        if (std::any_of(plain.begin(), plain.end(),
+                        [&](const auto& r) { return at < r.second && at + needle.size() > r.first; })) {
+          from = match + 1;  // typed by a client: plain text
+          continue;
+        }
+        from = 0;
         std::string_view left = rest.substr(0, match);
         if (attr & kAttrLstrip) {
           while (!left.empty() && is_space(left.back())) left.remove_suffix(1);

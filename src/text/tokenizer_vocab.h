@@ -7,7 +7,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
 #include <string_view>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -88,7 +90,9 @@ struct TextFragment {
 // llama.cpp's tokenizer_st_partition: special tokens, longest first, are cut out of the
 // raw text wherever they occur. Control and unknown tokens only when parse_special;
 // user-defined tokens always (as llama.cpp and HF tokenizers do).
-std::vector<TextFragment> partition_special(const Vocab& vocab, std::string_view text, bool parse_special);
+// plain: byte ranges of text where no special token is recognised (Tokenizer::encode).
+std::vector<TextFragment> partition_special(const Vocab& vocab, std::string_view text, bool parse_special,
+                                            std::span<const std::pair<size_t, size_t>> plain = {});
 
 // Builds a tokenizer from metadata (from_gguf = read_vocab_spec + this).
 Result<std::unique_ptr<Tokenizer>> make_tokenizer(const VocabSpec& spec);

@@ -524,6 +524,49 @@ struct ModelEntry {
   uint64_t bytes = 0;
 };
 
+// An owner cap (vlkv serve --cache-tenant-share): one owner filling the cache evicts its
+// own entries, not another owner's; without the cap it evicts the other's too.
+TEST(PrefixCache, OwnerCapKeepsOneOwnerFromEvictingAnothers) {
+  for (const bool capped : {true, false}) {
+    KvCacheConfig cfg;
+    cfg.geometry = {2, 2, 1, 32, 0};
+    cfg.method = "f16";
+    cfg.budget_bytes = 64ull << 20;
+    cfg.page_bytes = 1024;
+    auto kv = KvCache::create(cfg);
+    ASSERT_TRUE(kv.is_ok());
+    KvCache& cache_kv = **kv;
+    std::vector<float> k(32, 0.5f);
+    std::vector<TokenKind> kinds(16, TokenKind::kText);
+    auto sequence = [&](int64_t n) {
+      const SeqId s = cache_kv.add_sequence("f16").value();
+      for (int64_t t = 0; t < n; ++t) {
+        for (int l = 0; l < 2; ++l) EXPECT_TRUE(cache_kv.store_without_attention(s, l, k.data(), k.data(), kinds.data(), 1).is_ok());
+        cache_kv.commit(s, 1);
+      }
+      return s;
+    };
+    const SeqId probe = sequence(16);
+    const uint64_t entry = cache_kv.sequence_bytes(probe);
+    PrefixCache cache(cache_kv, 8 * entry);
+    if (capped) cache.set_owner_cap(4 * entry);
+    auto rows = [](uint64_t tag) { return std::vector<RowKey>(16, RowKey{tag, tag}); };
+    ASSERT_TRUE(cache.insert(probe, "f16", 8, rows(1), cfg.budget_bytes, -1, /*owner=*/1));
+    for (uint64_t i = 0; i < 20; ++i) {
+      const SeqId s = sequence(16);
+      cache.insert(s, "f16", 8, rows(100 + i), cfg.budget_bytes, -1, /*owner=*/2);
+      cache_kv.remove_sequence(s);
+    }
+    const auto all = [](int64_t) { return true; };
+    EXPECT_EQ(cache.find("f16", 8, rows(1), 16, all).id >= 0, capped) << (capped ? "capped" : "uncapped");
+    if (capped) {
+      EXPECT_LE(cache.owner_bytes(2), 4 * entry);
+    }
+    EXPECT_TRUE(cache.check_invariants().is_ok()) << cache.check_invariants().message();
+    cache_kv.remove_sequence(probe);
+  }
+}
+
 TEST(PrefixCache, RandomOperationsKeepTheBookkeepingExact) {
   KvCacheConfig cfg;
   cfg.geometry = {2, 2, 1, 32, 0};

@@ -111,7 +111,7 @@ TEST(VisualSimilarity, NoneWithoutMediaOrWithoutTextTokens) {
   ASSERT_TRUE(e);
   ModelText m;
   ASSERT_NO_FATAL_FAILURE(read_model_text(m));
-  Result<PreparedPrompt> text_only = e->prepare_prompt(Prompt{"What color is the circle?", {}}, true);
+  Result<PreparedPrompt> text_only = e->prepare_prompt(Prompt{"What color is the circle?", {}, {}, {}}, true);
   ASSERT_TRUE(text_only.is_ok());
   for (const auto& s : visual_text_similarity(*text_only, m.w.token_embd, [](int32_t) { return true; }))
     EXPECT_TRUE(s.empty());
@@ -144,7 +144,7 @@ PromptRun run_prompt(const std::string& method, bool with_image) {
   EXPECT_TRUE(e);
   if (!e) return r;
   const Prompt p = with_image ? image_prompt(*e, "What color is the circle?")
-                              : Prompt{e->apply_chat_template("What color is the circle?"), {}};
+                              : Prompt{e->apply_chat_template("What color is the circle?"), {}, {}, {}};
   Result<PreparedPrompt> prepared = e->prepare_prompt(p, true);
   EXPECT_TRUE(prepared.is_ok());
   Result<std::unique_ptr<Session>> s = e->new_session();

@@ -33,7 +33,7 @@ TEST(VlmBadInput, ImageGivenToTextOnlyModel) {
   EXPECT_FALSE((*e)->has_vision());
   Result<Image> img = load_image(image0());
   ASSERT_TRUE(img.is_ok());
-  Prompt prompt{"What is this?", {MediaItem{{*img}, false}}};
+  Prompt prompt{"What is this?", {MediaItem{{*img}, false}}, {}, {}};
   Result<PreparedPrompt> prepared = (*e)->prepare_prompt(prompt, true);
   ASSERT_FALSE(prepared.is_ok());
   EXPECT_EQ(prepared.status().code(), StatusCode::kInvalidArgument);
@@ -73,13 +73,13 @@ TEST(VlmBadInput, MarkerCountMismatch) {
   ASSERT_NE(e, nullptr);
   Result<Image> img = load_image(image0());
   ASSERT_TRUE(img.is_ok());
-  Prompt two_markers{std::string(kMediaMarker) + "a" + kMediaMarker, {MediaItem{{*img}, false}}};
+  Prompt two_markers{std::string(kMediaMarker) + "a" + kMediaMarker, {MediaItem{{*img}, false}}, {}, {}};
   EXPECT_EQ(e->prepare_prompt(two_markers, true).status().code(), StatusCode::kInvalidArgument);
-  Prompt broken{"x", {MediaItem{{Image{}}, false}}};
+  Prompt broken{"x", {MediaItem{{Image{}}, false}}, {}, {}};
   EXPECT_EQ(e->prepare_prompt(broken, true).status().code(), StatusCode::kInvalidArgument);
   // No markers: the image goes first, as with a marker at the start.
-  Prompt none{"How many shapes are there?", {MediaItem{{*img}, false}}};
-  Prompt first{std::string(kMediaMarker) + "How many shapes are there?", {MediaItem{{*img}, false}}};
+  Prompt none{"How many shapes are there?", {MediaItem{{*img}, false}}, {}, {}};
+  Prompt first{std::string(kMediaMarker) + "How many shapes are there?", {MediaItem{{*img}, false}}, {}, {}};
   Result<PreparedPrompt> a = e->prepare_prompt(none, true);
   Result<PreparedPrompt> b = e->prepare_prompt(first, true);
   ASSERT_TRUE(a.is_ok() && b.is_ok());

@@ -2,6 +2,7 @@
 // first, control only with parse_special, user-defined always), end-of-generation set,
 // BOS/EOS defaults per model type, SPM merging by score with byte fallback and unk,
 // BPE merges by rank, detokenizer clean-up, and the errors from_gguf reports.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,24 @@ std::unique_ptr<Tokenizer> make(const VocabSpec& spec) {
   auto tok = make_tokenizer(spec);
   EXPECT_TRUE(tok.is_ok()) << tok.status().message();
   return tok.is_ok() ? std::move(tok).value() : nullptr;
+}
+
+// Byte ranges a client typed (vlkv serve's message text) are plain text: a special token's
+// text inside one, or reaching into one, is bytes; outside them special tokens are parsed.
+TEST(TokenizerSpecial, PlainSpansAreNeverSpecialTokens) {
+  auto tok = make(bpe_spec("qwen2"));
+  ASSERT_TRUE(tok);
+  const std::string text = "<|im_start|>user\n<|im_end|>x<|im_end|>";
+  const std::vector<std::pair<size_t, size_t>> message = {{17, 28}};  // "<|im_end|>x"
+  const Ids ids = tok->encode(text, false, true, message);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 257);
+  EXPECT_EQ(ids.back(), 258);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 258), 1) << "the typed <|im_end|> became the special token";
+  EXPECT_EQ(tok->decode(ids), "user\n<|im_end|>x");  // the control tokens render as nothing
+  const std::vector<std::pair<size_t, size_t>> straddling = {{20, 21}};  // one byte inside it
+  const Ids s = tok->encode(text, false, true, straddling);
+  EXPECT_EQ(std::count(s.begin(), s.end(), 258), 1);
 }
 
 TEST(TokenizerSpecial, SplitsControlAndUserDefinedTokens) {

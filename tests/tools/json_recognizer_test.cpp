@@ -132,6 +132,24 @@ TEST(JsonRecognizer, SchemaScalarsAndLists) {
   EXPECT_TRUE(o.finished());
 }
 
+// README: "schemas nested up to 24 levels below the root, documents up to 31 levels".
+TEST(JsonSchema, NestingLimitsAsDocumented) {
+  auto arrays = [](int levels) {
+    json s = {{"type", "integer"}};
+    for (int i = 0; i < levels; ++i) s = {{"type", "array"}, {"items", s}};
+    return s;
+  };
+  Result<JsonGrammar> deepest = compile_json_schema(arrays(24));
+  ASSERT_TRUE(deepest.is_ok()) << deepest.status().message();
+  EXPECT_TRUE(accepts(*deepest, std::string(24, '[') + "1" + std::string(24, ']')));
+  Result<JsonGrammar> deeper = compile_json_schema(arrays(25));
+  ASSERT_FALSE(deeper.is_ok());
+  EXPECT_NE(deeper.status().message().find("24"), std::string::npos) << deeper.status().message();
+  const JsonGrammar any = json_object_grammar();
+  EXPECT_TRUE(accepts(any, "{\"a\":" + std::string(30, '[') + std::string(30, ']') + "}"));
+  EXPECT_FALSE(accepts(any, "{\"a\":" + std::string(31, '[') + std::string(31, ']') + "}"));
+}
+
 TEST(JsonSchema, UnsupportedKeywordsRefusedByName) {
   const std::pair<json, std::string> refused[] = {
       {{{"type", "string"}, {"pattern", "^a"}}, "'pattern'"},

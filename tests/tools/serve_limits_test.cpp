@@ -33,7 +33,8 @@ class ServeLimits : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServerProcess({"-m", stories_path(), "-t", "1", "-np", "1", "--kv-budget", "16M", "--api-key",
-                                 "secret", "--max-body", "1M", "--header-timeout", "1", "--body-timeout", "2"});
+                                 "secret", "--max-body", "1M", "--header-timeout", "1", "--body-timeout", "2",
+                                 "--allowed-hosts", "x"});  // the raw requests' "Host: x"
   }
   static void TearDownTestSuite() { delete server_; }
   void SetUp() override { ASSERT_TRUE(server_->running()) << server_->log(); }

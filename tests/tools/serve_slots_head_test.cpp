@@ -19,7 +19,7 @@ class ServeSlotsHead : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServerProcess({"-m", stories_path(), "-t", "1", "-np", "2", "--kv-budget", "16M", "--api-key",
-                                 "secret", "--token-delay-ms", "40"});
+                                 "secret", "--token-delay-ms", "40", "--allowed-hosts", "x"});  // raw "Host: x"
   }
   static void TearDownTestSuite() { delete server_; }
   void SetUp() override { ASSERT_TRUE(server_->running()) << server_->log(); }

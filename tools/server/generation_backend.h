@@ -22,6 +22,7 @@ struct GenerationRequest {
   Prompt prompt;          // assembled: chat template applied, one media marker per item
   GenerateParams params;  // max_tokens already bounded by the context
   std::string kv_method;  // one of GenerationBackend::kv_methods()
+  uint64_t cache_owner = 0;  // its tenant (Request::cache_owner): --cache-tenant-share counts per owner
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
@@ -80,6 +81,7 @@ struct BackendOptions {
   int max_queue = 64;                   // requests waiting beyond the slots; more are refused
   int token_delay_ms = 0;               // testing aid: sleep after each generated token
   uint64_t cache_budget_bytes = 0;      // --cache-budget: the batch backend's prefix cache (0: off)
+  double cache_tenant_share = 1.0;      // --cache-tenant-share: of it, the most one tenant's entries hold
   std::shared_ptr<PrefixStore> shared_store;  // --redis: prefix-cache entries shared by replicas (null: none)
   std::shared_ptr<PrefixStore> spill_store;   // --cache-dir: evicted entries spilled to disk (null: none)
 };

@@ -1,10 +1,15 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cctype>
 #include <ctime>
+#include <functional>
 #include <random>
 #include <thread>
 
+#include "server/chat_prompt.h"
 #include "server/logprobs_json.h"
 #include "server/openai_response.h"
 #include "server/request_channel.h"
@@ -88,9 +93,15 @@ bool usable_request_id(const std::string& id, size_t max_bytes) {
 
 }  // namespace
 
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
 HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)) {
   served_ = {options_.model_name, options_.model_path, static_cast<int64_t>(std::time(nullptr)), options_.n_slots};
-  served_.api_key_required = !options_.api_key.empty();
+  served_.api_key_required = !options_.keys.empty();
   id_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   HttpHandlers h;
   h.admit = [this](const HttpRequest& head) { return admit(head); };
@@ -151,17 +162,55 @@ void HttpServer::reply_json(ResponseWriter& w, Exchange& x, int status, const js
 
 void HttpServer::reply_error(ResponseWriter& w, Exchange& x, const ApiError& e) { reply_json(w, x, e.code, error_json(e)); }
 
-// From the head alone: unknown routes and a missing or wrong key are refused before the
-// body is read (the connection is then closed, so a body can never run as a request).
+std::string HttpServer::tenant_of(const HttpRequest& req) const {
+  if (options_.keys.empty()) return {};
+  return options_.keys.tenant_of(req.header("Authorization")).value_or(std::string());
+}
+
+bool HttpServer::isolated(const std::string& tenant) const {
+  return options_.keys.n_tenants() > 1 && (options_.admin_tenant.empty() || tenant != options_.admin_tenant);
+}
+
+// The Host header's name (port and one trailing dot dropped, lower case) against the names
+// this server answers to. A request without Host (HTTP/1.0) passes: a browser always sends one.
+bool HttpServer::host_allowed(const HttpRequest& head) const {
+  const bool loopback = is_loopback_host(options_.host);
+  if (!loopback && options_.allowed_hosts.empty()) return true;
+  std::string host = head.header("Host");
+  if (host.empty()) return true;
+  if (host[0] == '[') {
+    host = host.substr(0, host.find(']') + 1);
+  } else if (const size_t colon = host.find(':'); colon != std::string::npos) {
+    host.resize(colon);
+  }
+  if (!host.empty() && host.back() == '.') host.pop_back();
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto same = [&](std::string name) {
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    return name == "*" || name == host || "[" + name + "]" == host;
+  };
+  for (const char* name : {"localhost", "127.0.0.1", "::1"})
+    if (same(name)) return true;
+  if (same(options_.host)) return true;
+  return std::any_of(options_.allowed_hosts.begin(), options_.allowed_hosts.end(), same);
+}
+
+// From the head alone: unknown routes, a Host this server does not answer to and a missing
+// or wrong key are refused before the body is read (the connection is then closed, so a
+// body can never run as a request).
 std::optional<HttpReply> HttpServer::admit(const HttpRequest& head) {
-  if (head.method == "OPTIONS") return std::nullopt;  // CORS preflight: never needs the key
-  const Route route = route_of(head.path);
   std::optional<ApiError> refusal;
-  if (route == Route::kNone) {
+  const Route route = route_of(head.path);
+  if (!host_allowed(head)) {
+    refusal = ApiError{403, "invalid_request_error",
+                       "Host header not allowed: this server answers to localhost and --allowed-hosts names only"};
+  } else if (head.method == "OPTIONS") {
+    return std::nullopt;  // CORS preflight: never needs the key
+  } else if (route == Route::kNone) {
     refusal = not_found_error("no such endpoint");
-  } else if (!options_.api_key.empty() && route != Route::kHealth && route != Route::kPage) {
+  } else if (!options_.keys.empty() && route != Route::kHealth && route != Route::kPage) {
     const std::string auth = head.header("Authorization");
-    if (auth != "Bearer " + options_.api_key)
+    if (!options_.keys.tenant_of(auth))
       refusal = unauthorized(auth.empty() ? "missing Authorization: Bearer <key> header" : "invalid API key");
   }
   if (!refusal) return std::nullopt;
@@ -235,13 +284,18 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
     else reply_json(w, x, 200, model_json(served_, b));
   } else if (route == Route::kMetrics) {
     x.log.status = 200;
-    w.send({200, "text/plain; version=0.0.4", metrics_.prometheus(b ? b->load() : BackendLoad{}), x.headers, false});
+    const std::string tenant = tenant_of(req);
+    w.send({200, "text/plain; version=0.0.4",
+            isolated(tenant) ? metrics_.prometheus_of(tenant) : metrics_.prometheus(b ? b->load() : BackendLoad{}),
+            x.headers, false});
   } else if (!b) {
     reply_error(w, x, unavailable("loading model"));
   } else if (route == Route::kProps) {
     reply_json(w, x, 200, props_json(served_, *b));
   } else if (route == Route::kSlots) {
-    reply_json(w, x, 200, slots_.to_json(served_.n_slots, b->load().running, b->model().params().n_ctx));
+    const std::string tenant = tenant_of(req);
+    reply_json(w, x, 200, slots_.to_json(served_.n_slots, b->load().running, b->model().params().n_ctx,
+                                         isolated(tenant) ? &tenant : nullptr));
   } else if (route == Route::kTokenize || route == Route::kDetokenize) {
     Result<json> r = route == Route::kTokenize ? tokenize_json(req.body, b->model()) : detokenize_json(req.body, b->model());
     if (!r.is_ok()) reply_error(w, x, bad_request(r.status().message()));
@@ -254,8 +308,9 @@ void HttpServer::handle(const HttpRequest& req, ResponseWriter& w) {
 
 void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Exchange& x, Endpoint endpoint) {
   GenerationBackend* backend = backend_;
+  const std::string tenant = tenant_of(req);
   auto fail = [&](const ApiError& e) {
-    metrics_.record_response(e.code);
+    metrics_.record_response(e.code, tenant);
     reply_error(w, x, e);
   };
   if (stopping_) return fail(unavailable("the server is shutting down"));
@@ -277,11 +332,16 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   // The prompt as vlkv run builds it: the model's chat template over the conversation
   // (one media marker per image, at its place); /v1/completions takes the text as given.
   // One user message is exactly Engine::user_prompt's case (vlkv run -p MESSAGE --image ...).
+  // A chat message's text is the client's: no special tokens, no media markers in it
+  // (chat_prompt.h). /v1/completions' prompt is raw: its client writes the template's markers.
   GenerationRequest g;
-  if (endpoint == Endpoint::kChat && a.conversation.size() == 1 && a.conversation[0].role == "user") {
-    g.prompt.text = model.apply_chat_template(with_media_markers(a.conversation[0].content, a.images.size()));
+  if (endpoint == Endpoint::kChat) {
+    Result<ChatPromptText> chat = chat_prompt_text(model, a.conversation, a.media_at, a.images.size());
+    if (!chat.is_ok()) return fail(server_error(chat.status().message()));
+    g.prompt.text = std::move(chat->text);
+    g.prompt.plain_spans = std::move(chat->plain_spans);
   } else {
-    g.prompt.text = endpoint == Endpoint::kChat ? model.apply_chat_template(a.conversation) : a.prompt;
+    g.prompt.text = a.prompt;
   }
   // The prompt's size from the images' headers, before any pixel is decoded: a prompt the
   // context or the KV budget cannot hold is refused here, in milliseconds (issue 24's probe:
@@ -289,7 +349,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   if (!a.images.empty()) {
     std::vector<MediaInfo> headers;
     for (const RequestImage& img : a.images) headers.push_back(img.info);
-    Result<PromptTokenCount> count = model.count_prompt_tokens(g.prompt.text, headers, /*add_bos=*/true);
+    Result<PromptTokenCount> count = model.count_prompt_tokens(g.prompt.text, headers, /*add_bos=*/true, g.prompt.plain_spans);
     if (!count.is_ok()) return fail(bad_request(count.status().message()));
     const std::string what = std::to_string(a.images.size()) + " image/video input(s): " +
                              std::to_string(count->n_visual_tokens) + " visual tokens, counted from their headers before decoding";
@@ -310,6 +370,10 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   const int64_t n_ctx = model.params().n_ctx;
   g.params.max_tokens = a.max_tokens < 0 ? n_ctx : std::min(a.max_tokens, n_ctx);
   g.kv_method = method;
+  // Cache keys salted by tenant and the request's cache_salt: another tenant's prompt never
+  // hits, replaces or times this one's cache entries (tenants.h).
+  g.prompt.cache_salt = tenant_cache_salt(tenant, a.cache_salt);
+  g.cache_owner = std::hash<std::string>{}(tenant);
   if (options_.timeout_seconds > 0) g.deadline = Clock::now() + std::chrono::seconds(options_.timeout_seconds);
 
   // logprobs and response_format: the request's hook on the step's logits.
@@ -323,7 +387,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
                             {"repeat_penalty", a.sampling.repeat_penalty}, {"seed", a.sampling.seed},
                             {"stop", a.stop}, {"stream", a.stream}, {"kv", method}, {"n_probs", std::max(0, a.logprobs)},
                             {"response_format", a.response_format ? "json" : "text"}};
-  std::shared_ptr<SlotTable::Entry> slot = slots_.add(x.log.id, slot_params, g.params.max_tokens);
+  std::shared_ptr<SlotTable::Entry> slot = slots_.add(x.log.id, slot_params, g.params.max_tokens, tenant);
   auto channel = std::make_shared<RequestChannel>(a.stop);
   GenerationCallbacks callbacks;
   callbacks.on_piece = [channel, hook, slot](const std::string& piece) {
@@ -332,7 +396,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
     // A whole JSON document (response_format) ends the answer: nothing may follow it.
     return channel->push(piece) && !(hook && hook->document_finished());
   };
-  callbacks.on_done = [channel, hook, slot, this](const GenerationResult& result) {
+  callbacks.on_done = [channel, hook, slot, tenant, this](const GenerationResult& result) {
     slots_.forget(slot);
     GenerationResult r = result;
     if (hook && hook->dead_end() && answered(r.end)) {
@@ -340,7 +404,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
       r.status = Status(StatusCode::kInternal,
                         "response_format: no token of the model's vocabulary continues the JSON document");
     }
-    if (!r.kv.method.empty()) metrics_.record_generation(r);
+    if (!r.kv.method.empty()) metrics_.record_generation(r, tenant);
     channel->finish(r);
   };
   const uint64_t id = backend->submit(std::move(g), std::move(callbacks));
@@ -360,8 +424,8 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
     if (!w.peer_closed()) return false;
     channel->abandon();
     backend->cancel(id);
-    metrics_.record_disconnect();
-    metrics_.record_response(499);  // nginx's "client closed request"
+    metrics_.record_disconnect(tenant);
+    metrics_.record_response(499, tenant);  // nginx's "client closed request"
     x.log.status = 499;
     return true;
   };
@@ -392,7 +456,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
     const GenerationResult& r = channel->result();
     note_result(r);
     if (!answered(r.end)) return fail(error_for(r, timeout, backend->load().running > 0));
-    metrics_.record_response(200);
+    metrics_.record_response(200, tenant);
     reply_json(w, x, 200, completion_json(ids, text, r, take_logprobs()));
     return;
   }
@@ -424,7 +488,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
       }
       out += sse_done();
       // Counted before the last bytes go out, so a client that has read [DONE] sees it in /metrics.
-      metrics_.record_response(ok ? 200 : 500);
+      metrics_.record_response(ok ? 200 : 500, tenant);
       counted = true;
       if (!ok) x.log.status = 500;
       if (w.write_chunk(out) && w.end_stream()) {
@@ -440,9 +504,9 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
   // The client left (or the server stopped) mid-stream.
   channel->abandon();
   backend->cancel(id);
-  metrics_.record_disconnect();
+  metrics_.record_disconnect(tenant);
   if (!counted) {
-    metrics_.record_response(499);  // nginx's "client closed request"
+    metrics_.record_response(499, tenant);  // nginx's "client closed request"
     x.log.status = 499;
   }
   --active_streams_;

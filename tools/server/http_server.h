@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/generation_backend.h"
@@ -19,13 +20,19 @@
 #include "server/server_info.h"
 #include "server/server_metrics.h"
 #include "server/slot_table.h"
+#include "server/tenants.h"
 
 namespace vlkv::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (bind() says which)
-  std::string api_key;                   // "": no auth
+  TenantKeys keys;                       // --api-key / --api-keys (none: no auth, one tenant "")
+  std::string admin_tenant;              // sees every tenant's /slots and the whole /metrics ("": none)
+  // Host header values (host part, any port) a request may carry besides localhost,
+  // 127.0.0.1, [::1] and `host`: checked when `host` is a loopback address or this list is
+  // not empty (DNS rebinding: a web page whose name resolves to 127.0.0.1). "*": any.
+  std::vector<std::string> allowed_hosts;
   std::string model_name;                // the id in /v1/models and responses
   std::string model_path;                // for /props
   int n_slots = 0;                       // for /props
@@ -35,6 +42,9 @@ struct HttpOptions {
   int timeout_seconds = 600;             // per request, queued + generating; 0: none
   int n_http_threads = 64;               // requests handled at once (a generation holds one)
 };
+
+// Whether an address to listen on is this machine's alone: localhost, 127.0.0.0/8, ::1.
+bool is_loopback_host(const std::string& host);
 
 class HttpServer {
  public:
@@ -63,6 +73,11 @@ class HttpServer {
   void reply_error(ResponseWriter& w, Exchange& x, const ApiError& e);
   HeaderList cors_headers(const HttpRequest& req) const;
   std::string request_id(const HttpRequest& req);
+  // The tenant whose key the request carries ("" without auth or a valid key).
+  std::string tenant_of(const HttpRequest& req) const;
+  // Whether tenant sees only its own requests in /slots and /metrics.
+  bool isolated(const std::string& tenant) const;
+  bool host_allowed(const HttpRequest& head) const;
 
   std::atomic<GenerationBackend*> backend_{nullptr};
   HttpOptions options_;

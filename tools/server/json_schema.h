@@ -44,7 +44,9 @@ struct JsonGrammar {
 
 // Limits of a compiled schema (a bigger one is refused).
 constexpr int kMaxSchemaNodes = 1024;
-constexpr int kMaxSchemaDepth = 24;       // nesting of schemas (the recognizer holds 32 levels)
+// Schemas nested below the root (README: 24). Fewer than the documents' 31 levels
+// (JsonRecognizer::kMaxDepth - 1), so a free-form value under the deepest schema can still nest.
+constexpr int kMaxSchemaDepth = 24;
 constexpr int kMaxSchemaProperties = 64;  // per object
 constexpr int kMaxSchemaLiterals = 64;    // per enum
 

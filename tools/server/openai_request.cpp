@@ -128,6 +128,7 @@ Status add_media(const json& part, const std::string& key, const RequestLimits& 
     return invalid_argument(std::string(video ? "video " : "image ") + std::to_string(r.images.size() + 1) + ": " +
                             m.status().message());
   r.images.push_back(std::move(m).value());
+  if (!r.media_at.empty()) r.media_at.back().push_back(content.size());
   content += kMediaMarker;
   return Status::ok();
 }
@@ -171,6 +172,7 @@ Status read_messages(const json& body, const RequestLimits& limits, ApiRequest& 
       return invalid_argument("message role '" + role + "' is not supported (system, user, assistant)");
     if (!m.contains("content")) return invalid_argument("each message needs 'content'");
     ChatTurn turn{role, {}};
+    r.media_at.emplace_back();
     VLKV_RETURN_IF_ERROR(read_content(m["content"], limits, r, turn.content));
     r.conversation.push_back(std::move(turn));
   }
@@ -213,7 +215,7 @@ bool known_field(const std::string& key, Endpoint endpoint) {
   static const char* const kCommon[] = {"model", "max_tokens", "max_completion_tokens", "n_predict", "temperature",
                                         "top_p", "min_p", "top_k", "repeat_penalty", "seed", "frequency_penalty",
                                         "presence_penalty", "n", "stop", "stream", "stream_options", "kv", "user",
-                                        "cache_prompt", "logprobs", "response_format"};
+                                        "cache_prompt", "logprobs", "response_format", "cache_salt"};
   for (const char* k : kCommon)
     if (key == k) return true;
   if (endpoint == Endpoint::kChat && key == "top_logprobs") return true;
@@ -314,6 +316,11 @@ Result<ApiRequest> parse_request(std::string_view body_text, Endpoint endpoint, 
   VLKV_RETURN_IF_ERROR(read_bool(body, "cache_prompt", &cache_prompt));
   if (auto it = body.find("user"); it != body.end() && !it->is_null() && !it->is_string())
     return invalid_argument("'user' must be a string");
+  if (auto it = body.find("cache_salt"); it != body.end() && !it->is_null()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().size() > kMaxCacheSaltBytes)
+      return invalid_argument("'cache_salt' must be a string of at most " + std::to_string(kMaxCacheSaltBytes) + " bytes");
+    r.cache_salt = it->get<std::string>();
+  }
   if (auto it = body.find("kv"); it != body.end() && !it->is_null()) {
     if (!it->is_string() || it->get_ref<const std::string&>().empty())
       return invalid_argument("'kv' must be a KV method name, e.g. \"kivi2\"");

@@ -43,6 +43,9 @@ struct ApiRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;                   // as given (informational: one model per server)
   std::vector<ChatTurn> conversation;  // kChat: contents with kMediaMarker where images were
+  // kChat, per turn: the offsets in its content of the markers put there for images (a
+  // marker the client typed is text: chat_prompt.h).
+  std::vector<std::vector<size_t>> media_at;
   std::string prompt;                  // kCompletion: the text as given
   std::vector<RequestImage> images;    // in marker order, not decoded
   int64_t max_tokens = -1;             // -1: not given (until end of text or context)
@@ -55,7 +58,12 @@ struct ApiRequest {
   // logprobs true + top_logprobs 0-20; completions: logprobs 0-5).
   int32_t logprobs = -1;
   std::shared_ptr<const JsonGrammar> response_format;  // null: free text
+  // vLLM's cache_salt: salts this request's cache keys further than its tenant does (requests
+  // with different salts share no prefix-cache or encoder-cache entry). "": none.
+  std::string cache_salt;
 };
+
+constexpr size_t kMaxCacheSaltBytes = 256;
 
 // body: the raw request body. InvalidArgument names the offending field; a field the server
 // does not implement (tools, n_probs, logit_bias, ...) is refused by name unless it holds

@@ -34,6 +34,7 @@ Result<std::unique_ptr<SchedulerBackend>> SchedulerBackend::create(const Backend
   SchedulerParams sp;
   sp.max_sequences = options.n_slots;
   sp.cache_budget_bytes = options.cache_budget_bytes;
+  sp.cache_owner_share = options.cache_tenant_share;
   sp.shared_store = options.shared_store;
   sp.spill_store = options.spill_store;
   Result<std::unique_ptr<Scheduler>> s = Scheduler::create(*b->engine_, sp);
@@ -108,6 +109,7 @@ uint64_t SchedulerBackend::submit(GenerationRequest request, GenerationCallbacks
   r.generate = request.params;
   r.generate.max_tokens = std::min(r.generate.max_tokens, n_ctx - job->n_prompt);
   r.kv_method = request.kv_method == options_.kv_methods.front() ? "" : request.kv_method;
+  r.cache_owner = request.cache_owner;
   Job* raw = job.get();
   Result<RequestId> id = scheduler_->submit(r, [this, job](const TokenEvent& ev) { return on_event(*job, ev); });
   if (!id.is_ok()) {

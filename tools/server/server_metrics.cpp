@@ -4,31 +4,36 @@
 
 namespace vlkv::server {
 
-void ServerMetrics::record_generation(const GenerationResult& r) {
+void ServerMetrics::record_generation(const GenerationResult& r, const std::string& tenant) {
   std::lock_guard<std::mutex> lock(mutex_);
-  prompt_tokens_ += r.stats.n_prompt_tokens;
-  generated_tokens_ += r.stats.n_generated;
-  prefill_seconds_ += r.stats.prefill_seconds;
-  decode_seconds_ += r.stats.decode_seconds;
-  PerMethod& m = per_method_[r.kv.method];
-  ++m.requests;
-  m.prompt_tokens += r.stats.n_prompt_tokens;
-  m.generated_tokens += r.stats.n_generated;
-}
-
-void ServerMetrics::record_response(int status) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (status >= 200 && status < 300) {
-    ++done_;
-  } else {
-    ++failed_;
-    ++failed_by_status_[status];
+  for (Counters* c : {&all_, &by_tenant_[tenant]}) {
+    c->prompt_tokens += r.stats.n_prompt_tokens;
+    c->generated_tokens += r.stats.n_generated;
+    c->prefill_seconds += r.stats.prefill_seconds;
+    c->decode_seconds += r.stats.decode_seconds;
+    PerMethod& m = c->per_method[r.kv.method];
+    ++m.requests;
+    m.prompt_tokens += r.stats.n_prompt_tokens;
+    m.generated_tokens += r.stats.n_generated;
   }
 }
 
-void ServerMetrics::record_disconnect() {
+void ServerMetrics::record_response(int status, const std::string& tenant) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++disconnected_;
+  for (Counters* c : {&all_, &by_tenant_[tenant]}) {
+    if (status >= 200 && status < 300) {
+      ++c->done;
+    } else {
+      ++c->failed;
+      ++c->failed_by_status[status];
+    }
+  }
+}
+
+void ServerMetrics::record_disconnect(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++all_.disconnected;
+  ++by_tenant_[tenant].disconnected;
 }
 
 namespace {
@@ -57,43 +62,69 @@ void value(std::string& out, const char* name, const std::string& labels, double
   out += std::string("vlkv:") + name + (labels.empty() ? "" : "{" + labels + "}") + " " + buf + "\n";
 }
 
+// The gauges and counters of the whole server's load (KV memory, caches, stores).
+void write_load(std::string& o, const BackendLoad& load);
+
 }  // namespace
 
 std::string ServerMetrics::prometheus(const BackendLoad& load) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string o;
-  metric(o, "requests_running", "gauge", "Requests generating now.");
-  value(o, "requests_running", "", static_cast<double>(load.running));
-  metric(o, "requests_queued", "gauge", "Requests waiting for a slot.");
-  value(o, "requests_queued", "", static_cast<double>(load.queued));
+  write_counters(o, all_, &load);
+  return o;
+}
+
+std::string ServerMetrics::prometheus_of(const std::string& tenant) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string o;
+  auto it = by_tenant_.find(tenant);
+  write_counters(o, it == by_tenant_.end() ? Counters{} : it->second, nullptr);
+  return o;
+}
+
+void ServerMetrics::write_counters(std::string& o, const Counters& c, const BackendLoad* load) {
+  if (load) {
+    metric(o, "requests_running", "gauge", "Requests generating now.");
+    value(o, "requests_running", "", static_cast<double>(load->running));
+    metric(o, "requests_queued", "gauge", "Requests waiting for a slot.");
+    value(o, "requests_queued", "", static_cast<double>(load->queued));
+  }
   metric(o, "requests_done_total", "counter", "Generation requests answered successfully.");
-  value(o, "requests_done_total", "", static_cast<double>(done_));
+  value(o, "requests_done_total", "", static_cast<double>(c.done));
   metric(o, "requests_failed_total", "counter", "Generation requests answered with an error, by HTTP status.");
-  value(o, "requests_failed_total", "", static_cast<double>(failed_));
-  for (const auto& [status, n] : failed_by_status_)
+  value(o, "requests_failed_total", "", static_cast<double>(c.failed));
+  for (const auto& [status, n] : c.failed_by_status)
     value(o, "requests_failed_total", "status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
   metric(o, "requests_disconnected_total", "counter", "Requests whose client left before the end (queued, prefilling or generating).");
-  value(o, "requests_disconnected_total", "", static_cast<double>(disconnected_));
+  value(o, "requests_disconnected_total", "", static_cast<double>(c.disconnected));
   metric(o, "prompt_tokens_total", "counter", "Prompt tokens evaluated (text and visual).");
-  value(o, "prompt_tokens_total", "", static_cast<double>(prompt_tokens_));
+  value(o, "prompt_tokens_total", "", static_cast<double>(c.prompt_tokens));
   metric(o, "tokens_predicted_total", "counter", "Tokens generated.");
-  value(o, "tokens_predicted_total", "", static_cast<double>(generated_tokens_));
+  value(o, "tokens_predicted_total", "", static_cast<double>(c.generated_tokens));
   metric(o, "prompt_tokens_seconds", "gauge", "Average prompt throughput, tokens/s of prefill time.");
-  value(o, "prompt_tokens_seconds", "", prefill_seconds_ > 0 ? prompt_tokens_ / prefill_seconds_ : 0.0);
+  value(o, "prompt_tokens_seconds", "", c.prefill_seconds > 0 ? c.prompt_tokens / c.prefill_seconds : 0.0);
   metric(o, "predicted_tokens_seconds", "gauge", "Average generation throughput, tokens/s of decode time.");
-  value(o, "predicted_tokens_seconds", "", decode_seconds_ > 0 ? generated_tokens_ / decode_seconds_ : 0.0);
-  metric(o, "kv_bytes_in_use", "gauge", "KV cache bytes of pages held now, per KV method.");
-  for (const KvMethodLoad& m : load.kv) value(o, "kv_bytes_in_use", "method=\"" + label(m.method) + "\"", static_cast<double>(m.bytes_in_use));
-  metric(o, "kv_budget_bytes", "gauge", "KV cache budget, per KV method.");
-  for (const KvMethodLoad& m : load.kv) value(o, "kv_budget_bytes", "method=\"" + label(m.method) + "\"", static_cast<double>(m.budget_bytes));
-  metric(o, "kv_bits_per_element", "gauge", "Stored bits per K/V element incl. metadata, per KV method.");
-  for (const KvMethodLoad& m : load.kv) value(o, "kv_bits_per_element", "method=\"" + label(m.method) + "\"", m.bits_per_element);
+  value(o, "predicted_tokens_seconds", "", c.decode_seconds > 0 ? c.generated_tokens / c.decode_seconds : 0.0);
+  if (load) {
+    metric(o, "kv_bytes_in_use", "gauge", "KV cache bytes of pages held now, per KV method.");
+    for (const KvMethodLoad& m : load->kv) value(o, "kv_bytes_in_use", "method=\"" + label(m.method) + "\"", static_cast<double>(m.bytes_in_use));
+    metric(o, "kv_budget_bytes", "gauge", "KV cache budget, per KV method.");
+    for (const KvMethodLoad& m : load->kv) value(o, "kv_budget_bytes", "method=\"" + label(m.method) + "\"", static_cast<double>(m.budget_bytes));
+    metric(o, "kv_bits_per_element", "gauge", "Stored bits per K/V element incl. metadata, per KV method.");
+    for (const KvMethodLoad& m : load->kv) value(o, "kv_bits_per_element", "method=\"" + label(m.method) + "\"", m.bits_per_element);
+  }
   metric(o, "kv_requests_total", "counter", "Generations run, per KV method.");
-  for (const auto& [method, m] : per_method_) value(o, "kv_requests_total", "method=\"" + label(method) + "\"", static_cast<double>(m.requests));
+  for (const auto& [method, m] : c.per_method) value(o, "kv_requests_total", "method=\"" + label(method) + "\"", static_cast<double>(m.requests));
   metric(o, "kv_prompt_tokens_total", "counter", "Prompt tokens, per KV method.");
-  for (const auto& [method, m] : per_method_) value(o, "kv_prompt_tokens_total", "method=\"" + label(method) + "\"", static_cast<double>(m.prompt_tokens));
+  for (const auto& [method, m] : c.per_method) value(o, "kv_prompt_tokens_total", "method=\"" + label(method) + "\"", static_cast<double>(m.prompt_tokens));
   metric(o, "kv_tokens_predicted_total", "counter", "Tokens generated, per KV method.");
-  for (const auto& [method, m] : per_method_) value(o, "kv_tokens_predicted_total", "method=\"" + label(method) + "\"", static_cast<double>(m.generated_tokens));
+  for (const auto& [method, m] : c.per_method) value(o, "kv_tokens_predicted_total", "method=\"" + label(method) + "\"", static_cast<double>(m.generated_tokens));
+  if (!load) return;
+  write_load(o, *load);
+}
+
+namespace {
+void write_load(std::string& o, const BackendLoad& load) {
   metric(o, "prefix_cache_bytes", "gauge", "KV pages held by idle prefix-cache entries (within the KV budget).");
   value(o, "prefix_cache_bytes", "", static_cast<double>(load.prefix_cache_bytes));
   metric(o, "prefix_cache_budget_bytes", "gauge", "The prefix cache's cap (--cache-budget; 0: off).");
@@ -170,7 +201,8 @@ std::string ServerMetrics::prometheus(const BackendLoad& load) const {
       metric(o, c.name, "counter", c.help);
       for (const PrefixStoreStats& m : load.stores) value(o, c.name, "store=\"" + label(m.kind) + "\"", c.get(m));
     }
-  return o;
 }
+
+}  // namespace
 
 }  // namespace vlkv::server

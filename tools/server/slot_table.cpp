@@ -6,9 +6,11 @@ namespace vlkv::server {
 
 using nlohmann::json;
 
-std::shared_ptr<SlotTable::Entry> SlotTable::add(std::string request_id, json params, int64_t max_tokens) {
+std::shared_ptr<SlotTable::Entry> SlotTable::add(std::string request_id, json params, int64_t max_tokens,
+                                                 std::string tenant) {
   auto e = std::make_shared<Entry>();
   e->request_id = std::move(request_id);
+  e->tenant = std::move(tenant);
   e->params = std::move(params);
   e->max_tokens = max_tokens;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -21,15 +23,17 @@ void SlotTable::forget(const std::shared_ptr<Entry>& entry) {
   entries_.remove(entry);
 }
 
-json SlotTable::to_json(int n_slots, int64_t running, int64_t n_ctx) const {
+json SlotTable::to_json(int n_slots, int64_t running, int64_t n_ctx, const std::string* only_tenant) const {
   std::lock_guard<std::mutex> lock(mutex_);
   json slots = json::array();
   auto it = entries_.begin();
   for (int i = 0; i < n_slots; ++i) {
-    const bool busy = i < running && it != entries_.end();
+    const Entry* own = i < running && it != entries_.end() ? (it++)->get() : nullptr;
+    if (own && only_tenant && own->tenant != *only_tenant) own = nullptr;
+    const bool busy = own != nullptr;
     json s = {{"id", i}, {"n_ctx", n_ctx}, {"speculative", false}, {"is_processing", busy}, {"state", busy ? 1 : 0}};
     if (busy) {
-      const Entry& e = **it++;
+      const Entry& e = *own;
       const int64_t n = e.n_decoded.load();
       s["id_task"] = e.request_id;
       s["params"] = e.params;

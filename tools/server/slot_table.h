@@ -19,17 +19,20 @@ class SlotTable {
  public:
   struct Entry {
     std::string request_id;
+    std::string tenant;     // whose request (tenants.h): only its tenant sees its params
     nlohmann::json params;  // llama-server's slot "params" (n_predict, sampling, stop, ...)
     int64_t max_tokens = 0;
     std::atomic<int64_t> n_decoded{0};
   };
 
   // A submitted request; forget it (idempotent) when it is done.
-  std::shared_ptr<Entry> add(std::string request_id, nlohmann::json params, int64_t max_tokens);
+  std::shared_ptr<Entry> add(std::string request_id, nlohmann::json params, int64_t max_tokens,
+                             std::string tenant = "");
   void forget(const std::shared_ptr<Entry>& entry);
 
   // The /slots array: n_slots entries, the first `running` requests processing in them.
-  nlohmann::json to_json(int n_slots, int64_t running, int64_t n_ctx) const;
+  // only_tenant: another tenant's request shows as an idle slot (no id, seed, stop strings).
+  nlohmann::json to_json(int n_slots, int64_t running, int64_t n_ctx, const std::string* only_tenant = nullptr) const;
 
  private:
   mutable std::mutex mutex_;
