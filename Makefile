@@ -12,8 +12,10 @@ BUILD_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev lib
             libswscale-dev libavutil-dev ccache libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev \
             libhiredis-dev libedit-dev libcurl4-openssl-dev
 # ... and what the tests add: clang and its sanitizer runtime (fuzzers), ffmpeg (test clips),
-# nginx, Redis, Chromium + Selenium (the proxy, shared-store and browser tests).
-TEST_PACKAGES := clang libclang-rt-14-dev ffmpeg nginx-light chromium chromium-driver python3-selenium redis-server
+# nginx, Redis, Chromium + Selenium (the proxy, shared-store and browser tests), PyTorch + NumPy
+# with OpenBLAS (the tinyvideo trainer's smoke test; without OpenBLAS torch uses the reference BLAS).
+TEST_PACKAGES := clang libclang-rt-14-dev ffmpeg nginx-light chromium chromium-driver python3-selenium redis-server \
+            python3-torch python3-numpy libopenblas0-pthread
 PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
