@@ -21,7 +21,7 @@ PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static cmake ninja-build libgtest-dev libgmock-dev
 
-.PHONY: deps deps-build deps-arm64 configure configure-demo build demo test test-sanitize test-arm64 fuzz-smoke clean
+.PHONY: deps deps-build deps-arm64 configure configure-demo build demo test test-sanitize test-arm64 fuzz-smoke train-tinyvideo clean
 
 # Installs the Debian packages of $(1) that are missing.
 define install_missing
@@ -134,6 +134,15 @@ fuzz-smoke: deps
 	./$(FUZZ_BUILD)/fuzz/kv_file_fuzzer -seed=$(FUZZ_SEED) -runs=$(KV_FILE_FUZZ_RUNS) -max_total_time=30 -max_len=65536 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus-kv-file fuzz/corpus/kv_file || $(FUZZ_REPORT)
+
+# Trains tinyvideo (train/README.md) from one seed: up to ~3 h on 2 idle cores, resumable (run it
+# again to continue from runs/tinyvideo/ckpt.pt), then exports the GGUF pair and the eval set there.
+TRAIN_PACKAGES := python3-torch python3-numpy libopenblas0-pthread
+SEED ?= 1
+train-tinyvideo: configure-demo
+	$(call install_missing,$(TRAIN_PACKAGES))
+	cmake --build $(BUILD) -j $(JOBS) --target vlkv_cli
+	SEED=$(SEED) VLKV=./$(BUILD)/vlkv train/run.sh runs/tinyvideo
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD) $(ARM_BUILD)

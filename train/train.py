@@ -207,7 +207,10 @@ def main(argv=None):
                     help="curriculum: MAX_FRAMES:STEPS,...; the last stage's length is kept after its steps")
     ap.add_argument("--min-frames", type=int, default=8)
     ap.add_argument("--tokens-per-step", type=int, default=8192, help="videos per step = this // prompt length (>= 1)")
-    ap.add_argument("--questions", type=int, default=8, help="questions packed after each video")
+    ap.add_argument("--questions", type=int, default=8, help="questions packed after each video (at least)")
+    ap.add_argument("--max-questions", type=int, default=24,
+                    help="long videos get one question per 200 prompt tokens, up to this: the frames cost far more "
+                         "than the questions, so more answers per long video are almost free")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--weight-decay", type=float, default=0.05)
@@ -268,10 +271,11 @@ def main(argv=None):
         n = draw_length(rng, stage_at(schedule, step), args.min_frames)
         P = len(vd.prefix_layout(tok, n))
         n_videos = max(1, args.tokens_per_step // P)
+        n_questions = min(max(args.questions, P // 200), max(args.questions, args.max_questions))
         samples = []
         for _ in range(n_videos):
             v, frames, labels = sample_video(rng, n)
-            samples.append((frames, labels, make_questions(rng, v, args.questions)))
+            samples.append((frames, labels, make_questions(rng, v, n_questions)))
         t0 = time.time()
         batch, qs = build_batch(tok, n, samples)
         lr = lr_at(step, total, args.lr, args.warmup)
