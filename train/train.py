@@ -8,7 +8,7 @@ cross-entropy of the answer tokens and </s>, plus an auxiliary per-patch loss (w
 colour is in each cell; training only, not exported). Data of step s comes from
 default_rng([seed, 0, s]), so a resumed run sees the same stream as an uninterrupted one.
 
-  /usr/bin/python3 train/train.py --out runs/tv --seed 1 --schedule 16:400,32:400,64:600,128:800,168:800
+  /usr/bin/python3 train/train.py --out runs/tv --seed 1 --schedule 16:400,32:400,64:300,128:300,168:250
   /usr/bin/python3 train/train.py --out runs/tv --resume            # continues from runs/tv/ckpt.pt
 """
 import argparse
@@ -203,10 +203,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="run folder: ckpt.pt, log.jsonl")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--schedule", default="16:400,32:400,64:600,128:800,168:800",
+    ap.add_argument("--schedule", default="16:400,32:400,64:300,128:300,168:250",
                     help="curriculum: MAX_FRAMES:STEPS,...; the last stage's length is kept after its steps")
     ap.add_argument("--min-frames", type=int, default=8)
-    ap.add_argument("--tokens-per-step", type=int, default=8192, help="videos per step = this // prompt length (>= 1)")
+    ap.add_argument("--tokens-per-step", type=int, default=8192, help="videos per step = this // (prompt + questions) tokens (>= 1)")
     ap.add_argument("--questions", type=int, default=8, help="questions packed after each video (at least)")
     ap.add_argument("--max-questions", type=int, default=24,
                     help="long videos get one question per 200 prompt tokens, up to this: the frames cost far more "
@@ -270,8 +270,8 @@ def main(argv=None):
         rng = np.random.default_rng([args.seed, vd.STREAM_TRAIN, step])
         n = draw_length(rng, stage_at(schedule, step), args.min_frames)
         P = len(vd.prefix_layout(tok, n))
-        n_videos = max(1, args.tokens_per_step // P)
         n_questions = min(max(args.questions, P // 200), max(args.questions, args.max_questions))
+        n_videos = max(1, args.tokens_per_step // (P + 33 * n_questions))  # a question + answer is ~33 tokens
         samples = []
         for _ in range(n_videos):
             v, frames, labels = sample_video(rng, n)
