@@ -56,8 +56,9 @@ def detokenize(tok, ids):
 
 
 @torch.no_grad()
-def greedy(model, tok, frames, question, max_new=12):
-    """frames uint8 [N, 32, 32, 3]; returns (answer without its leading space, generated ids, prompt ids)."""
+def greedy(model, tok, frames, question, max_new=12, ignore_eos=False):
+    """frames uint8 [N, 32, 32, 3]; returns (answer without its leading space, generated ids, prompt ids).
+    ignore_eos: go on past </s> for max_new tokens (as `vlkv run --ignore-eos`), </s> printing nothing."""
     n = frames.shape[0]
     prompt = vd.prefix_layout(tok, n) + tok.encode(vd.question_fragment(question))
     proj, _ = model.vision(torch.from_numpy(frames))
@@ -68,11 +69,11 @@ def greedy(model, tok, frames, question, max_new=12):
         t = torch.tensor([ids])
         logits = model(t, torch.arange(len(ids))[None], img, len(ids), None)
         nxt = int(logits[0, -1].argmax())
-        if nxt == tok.eos:
+        if nxt == tok.eos and not ignore_eos:
             break
         gen.append(nxt)
         ids.append(nxt)
-    text = detokenize(tok, gen)
+    text = detokenize(tok, [i for i in gen if i != tok.eos])
     return (text[1:] if text.startswith(" ") else text), gen, prompt
 
 
