@@ -49,7 +49,7 @@ def main():
         cmd = [a.vlkv, "run", "-m", a.model, "--mmproj", a.mmproj, "-p", it["prompt"], "--temp", "0", "-n", "12"] + (["--ignore-eos"] if a.ignore_eos else [])
         for p in paths:
             cmd += ["--image", p]
-        r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        r = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", check=True)
         got = r.stdout[1:] if r.stdout.startswith(" ") else r.stdout
         got, ans = got.rstrip("\n"), ans.rstrip("\n")  # vlkv ends its output with a newline
         m = re.search(r"(\d+) prompt tokens", r.stderr)

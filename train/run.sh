@@ -31,7 +31,7 @@ args = [vlkv, "run", "-m", os.path.join(out, "tinyvideo.gguf"), "--mmproj", os.p
         "-p", it["prompt"], "--temp", "0", "-n", "12", "-q"]
 for f in it["frames"]:
     args += ["--image", os.path.join(out, "eval", f)]
-got = subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+got = subprocess.run(args, capture_output=True, encoding="utf-8", errors="replace", check=True).stdout.strip()
 print("vlkv on %d frames: %s -> %r (expected %r)" % (it["n_frames"], it["question"], got, it["answer"]))
 PYEOF
 fi
