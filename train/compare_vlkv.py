@@ -38,29 +38,30 @@ def main():
     tok = Tokenizer(os.path.join(infer.HERE, "..", "models", "stories260K.gguf"))
     model = infer.load(a.checkpoint)
     base = os.path.dirname(a.items)
+    items = [json.loads(x) for x in open(a.items) if x.strip()]
+    items = [it for it in items if not a.max_frames or it["n_frames"] <= a.max_frames]
+    if a.limit:
+        items = items[:a.limit]
     n = same = tokens_same = 0
-    for line in open(a.items):
-        it = json.loads(line)
-        if a.max_frames and it["n_frames"] > a.max_frames:
-            continue
-        paths = [os.path.join(base, f) for f in it["frames"]]
+    for group in infer.by_video(items):
+        paths = [os.path.join(base, f) for f in group[0]["frames"]]
         frames = np.stack([infer.read_png(p) for p in paths])
-        ans, gen, prompt = infer.greedy(model, tok, frames, it["question"], ignore_eos=a.ignore_eos)
-        cmd = [a.vlkv, "run", "-m", a.model, "--mmproj", a.mmproj, "-p", it["prompt"], "--temp", "0", "-n", "12"] + (["--ignore-eos"] if a.ignore_eos else [])
-        for p in paths:
-            cmd += ["--image", p]
-        r = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", check=True)
-        got = r.stdout[1:] if r.stdout.startswith(" ") else r.stdout
-        got, ans = got.rstrip("\n"), ans.rstrip("\n")  # vlkv ends its output with a newline
-        m = re.search(r"(\d+) prompt tokens", r.stderr)
-        vt = int(m.group(1)) if m else -1
-        n += 1
-        same += got == ans
-        tokens_same += vt == len(prompt)
-        print("%3d frames %-12s pytorch %-10r vlkv %-10r expected %-10r prompt tokens %d/%d" % (
-            it["n_frames"], it["type"], ans, got, it["answer"], len(prompt), vt), flush=True)
-        if a.limit and n >= a.limit:
-            break
+        answers = infer.greedy_packed(model, tok, frames, [it["question"] for it in group], ignore_eos=a.ignore_eos)
+        for it, (ans, gen, prompt) in zip(group, answers):
+            cmd = [a.vlkv, "run", "-m", a.model, "--mmproj", a.mmproj, "-p", it["prompt"], "--temp", "0", "-n", "12"]
+            cmd += ["--ignore-eos"] if a.ignore_eos else []
+            for p in paths:
+                cmd += ["--image", p]
+            r = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", check=True)
+            got = r.stdout[1:] if r.stdout.startswith(" ") else r.stdout
+            got, ans = got.rstrip("\n"), ans.rstrip("\n")  # vlkv ends its output with a newline
+            m = re.search(r"(\d+) prompt tokens", r.stderr)
+            vt = int(m.group(1)) if m else -1
+            n += 1
+            same += got == ans
+            tokens_same += vt == len(prompt)
+            print("%3d frames %-12s pytorch %-10r vlkv %-10r expected %-10r prompt tokens %d/%d" % (
+                it["n_frames"], it["type"], ans, got, it["answer"], len(prompt), vt), flush=True)
     print("same answer %d/%d, same prompt token count %d/%d" % (same, n, tokens_same, n))
     return 0 if same == n and tokens_same == n else 1
 

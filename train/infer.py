@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Greedy answers of a tinyvideo checkpoint in PyTorch, for items.jsonl files (make_eval.py):
-the reference the exported GGUF pair must reproduce in vlkv and llama.cpp.
+the reference the exported GGUF pair must reproduce in vlkv and llama.cpp. One JSON line per item on
+stdout, the accuracy table (per length and type) on stderr. The questions of one video are answered
+together (greedy_packed: one forward per generated token for all of them).
 
   /usr/bin/python3 train/infer.py runs/tv/ckpt.pt tests/data/vlm/tinyvideo/items.jsonl --limit 8
 """
@@ -77,6 +79,61 @@ def greedy(model, tok, frames, question, max_new=12, ignore_eos=False):
     return (text[1:] if text.startswith(" ") else text), gen, prompt
 
 
+@torch.no_grad()
+def greedy_packed(model, tok, frames, questions, max_new=12, ignore_eos=False):
+    """greedy() for several questions about one video at once: the frames are encoded and the prompt
+    computed in one forward per generated token, with the questions packed after it as in training
+    (each reads the frames and itself). Returns [(answer, generated ids, prompt ids)] in order."""
+    n = frames.shape[0]
+    prefix = vd.prefix_layout(tok, n)
+    P = len(prefix)
+    proj, _ = model.vision(torch.from_numpy(frames))
+    img = proj.reshape(1, -1, proj.shape[-1])
+    q_ids = [tok.encode(vd.question_fragment(q)) for q in questions]
+    gens = [[] for _ in questions]
+    done = [False] * len(questions)
+    for _ in range(max_new):
+        segs = [q + g for q, g in zip(q_ids, gens)]
+        ids, pos, seg, last = list(prefix), list(range(P)), [], []
+        for j, sg in enumerate(segs):
+            ids += sg
+            pos += range(P, P + len(sg))
+            seg += [j] * len(sg)
+            last.append(len(ids) - 1)
+        seg_t = torch.tensor(seg)
+        qi = torch.arange(len(seg))
+        same = (seg_t[:, None] == seg_t[None, :]) & (qi[None, :] <= qi[:, None])
+        q_mask = torch.cat([torch.ones(len(seg), P, dtype=torch.bool), same], dim=1)[None]
+        logits = model(torch.tensor([ids]), torch.tensor([pos]), img, P, q_mask)
+        for j in range(len(questions)):
+            if done[j]:
+                continue
+            nxt = int(logits[0, last[j]].argmax())
+            if nxt == tok.eos and not ignore_eos:
+                done[j] = True
+                continue
+            gens[j].append(nxt)
+        if all(done):
+            break
+    out = []
+    for q, g in zip(q_ids, gens):
+        text = detokenize(tok, [i for i in g if i != tok.eos])
+        out.append((text[1:] if text.startswith(" ") else text, g, prefix + q))
+    return out
+
+
+def by_video(items):
+    """Consecutive items of one video (items.jsonl is written video by video)."""
+    group = []
+    for it in items:
+        if group and it["frames"] != group[0]["frames"]:
+            yield group
+            group = []
+        group.append(it)
+    if group:
+        yield group
+
+
 def load(ckpt):
     state = torch.load(ckpt, map_location="cpu")
     model = TinyVideo(Config(**state["config"]))
@@ -96,19 +153,27 @@ def main():
     tok = Tokenizer(os.path.join(HERE, "..", "models", "stories260K.gguf"))
     model = load(a.checkpoint)
     base = os.path.dirname(a.items)
-    n_ok = n = 0
-    for line in open(a.items):
-        it = json.loads(line)
-        frames = np.stack([read_png(os.path.join(base, f)) for f in it["frames"]])
-        ans, gen, prompt = greedy(model, tok, frames, it["question"])
-        n += 1
-        n_ok += ans == it["answer"]
-        print(json.dumps({"id": it.get("id"), "n_frames": it["n_frames"], "type": it["type"], "answer": it["answer"],
-                          "greedy": ans, "ok": ans == it["answer"], "prompt_tokens": len(prompt),
-                          "generated_ids": gen}), flush=True)
-        if a.limit and n >= a.limit:
-            break
-    print("accuracy %d/%d" % (n_ok, n), file=sys.stderr)
+    items = [json.loads(x) for x in open(a.items) if x.strip()]
+    if a.limit:
+        items = items[:a.limit]
+    score = {}
+    for group in by_video(items):
+        frames = np.stack([read_png(os.path.join(base, f)) for f in group[0]["frames"]])
+        answers = greedy_packed(model, tok, frames, [it["question"] for it in group])
+        for it, (ans, gen, prompt) in zip(group, answers):
+            ok = ans == it["answer"]
+            for key in ((it["n_frames"], it["type"]), (it["n_frames"], "all"), ("all", it["type"]), ("all", "all")):
+                c, k = score.get(key, (0, 0))
+                score[key] = (c + ok, k + 1)
+            print(json.dumps({"id": it.get("id"), "n_frames": it["n_frames"], "type": it["type"], "answer": it["answer"],
+                              "greedy": ans, "ok": ok, "prompt_tokens": len(prompt), "generated_ids": gen}), flush=True)
+    lengths = sorted({k[0] for k in score if k[0] != "all"}) + ["all"]
+    types = [t for t in vd.TYPES if ("all", t) in score] + ["all"]
+    print("| frames | " + " | ".join(types) + " |", file=sys.stderr)
+    print("|---" * (len(types) + 1) + "|", file=sys.stderr)
+    for n in lengths:
+        cells = ["%d/%d" % score[(n, t)] if (n, t) in score else "" for t in types]
+        print("| %s | %s |" % (n, " | ".join(cells)), file=sys.stderr)
 
 
 if __name__ == "__main__":
