@@ -12,14 +12,16 @@ BUILD_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev lib
             libswscale-dev libavutil-dev ccache libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev \
             libhiredis-dev libedit-dev libcurl4-openssl-dev
 # ... and what the tests add: clang and its sanitizer runtime (fuzzers), ffmpeg (test clips),
-# nginx, Redis, Chromium + Selenium (the proxy, shared-store and browser tests).
-TEST_PACKAGES := clang libclang-rt-14-dev ffmpeg nginx-light chromium chromium-driver python3-selenium redis-server
+# nginx, Redis, Chromium + Selenium (the proxy, shared-store and browser tests), PyTorch + NumPy
+# with OpenBLAS (the tinyvideo trainer's smoke test; without OpenBLAS torch uses the reference BLAS).
+TEST_PACKAGES := clang libclang-rt-14-dev ffmpeg nginx-light chromium chromium-driver python3-selenium redis-server \
+            python3-torch python3-numpy libopenblas0-pthread
 PACKAGES := $(BUILD_PACKAGES) $(TEST_PACKAGES)
 
 # What `make test-arm64` needs on top (installed by its own deps step, not by `make deps`).
 ARM_PACKAGES := g++-aarch64-linux-gnu qemu-user-static cmake ninja-build libgtest-dev libgmock-dev
 
-.PHONY: deps deps-build deps-arm64 configure configure-demo build demo test test-sanitize test-arm64 fuzz-smoke clean
+.PHONY: deps deps-build deps-arm64 configure configure-demo build demo test test-sanitize test-arm64 fuzz-smoke train-tinyvideo clean
 
 # Installs the Debian packages of $(1) that are missing.
 define install_missing
@@ -136,6 +138,15 @@ fuzz-smoke: deps
 	./$(FUZZ_BUILD)/fuzz/store_fuzzer -seed=$(FUZZ_SEED) -runs=$(STORE_FUZZ_RUNS) -max_total_time=20 -max_len=4096 \
 	  -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus-store fuzz/corpus/store || $(FUZZ_REPORT)
+
+# Trains tinyvideo (train/README.md) from one seed: up to ~3 h on 2 idle cores, resumable (run it
+# again to continue from runs/tinyvideo/ckpt.pt), then exports the GGUF pair and the eval set there.
+TRAIN_PACKAGES := python3-torch python3-numpy libopenblas0-pthread
+SEED ?= 1
+train-tinyvideo: configure-demo
+	$(call install_missing,$(TRAIN_PACKAGES))
+	cmake --build $(BUILD) -j $(JOBS) --target vlkv_cli
+	SEED=$(SEED) VLKV=./$(BUILD)/vlkv train/run.sh runs/tinyvideo
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD) $(ARM_BUILD)

@@ -81,9 +81,9 @@ TEST(Conversation, ContextFullCutsTheAnswerAndKeepsTheConversation) {
   std::unique_ptr<Conversation> c = start_plain(*e);
   ASSERT_TRUE(c);
   Status s;
+  // The answer stops where the context is full: a length stop, not an error (issue 40).
   const std::string answer = ask(*c, "Once upon a time", 100, &s);
-  EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("the answer was cut there"), std::string::npos) << s.message();
+  EXPECT_TRUE(s.is_ok()) << s.message();
   EXPECT_FALSE(answer.empty());
   EXPECT_EQ(c->turns().size(), 2u);
   EXPECT_EQ(c->session().n_past(), 40);

@@ -43,7 +43,7 @@ TEST(SamplerParams, TableListsEveryFieldOnce) {
     EXPECT_TRUE(check_param(info, static_cast<double>(field)).is_ok()) << info.json;
   });
   EXPECT_EQ(flags, (std::vector<std::string>{"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                             "--repeat-last-n", "--seed"}));
+                                             "--repeat-last-n", "-s,--seed"}));
   EXPECT_EQ(json_names, (std::vector<std::string>{"temperature", "top_k", "top_p", "min_p", "repeat_penalty",
                                                   "repeat_last_n", "seed"}));
   // Writable through the table (the CLI sets fields this way).
