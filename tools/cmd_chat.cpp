@@ -130,10 +130,11 @@ class ChatLoop {
     const double dc = g.decode_seconds > 0 && g.n_generated > 1 ? (g.n_generated - 1) / g.decode_seconds : 0;
     std::fprintf(stderr,
                  "vlkv: %lld new prompt tokens (%lld visual), %lld cached from earlier turns | first token after "
-                 "%.0f ms | %lld generated, %.1f tok/s | kv %s: %.1f KiB held\n",
+                 "%.0f ms | %lld generated, %.1f tok/s | kv %s: held %llu B (%.1f KiB)\n",
                  static_cast<long long>(g.n_prompt_tokens), static_cast<long long>(g.n_visual_tokens),
                  static_cast<long long>(st.n_cached_tokens), ttft_ms, static_cast<long long>(g.n_generated), dc,
-                 method_name().c_str(), chat_->session().kv_stored_bytes() / 1024.0);
+                 method_name().c_str(), static_cast<unsigned long long>(chat_->session().kv_held_bytes()),
+                 static_cast<double>(chat_->session().kv_held_bytes()) / 1024.0);
   }
 
   void switch_method(const std::string& method) {
@@ -169,9 +170,11 @@ class ChatLoop {
 
   void print_stats() const {
     const Session& s = chat_->session();
-    std::fprintf(stderr, "vlkv: %zu messages, %lld tokens in the cache, KV method %s, %.1f KiB held (%.0f B/token)\n",
+    const uint64_t held = s.kv_held_bytes();  // the pages it takes: run's, the API's and /metrics' figure
+    std::fprintf(stderr, "vlkv: %zu messages, %lld tokens in the cache, KV method %s, held %llu B (%.1f KiB, %.0f B/token)\n",
                  chat_->turns().size(), static_cast<long long>(s.n_past()), method_name().c_str(),
-                 s.kv_stored_bytes() / 1024.0, s.n_past() > 0 ? s.kv_stored_bytes() / s.n_past() : 0.0);
+                 static_cast<unsigned long long>(held), static_cast<double>(held) / 1024.0,
+                 s.n_past() > 0 ? static_cast<double>(held) / static_cast<double>(s.n_past()) : 0.0);
   }
 
   std::string method_name() const { return chat_->kv_method().empty() ? o_.engine.kv_method : chat_->kv_method(); }

@@ -199,19 +199,22 @@ int run(const RunOptions& o_in) {
                     stats.encode_seconds);
       media = buf;
     }
-    // held: what this session's tokens really cost (kinds, windows, its own grouping).
+    // held: the pages this session's cache takes (its tokens' kinds, windows, its own grouping,
+    // page tails): the same figure chat, the API's kv.held_bytes and /metrics report.
     const Session& s = conversation ? conversation->session() : *session;
-    const double held = s.n_past() > 0 ? s.kv_stored_bytes() / static_cast<double>(s.n_past()) : 0.0;
+    const uint64_t held = s.kv_held_bytes();
+    const double held_per_token = s.n_past() > 0 ? static_cast<double>(held) / static_cast<double>(s.n_past()) : 0.0;
     std::string decided = s.kv_description();
     if (!decided.empty()) decided = ", " + decided;
     std::fprintf(stderr,
                  "vlkv: %s | %lld prompt tokens%s%s, %.1f tok/s prefill | %lld generated, %.1f tok/s decode%s | "
-                 "kv %s: %.2f bits/elem, %.0f B/token, held %.0f B/token%s, %.1f KiB of pages in use | %d threads\n",
+                 "kv %s: %.2f bits/elem, %.0f B/token, held %llu B (%.1f KiB of pages, %.0f B/token)%s | %d threads\n",
                  e.info().name.c_str(), static_cast<long long>(stats.n_prompt_tokens), media.c_str(),
                  n_loaded > 0 ? (" after " + std::to_string(n_loaded) + " loaded").c_str() : "", pf,
                  static_cast<long long>(stats.n_generated), dc, stats.stopped_at_eos ? " (end of text)" : "",
-                 o.engine.kv_method.c_str(), e.kv_bits_per_element(), e.kv_bytes_per_token(), held, decided.c_str(),
-                 e.kv_bytes_in_use() / 1024.0, e.n_threads());
+                 o.engine.kv_method.c_str(), e.kv_bits_per_element(), e.kv_bytes_per_token(),
+                 static_cast<unsigned long long>(held), static_cast<double>(held) / 1024.0, held_per_token,
+                 decided.c_str(), e.n_threads());
   }
   return kExitOk;
 }

@@ -25,7 +25,7 @@ ask() {
     local bits bpt kib ratio="-"
     bits=$(sed -n 's/.*kv [^:]*: \([0-9.]*\) bits\/elem.*/\1/p' "$err")
     bpt=$(sed -n 's/.*bits\/elem, \([0-9.]*\) B\/token.*/\1/p' "$err")
-    kib=$(sed -n 's/.* \([0-9.]*\) KiB of pages.*/\1/p' "$err")
+    kib=$(sed -n 's/.*held [0-9]* B (\([0-9.]*\) KiB of pages.*/\1/p' "$err")
     [ "$kv" = f16 ] && f16_kib=$kib
     [ -n "$f16_kib" ] && [ -n "$kib" ] && ratio=$(awk -v a="$f16_kib" -v b="$kib" 'BEGIN { printf "%.2fx", a / b }')
     printf '  %-10s %-34.34s %9s %10s %10s %8s\n' "$kv" "${ans# }" "$bits" "$bpt" "$kib" "$ratio"

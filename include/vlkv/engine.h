@@ -337,6 +337,9 @@ class Session {
   // Exact bytes of the KV codec blocks this session holds now (page tails excluded): what
   // its tokens, with their kinds and its own layer grouping, cost under the active method.
   double kv_stored_bytes() const;
+  // Bytes of the KV pages this session holds now (page tails included): the memory its cache
+  // really takes, and the one "held" figure run, chat, the API and /metrics report.
+  uint64_t kv_held_bytes() const;
   // What the KV method decided for this session (Q Cache: its lazy layers); "" if nothing.
   std::string kv_description() const;
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,7 @@ struct TokenEvent {
   FinishReason reason = FinishReason::kNone;
   Status error;             // reason kError: why
   double kv_stored_bytes = 0;  // the end event: exact codec bytes its cache held then (0 if none)
+  uint64_t kv_held_bytes = 0;  // the end event: bytes of the KV pages its cache held then (0 if none)
   int64_t n_cached_tokens = 0; // the end event: prompt tokens taken from the prefix cache
 };
 // Return false to stop the request (it ends with kStopped). Called without the
@@ -136,6 +138,8 @@ struct SchedulerStats : CacheStats {
   int64_t n_queued = 0, n_running = 0;
   uint64_t kv_bytes_in_use = 0, kv_budget_bytes = 0;
   uint64_t kv_bytes_reserved = 0;  // admitted requests' worst-case need (admission's ledger)
+  // Pages the running requests hold, by the KV method they asked for ("": the engine's).
+  std::map<std::string, uint64_t> kv_bytes_by_method;
   int64_t n_steps = 0, n_generated = 0, n_preemptions = 0;
 };
 

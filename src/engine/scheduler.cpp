@@ -163,9 +163,11 @@ struct Scheduler::Impl {
   void finish(Active& a, FinishReason reason, Status error, std::vector<TokenEvent>& events) {
     drop_fetched(a);
     double stored = 0;
+    uint64_t held = 0;
     if (a.seq >= 0) {
       std::lock_guard<std::mutex> lock(e->forward_mutex);
       stored = e->kv->stored_bytes(a.seq);
+      held = e->kv->sequence_bytes(a.seq);
     }
     drop_sequence(a);
     running.erase(std::remove(running.begin(), running.end(), &a), running.end());
@@ -180,6 +182,7 @@ struct Scheduler::Impl {
     ev.error = error;
     ev.index = static_cast<int64_t>(a.status.tokens.size());
     ev.kv_stored_bytes = stored;
+    ev.kv_held_bytes = held;
     ev.n_cached_tokens = a.status.n_cached_tokens;
     events.push_back(ev);
   }
@@ -551,6 +554,8 @@ SchedulerStats Scheduler::stats() const {
   st.kv_bytes_in_use = impl_->e->kv->bytes_in_use();
   st.kv_budget_bytes = impl_->e->kv->budget_bytes();
   st.kv_bytes_reserved = impl_->reserved;
+  for (const auto* a : impl_->running)
+    if (a->seq >= 0) st.kv_bytes_by_method[a->kv_method] += impl_->e->kv->sequence_bytes(a->seq);
   if (impl_->cache) {
     st.prefix_cache_bytes = impl_->cache->bytes();
     st.prefix_cache_budget_bytes = impl_->cache->max_bytes();

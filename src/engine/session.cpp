@@ -62,6 +62,11 @@ std::string Session::kv_description() const {
   return engine_->kv->describe_sequence(seq_);
 }
 
+uint64_t Session::kv_held_bytes() const {
+  std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+  return engine_->kv->sequence_bytes(seq_);
+}
+
 double Session::kv_stored_bytes() const {
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
   return engine_->kv->stored_bytes(seq_);

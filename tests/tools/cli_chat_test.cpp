@@ -113,9 +113,9 @@ TEST(CliChat, KvSwitchKeepsTheConversation) {
   const size_t b = r.err.find("2 messages, ", a + 1);  // printed by /kv
   const size_t c = r.err.find("4 messages, ");
   ASSERT_TRUE(a != std::string::npos && b != std::string::npos && c != std::string::npos) << r.err;
-  ASSERT_EQ(std::sscanf(r.err.c_str() + a, "2 messages, %lld tokens in the cache, KV method f16, %lf KiB", &t1, &k1), 2)
+  ASSERT_EQ(std::sscanf(r.err.c_str() + a, "2 messages, %lld tokens in the cache, KV method f16, held %lf B", &t1, &k1), 2)
       << r.err;
-  ASSERT_EQ(std::sscanf(r.err.c_str() + b, "2 messages, %lld tokens in the cache, KV method kivi:bits=2, %lf KiB", &t2,
+  ASSERT_EQ(std::sscanf(r.err.c_str() + b, "2 messages, %lld tokens in the cache, KV method kivi:bits=2, held %lf B", &t2,
                         &k2),
             2)
       << r.err;

@@ -83,7 +83,7 @@ TEST(CliKvFlags, BudgetCheckedInTheCachesPageSize) {
   const testing_cli::CliResult r =
       testing_cli::run_cli({"run", "-m", stories(), "-p", "Once", "-n", "4", "--kv-budget", "100K"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("80.0 KiB of pages in use"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("held 81920 B (80.0 KiB of pages"), std::string::npos) << r.err;
 }
 
 // A wrapper with parameters around a method with parameters: each part is its own spec.

@@ -173,8 +173,8 @@ TEST_F(ServeAnswers, PerRequestKvMethodsInOneServer) {
   }
   // int4 held fewer bytes than f16 for the same prompt (5 of 16 bits per element; kivi2's
   // 128-token f16 window covers most of this short prompt, so it is no smaller here). Both
-  // backends report the exact codec bytes the request's cache held at its end: the same
-  // tokens, so the same bytes.
+  // backends report the bytes of the KV pages the request's cache held at its end: the same
+  // tokens, so the same pages.
   json body = image_question("005.png", "Where is the blue circle?");
   std::unique_ptr<ServerProcess> sessions;
   std::map<std::string, double> held;  // "backend/method" -> held_bytes
@@ -198,6 +198,20 @@ TEST_F(ServeAnswers, PerRequestKvMethodsInOneServer) {
   }
   EXPECT_EQ(held["auto/f16"], held["sessions/f16"]);
   EXPECT_EQ(held["auto/int4"], held["sessions/int4"]);
+  // One figure everywhere (issue 40): vlkv run's "held N B" for the same question and method is
+  // the API's kv.held_bytes, an integer.
+  for (const char* method : {"f16", "int4"}) {
+    testing_cli::CliResult r = run_cli({"run", "-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "--temp", "0",
+                                        "-n", "24", "--kv", method, "--image", demo_image("005.png"), "-p", "Where is the blue circle?"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.err.find(" held ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(std::stoull(r.err.substr(at + 6)), static_cast<unsigned long long>(held[std::string("auto/") + method]))
+        << method << ": " << r.err;
+  }
+  body["kv"] = "int4";
+  httplib::Client batch = server_->client();
+  EXPECT_TRUE(post(batch, "/v1/chat/completions", body.dump()).json["kv"]["held_bytes"].is_number_integer());
 }
 
 TEST_F(ServeAnswers, StopStringsAndMaxTokens) {

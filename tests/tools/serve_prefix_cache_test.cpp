@@ -85,7 +85,8 @@ TEST(ServePrefixCache, ConversationAnswersAsWithoutCacheAndReportsCachedTokens) 
   EXPECT_EQ(metric_value(m, "vlkv:media_cache_misses_total"), 2) << m;
   EXPECT_EQ(metric_value(m, "vlkv:media_cache_hits_total"), 5) << m;
   EXPECT_EQ(metric_value(m, "vlkv:media_encodes_total"), 1) << m;
-  EXPECT_EQ(metric_value(m, "vlkv:kv_bytes_in_use{method=\"all\"}"), 0) << m;  // no request holds pages
+  EXPECT_EQ(metric_value(m, "vlkv:kv_bytes_in_use{method=\"f16\"}"), 0) << m;  // no request holds pages
+  EXPECT_EQ(metric_value(m, "vlkv:kv_bytes_in_use{method=\"kivi2\"}"), 0) << m;
   EXPECT_EQ(metric_value(get(pc, "/metrics").body, "vlkv:prefix_cache_bytes"), 0);
   EXPECT_EQ(cached.stop(), 0);
   EXPECT_EQ(plain.stop(), 0);

@@ -40,7 +40,7 @@ struct KvUsage {
   std::string method;
   double bits_per_element = 0;  // stored bits per K/V element incl. metadata
   double bytes_per_token = 0;   // the method's steady-state report
-  double held_bytes = 0;        // exact codec bytes this request's cache held at its end
+  uint64_t held_bytes = 0;      // bytes of the KV pages this request's cache held at its end
 };
 
 struct GenerationResult {
@@ -71,6 +71,7 @@ struct BackendLoad : CacheStats {
   int64_t running = 0;
   int64_t queued = 0;
   std::vector<KvMethodLoad> kv;  // one per method: pages held by requests (prefix-cache entries apart)
+  bool one_pool = false;         // the methods share one pool (batch backend): their budget_bytes is one budget
 };
 
 // What both backends are built from (vlkv serve's flags).

@@ -416,7 +416,7 @@ void HttpServer::handle_generation(const HttpRequest& req, ResponseWriter& w, Ex
     x.log.prompt_tokens = r.stats.n_prompt_tokens;
     x.log.generated_tokens = r.stats.n_generated;
     x.log.tokens_per_second = r.stats.decode_seconds > 0 ? r.stats.n_generated / r.stats.decode_seconds : 0;
-    x.log.kv_bytes = r.kv.held_bytes;
+    x.log.kv_bytes = static_cast<double>(r.kv.held_bytes);
   };
   // While nothing is written the client's hang-up shows only on its socket: asked every
   // kHangUpPoll while queued, prefilled, and generating a non-streamed answer.

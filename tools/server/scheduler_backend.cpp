@@ -152,8 +152,10 @@ bool SchedulerBackend::on_event(Job& job, const TokenEvent& ev) {
   r.stats.decode_seconds = std::chrono::duration<double>(now - first).count();
   r.kv.method = job.method;
   r.kv.bits_per_element = bits_.at(job.method);
-  r.kv.held_bytes = ev.kv_stored_bytes;
-  r.kv.bytes_per_token = job.n_prompt + job.n_generated > 0 ? r.kv.held_bytes / (job.n_prompt + job.n_generated) : 0;
+  r.kv.held_bytes = ev.kv_held_bytes;
+  r.kv.bytes_per_token = job.n_prompt + job.n_generated > 0
+                             ? static_cast<double>(r.kv.held_bytes) / static_cast<double>(job.n_prompt + job.n_generated)
+                             : 0;
   switch (ev.reason) {
     case FinishReason::kEos: r.end = GenerationEnd::kEndOfText; break;
     case FinishReason::kLength: r.end = GenerationEnd::kLength; break;
@@ -191,12 +193,14 @@ BackendLoad SchedulerBackend::load() const {
   BackendLoad l;
   l.running = s.n_running;
   l.queued = s.n_queued;
-  // One pool for every method: its bytes under the default method's name when it is the
-  // only one, else under "all".
-  const std::string& name = options_.kv_methods.size() == 1 ? options_.kv_methods.front() : std::string("all");
-  // Prefix-cache entries are idle pages (evicted first when requests need them): reported apart.
-  l.kv.push_back({name, s.kv_bytes_in_use - std::min(s.kv_bytes_in_use, s.prefix_cache_bytes), s.kv_budget_bytes,
-                  engine_->kv_bits_per_element()});
+  // One pool for every method: per method the pages its running requests hold (as the
+  // sessions backend reports each method's engine), each with its own bits per element and
+  // the pool's one budget. Prefix-cache entries are idle pages (evicted first): reported apart.
+  l.one_pool = true;
+  for (const std::string& method : options_.kv_methods) {
+    const auto held = s.kv_bytes_by_method.find(method == options_.kv_methods.front() ? std::string() : method);
+    l.kv.push_back({method, held == s.kv_bytes_by_method.end() ? 0 : held->second, s.kv_budget_bytes, bits_.at(method)});
+  }
   static_cast<CacheStats&>(l) = s;
   return l;
 }

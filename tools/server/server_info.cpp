@@ -51,7 +51,7 @@ json props_json(const ServedModel& m, const GenerationBackend& backend) {
   for (const KvMethodLoad& k : load.kv) {
     methods.push_back({{"name", k.method}, {"bits_per_element", k.bits_per_element},
                        {"bytes_in_use", k.bytes_in_use}, {"budget_bytes", k.budget_bytes}});
-    budget += k.budget_bytes;
+    budget = load.one_pool ? k.budget_bytes : budget + k.budget_bytes;  // one shared pool counts once
     in_use += k.bytes_in_use;
   }
   return {{"model", m.id},

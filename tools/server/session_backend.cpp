@@ -180,7 +180,7 @@ GenerationResult SessionBackend::run(Job& job) {
   };
   // The same call as vlkv run: prepare (BOS on the first turn), prefill, sample.
   const Status st = (*session)->generate(req.prompt, req.params, on_piece, &r.stats);
-  r.kv.held_bytes = (*session)->kv_stored_bytes();
+  r.kv.held_bytes = (*session)->kv_held_bytes();
   session->reset();  // frees the KV pages before the client hears it is done
   const int64_t n_ctx = engine.params().n_ctx;
   if (job.cancelled) r.end = GenerationEnd::kCancelled;
