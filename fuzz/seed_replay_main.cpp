@@ -1,7 +1,7 @@
 // A fuzz target's LLVMFuzzerTestOneInput on given files, one call each, as libFuzzer runs a
 // file argument: `make test-sanitize` replays fuzz/corpus (the regress_* inputs of past finds
 // among the seeds) under GCC's ASan + UBSan + LeakSanitizer, and GCC has no libFuzzer.
-// Arguments are files or folders (every regular file in one, in name order). Each input is
+// Arguments are files or folders (every regular file in one but dot files, in name order). Each input is
 // copied to a buffer of exactly its size, so a read past its end hits ASan's redzone.
 // Exit 1 when no input was found: a moved corpus must not pass unseen.
 #include <algorithm>
@@ -29,7 +29,7 @@ std::vector<std::filesystem::path> inputs_of(int argc, char** argv) {
     }
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(arg))
-      if (e.is_regular_file()) files.push_back(e.path());
+      if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());  // not .gitignore
     std::sort(files.begin(), files.end());
     inputs.insert(inputs.end(), files.begin(), files.end());
   }
