@@ -66,6 +66,27 @@ class ServeLimits : public ::testing::Test {
 ServerProcess* ServeLimits::server_ = nullptr;
 ServerProcess* ServeLimits::memory_server_ = nullptr;
 
+// memory_server_'s settings reach it: appended to the ASAN_OPTIONS the suite runs under (make
+// test-sanitize sets detect_leaks and more), which stay; set alone where there were none.
+TEST(ServeEnvironment, HonestRssAppendsToAsanOptions) {
+  const char* saved = std::getenv("ASAN_OPTIONS");
+  const std::string before = saved ? saved : "";
+  const auto asan_entries = [](Rss rss) {
+    std::vector<std::string> found;
+    for (const std::string& e : server_environment(rss))
+      if (e.rfind("ASAN_OPTIONS=", 0) == 0) found.push_back(e);
+    return found;
+  };
+  setenv("ASAN_OPTIONS", "detect_leaks=1:strict_init_order=1", 1);
+  EXPECT_EQ(asan_entries(Rss::kHonest), std::vector<std::string>{"ASAN_OPTIONS=detect_leaks=1:strict_init_order=1:" +
+                                                                 std::string(kHonestRssAsanOptions)});
+  EXPECT_EQ(asan_entries(Rss::kAsIs), std::vector<std::string>{"ASAN_OPTIONS=detect_leaks=1:strict_init_order=1"});
+  unsetenv("ASAN_OPTIONS");
+  EXPECT_EQ(asan_entries(Rss::kHonest), std::vector<std::string>{"ASAN_OPTIONS=" + std::string(kHonestRssAsanOptions)});
+  EXPECT_TRUE(asan_entries(Rss::kAsIs).empty());
+  if (saved) setenv("ASAN_OPTIONS", before.c_str(), 1);
+}
+
 TEST_F(ServeLimits, HugeHeadRefusedWith431WithoutKeyOrMemory) {
   const uint64_t rss_before = resident_bytes(memory_server_->pid());
   for (int i = 0; i < 5; ++i) {
