@@ -15,4 +15,4 @@ endfunction()
 vlkv_seed_replay(gguf vlkv_gguf vlkv_base)
 vlkv_seed_replay(image vlkv_vision)
 vlkv_seed_replay(request vlkv_tools)
-vlkv_seed_replay(kv_file vlkv_engine ${VLKV_KV_LINK})
+vlkv_seed_replay(kv_file vlkv_engine)  # which links the kv layer whole-archive
