@@ -66,7 +66,10 @@ test: build
 
 # The default suite again under AddressSanitizer + LeakSanitizer + UBSan (GCC, RelWithDebInfo,
 # its own build folder): a leak, an out-of-bounds or freed access or undefined behaviour fails
-# the test that caused it. Not part of `make test`: a cold build takes ~25 min on 2 cores.
+# the test that caused it, and each fuzz target replays its seeds (fuzz/corpus, the regress_* finds
+# among them: tests FuzzSeeds.*, fuzz/seed_replay.cmake). The tests that bound a server's RSS start
+# that server with ASan's quarantine off themselves (tests/tools/serve_util.h, Rss::kHonest).
+# Not part of `make test`: a cold build takes ~25 min on 2 cores.
 SAN_OPTIONS := ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
                UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-sanitize: deps

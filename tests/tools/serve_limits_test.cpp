@@ -31,29 +31,67 @@ bool log_has(const ServerProcess& server, const std::string& text) {
 
 class ServeLimits : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    server_ = new ServerProcess({"-m", stories_path(), "-t", "1", "-np", "1", "--kv-budget", "16M", "--api-key",
-                                 "secret", "--max-body", "1M", "--header-timeout", "1", "--body-timeout", "2",
-                                 "--allowed-hosts", "x"});  // the raw requests' "Host: x"
+  // Two servers with the same flags: the probes that bound RSS run on memory_server_, whose
+  // allocator returns what is freed (Rss::kHonest, for ASan builds); the others keep ASan's
+  // quarantine, and with it the reach of its use-after-free checks.
+  static std::vector<std::string> flags() {
+    return {"-m", stories_path(), "-t", "1", "-np", "1", "--kv-budget", "16M", "--api-key", "secret",
+            "--max-body", "1M", "--header-timeout", "1", "--body-timeout", "2",
+            "--allowed-hosts", "x"};  // the raw requests' "Host: x"
   }
-  static void TearDownTestSuite() { delete server_; }
-  void SetUp() override { ASSERT_TRUE(server_->running()) << server_->log(); }
-  void TearDown() override {  // after each probe the server still answers at once
-    httplib::Client c = server_->client(5);
-    EXPECT_EQ(get(c, "/health").status, 200);
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess(flags());
+    memory_server_ = new ServerProcess(flags(), Rss::kHonest);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete memory_server_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(server_->running()) << server_->log();
+    ASSERT_TRUE(memory_server_->running()) << memory_server_->log();
+  }
+  void TearDown() override {  // after each probe the servers still answer at once
+    for (ServerProcess* s : {server_, memory_server_}) {
+      httplib::Client c = s->client(5);
+      EXPECT_EQ(get(c, "/health").status, 200);
+    }
   }
   static int port() { return server_->port(); }
   static std::string completion(int max_tokens = 2) {
     return "{\"prompt\":\"Once upon\",\"max_tokens\":" + std::to_string(max_tokens) + ",\"temperature\":0}";
   }
   static ServerProcess* server_;
+  static ServerProcess* memory_server_;
 };
 ServerProcess* ServeLimits::server_ = nullptr;
+ServerProcess* ServeLimits::memory_server_ = nullptr;
+
+// memory_server_'s settings reach it: appended to the ASAN_OPTIONS the suite runs under (make
+// test-sanitize sets detect_leaks and more), which stay; set alone where there were none.
+TEST(ServeEnvironment, HonestRssAppendsToAsanOptions) {
+  const char* saved = std::getenv("ASAN_OPTIONS");
+  const std::string before = saved ? saved : "";
+  const auto asan_entries = [](Rss rss) {
+    std::vector<std::string> found;
+    for (const std::string& e : server_environment(rss))
+      if (e.rfind("ASAN_OPTIONS=", 0) == 0) found.push_back(e);
+    return found;
+  };
+  setenv("ASAN_OPTIONS", "detect_leaks=1:strict_init_order=1", 1);
+  EXPECT_EQ(asan_entries(Rss::kHonest), std::vector<std::string>{"ASAN_OPTIONS=detect_leaks=1:strict_init_order=1:" +
+                                                                 std::string(kHonestRssAsanOptions)});
+  EXPECT_EQ(asan_entries(Rss::kAsIs), std::vector<std::string>{"ASAN_OPTIONS=detect_leaks=1:strict_init_order=1"});
+  unsetenv("ASAN_OPTIONS");
+  EXPECT_EQ(asan_entries(Rss::kHonest), std::vector<std::string>{"ASAN_OPTIONS=" + std::string(kHonestRssAsanOptions)});
+  EXPECT_TRUE(asan_entries(Rss::kAsIs).empty());
+  if (saved) setenv("ASAN_OPTIONS", before.c_str(), 1);
+}
 
 TEST_F(ServeLimits, HugeHeadRefusedWith431WithoutKeyOrMemory) {
-  const uint64_t rss_before = resident_bytes(server_->pid());
+  const uint64_t rss_before = resident_bytes(memory_server_->pid());
   for (int i = 0; i < 5; ++i) {
-    RawConnection c(port());
+    RawConnection c(memory_server_->port());
     ASSERT_TRUE(c.ok());
     const auto t0 = Clock::now();
     std::string head = "GET /v1/models HTTP/1.1\r\nHost: x\r\n";
@@ -64,7 +102,7 @@ TEST_F(ServeLimits, HugeHeadRefusedWith431WithoutKeyOrMemory) {
     EXPECT_EQ(reply_statuses(reply), std::vector<int>{431}) << reply.substr(0, 200);
     EXPECT_LT(seconds_since(t0), 2.5);
   }
-  const uint64_t rss_after = resident_bytes(server_->pid());
+  const uint64_t rss_after = resident_bytes(memory_server_->pid());
   EXPECT_LT(rss_after, rss_before + (8u << 20)) << rss_before << " -> " << rss_after;
 }
 
@@ -155,13 +193,13 @@ std::string chunked(const std::string& body, size_t chunk) {
 
 TEST_F(ServeLimits, ChunkedBodiesObeyMaxBody) {
   {  // within --max-body: a chunked request is answered
-    RawConnection c(port());
+    RawConnection c(memory_server_->port());
     c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth + "Transfer-Encoding: chunked\r\n\r\n" +
            chunked(completion(), 5));
     const std::string reply = c.read_replies(1, 10000);
     EXPECT_EQ(reply_statuses(reply), std::vector<int>{200}) << reply;
   }
-  const uint64_t rss_before = resident_bytes(server_->pid());
+  const uint64_t rss_before = resident_bytes(memory_server_->pid());
   for (size_t mib : {2, 8, 33}) {  // over --max-body 1M: 413 at the first MiB
     const std::string pad(mib << 20, 'x');
     const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth +
@@ -174,7 +212,7 @@ TEST_F(ServeLimits, ChunkedBodiesObeyMaxBody) {
     std::string reply;
     double elapsed = 0;
     for (int attempt = 0; attempt < 2 && reply.empty(); ++attempt) {
-      RawConnection c(port());
+      RawConnection c(memory_server_->port());
       const auto t0 = Clock::now();
       bool sent = false;
       std::thread sender([&] { sent = c.send(request); });
@@ -186,7 +224,7 @@ TEST_F(ServeLimits, ChunkedBodiesObeyMaxBody) {
     EXPECT_EQ(reply_statuses(reply), std::vector<int>{413}) << mib << " MiB: " << reply.substr(0, 300);
     EXPECT_LT(elapsed, 3.0);
   }
-  const uint64_t rss_after = resident_bytes(server_->pid());
+  const uint64_t rss_after = resident_bytes(memory_server_->pid());
   EXPECT_LT(rss_after, rss_before + (8u << 20)) << rss_before << " -> " << rss_after;
 }
 
@@ -232,14 +270,14 @@ TEST_F(ServeLimits, FramingErrorsGet400AndClose) {
 }
 
 TEST_F(ServeLimits, IdleConnectionsHoldLittleMemory) {
-  const uint64_t rss_before = resident_bytes(server_->pid());
+  const uint64_t rss_before = resident_bytes(memory_server_->pid());
   std::vector<std::unique_ptr<RawConnection>> idle;
   for (int i = 0; i < 100; ++i) {
-    idle.push_back(std::make_unique<RawConnection>(port()));
+    idle.push_back(std::make_unique<RawConnection>(memory_server_->port()));
     idle.back()->send("GET /health HTTP/1.1\r\nHost: x\r\n" + std::string(30000, 'X'));  // half a head
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const uint64_t rss_after = resident_bytes(server_->pid());
+  const uint64_t rss_after = resident_bytes(memory_server_->pid());
   EXPECT_LT(rss_after, rss_before + 100 * (1u << 20)) << rss_before << " -> " << rss_after;
   // ≤ 1 MiB each, with room: what is held is the 64 KiB head buffer.
   EXPECT_LT((rss_after - std::min(rss_after, rss_before)) / 100, 256u << 10) << rss_before << " -> " << rss_after;

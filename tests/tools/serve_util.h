@@ -52,14 +52,42 @@ inline int free_port() {
   return port;
 }
 
+// Under AddressSanitizer a freed block waits in a quarantine (256 MiB by default) and freed
+// pages stay with the allocator, so the server's RSS grows with what it freed, not with what
+// it holds. A test that bounds the server's RSS starts it with Rss::kHonest: these settings
+// are appended to the inherited ASAN_OPTIONS (a later flag wins; a build without ASan ignores
+// them), so only that server gives up the quarantine's use-after-free reach.
+inline constexpr const char* kHonestRssAsanOptions = "quarantine_size_mb=0:allocator_release_to_os_interval_ms=0";
+enum class Rss { kAsIs, kHonest };
+
+// The environment for a server started with rss: this process's, ASAN_OPTIONS amended.
+inline std::vector<std::string> server_environment(Rss rss) {
+  std::vector<std::string> env;
+  std::string asan;
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    if (rss == Rss::kHonest && var.rfind("ASAN_OPTIONS=", 0) == 0) asan = var.substr(13);
+    else env.push_back(var);
+  }
+  if (rss == Rss::kHonest) env.push_back("ASAN_OPTIONS=" + asan + (asan.empty() ? "" : ":") + kHonestRssAsanOptions);
+  return env;
+}
+
 class ServerProcess {
  public:
   // args after "serve" (model, flags); --host 127.0.0.1 --port 0 are added.
-  explicit ServerProcess(const std::vector<std::string>& args) {
+  explicit ServerProcess(const std::vector<std::string>& args, Rss rss = Rss::kAsIs) {
     static int counter = 0;
     log_path_ = ::testing::TempDir() + "vlkv_serve_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".log";
     std::vector<std::string> argv = {VLKV_CLI_PATH, "serve", "--host", "127.0.0.1", "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
+    // Built before fork: the child of a threaded process should do as little as it can.
+    std::vector<std::string> env = server_environment(rss);
+    std::vector<char*> cargv, cenv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (std::string& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
     // A log left by an earlier test process with the same pid would read as "ready" on a
     // dead port before the child truncates it: start from no file.
     std::remove(log_path_.c_str());
@@ -67,10 +95,7 @@ class ServerProcess {
     if (pid_ == 0) {
       FILE* log = std::freopen(log_path_.c_str(), "w", stderr);
       (void)log;
-      std::vector<char*> cargv;
-      for (std::string& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv(cargv[0], cargv.data());
+      execve(cargv[0], cargv.data(), cenv.data());
       _exit(127);
     }
     // Ready once the log says so (the model loaded), at most 60 s.
