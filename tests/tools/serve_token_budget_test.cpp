@@ -36,7 +36,7 @@ std::string chat_with_images(const std::vector<std::string>& uris, int max_token
 // tinyvlm: 144 visual tokens per image whatever its size, a context of 512.
 std::vector<std::string> budget_server_flags() {
   return {"-m", model_path(), "--mmproj", mmproj_path(), "-t", "1", "-np", "2", "--kv-budget", "256M", "--max-body",
-          "32M"};
+          "32M", "--allowed-hosts", "x"};  // the raw requests' "Host: x" (a loopback server checks Host)
 }
 
 class ServeTokenBudget : public ::testing::Test {
