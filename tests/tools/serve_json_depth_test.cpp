@@ -16,19 +16,6 @@ namespace {
 using namespace testing_serve;
 using Clock = std::chrono::steady_clock;
 
-// The process's peak resident set (VmHWM) since the last reset_peak (0 if unreadable).
-uint64_t peak_bytes(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
-  return 0;
-}
-bool reset_peak(pid_t pid) {
-  std::ofstream f("/proc/" + std::to_string(pid) + "/clear_refs");
-  f << "5";
-  return static_cast<bool>(f.flush());
-}
 
 class ServeJsonDepth : public ::testing::Test {
  protected:

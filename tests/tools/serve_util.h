@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -242,6 +244,21 @@ inline std::string stream_text(const StreamReply& r) {
 }
 
 // A Prometheus sample's value ("name" or "name{labels}"), -1 if absent.
+// A process's peak resident set (VmHWM) since the last reset_peak (0 if unreadable): what a
+// request cost the server at its worst, where its RSS afterwards may already be back down.
+inline uint64_t peak_bytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+inline bool reset_peak(pid_t pid) {
+  std::ofstream f("/proc/" + std::to_string(pid) + "/clear_refs");
+  f << "5";
+  return static_cast<bool>(f.flush());
+}
+
 inline double metric_value(const std::string& text, const std::string& sample) {
   std::istringstream in(text);
   std::string line;

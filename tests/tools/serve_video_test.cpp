@@ -91,19 +91,6 @@ TEST_F(ServeVideo, AnswersAsVlkvRunWithTheSameFrames) {
   EXPECT_EQ(files_in(tmp_), 0);
 }
 
-// The server's peak resident set (VmHWM) since reset_peak.
-uint64_t peak_bytes(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
-  return 0;
-}
-bool reset_peak(pid_t pid) {
-  std::ofstream f("/proc/" + std::to_string(pid) + "/clear_refs");
-  f << "5";
-  return static_cast<bool>(f.flush());
-}
 
 // Issue 38: a 199 KB H.264 clip of 8200x8200 frames (over the 64 Mi pixel limit) took ~150 MB
 // in the probe, which decoded frames (avformat_find_stream_info) before the size was checked,
