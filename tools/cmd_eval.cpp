@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "eval/report_format.h"
+#include "eval/vqa_breakdown.h"
+#include "eval/vqa_items.h"
 #include "hub_flags.h"
 #include "kv_flags.h"
 #include "param_flags.h"
@@ -37,9 +41,12 @@ constexpr const char* kMethodology =
     "positions are the decode-phase positions with a true next token. Per position: KL(p_f16 || p_method) of the "
     "next-token distributions (nats), top-1 agreement with the f16 cache, and the perplexity of the true next "
     "tokens. The reference is a separate run with the f16 cache; the f16 row is a second, independent run. "
-    "VQA (--vqa items.jsonl, {image, question, answer}, image relative to the file): the prompt is the chat "
-    "template around <image><question>; accuracy = exact match of the method's greedy answer (leading space "
-    "stripped) with `answer`; KL and top-1 over the positions of the f16 cache's greedy answer, teacher-forced. "
+    "VQA (--vqa items.jsonl, {image|frames|video, question, answer}, paths relative to the file): the prompt is "
+    "the chat template around the item's `prompt` (one <__media__> per image or frame) or <media><question>; "
+    "accuracy = exact match of the method's greedy answer (leading space stripped) with `answer`; KL and top-1 "
+    "over the positions of the f16 cache's greedy answer, teacher-forced; decode tok/s over the greedy answers' "
+    "steps. Items of several lengths (`n_frames`) or types (`type`) get an accuracy table per length and per "
+    "type (--out: breakdown.csv, accuracy_vs_frames.svg). "
     "bits/elem: the method's steady-state stored bits per K/V element incl. metadata; KV vs f16: bits/16 "
     "(steady state); KV@n vs f16: exact bytes at the evaluated length incl. full-precision windows.";
 
@@ -110,15 +117,13 @@ struct Row {
   double bits_per_elem = 0, kv_bytes_ratio = 0, kv_bytes_at_n_ratio = 0;
   double kv_bytes_held_ratio = NAN;  // measured: bytes the sessions held / f16 bytes of their tokens
   double kl_mean = NAN, top1 = NAN, ppl = NAN, accuracy = NAN;
+  double decode_tok_s = NAN;  // VQA: greedy answer tokens per second of decode steps
   int64_t n_positions = 0, n_items = 0;
+  std::vector<VqaGroupRow> groups;  // VQA: per length and per question type
 };
 
 struct TextCase {
   std::vector<int32_t> tokens;
-};
-
-struct VqaItem {
-  std::string image, question, answer;
 };
 
 struct VqaReference {
@@ -148,34 +153,6 @@ std::string default_text_path() {
   for (const std::string& c : candidates)
     if (std::filesystem::is_regular_file(c)) return c;
   return {};
-}
-
-Result<std::vector<VqaItem>> read_vqa(const std::string& path, int64_t limit) {
-  std::ifstream f(path);
-  if (!f) return not_found(path + ": cannot open VQA file");
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  std::vector<VqaItem> items;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(f, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return invalid_argument(path + ":" + std::to_string(line_no) + ": not a JSON object");
-    for (const char* key : {"image", "question", "answer"})
-      if (!j.contains(key) || !j[key].is_string())
-        return invalid_argument(path + ":" + std::to_string(line_no) + ": missing string field '" + key + "'");
-    VqaItem it;
-    const std::string img = j["image"].get<std::string>();
-    it.image = !img.empty() && img[0] == '/' ? img : (dir.empty() ? img : dir + "/" + img);
-    it.question = j["question"].get<std::string>();
-    it.answer = j["answer"].get<std::string>();
-    items.push_back(std::move(it));
-    if (limit > 0 && static_cast<int64_t>(items.size()) >= limit) break;
-  }
-  if (items.empty()) return invalid_argument(path + ": no VQA items");
-  return items;
 }
 
 Result<std::unique_ptr<Engine>> load(const EvalOptions& o, const std::string& method, int64_t n_ctx,
@@ -218,9 +195,9 @@ Status run_text(Engine& e, const EvalOptions& o, const std::vector<int32_t>& tok
 }
 
 // ---- VQA ----
-Result<PreparedPrompt> prepare_item(Engine& e, const VqaItem& it, const MediaLimits& limits) {
-  VLKV_ASSIGN_OR_RETURN(Image img, load_image(it.image, limits));
-  return e.prepare_prompt(e.user_prompt(it.question, {MediaItem{{std::move(img)}, false}}, true), /*add_bos=*/true);
+Result<PreparedPrompt> prepare_item(Engine& e, VqaItem& it, const MediaLimits& limits) {
+  VLKV_ASSIGN_OR_RETURN(Prompt p, vqa_item_prompt(e, it, limits));
+  return e.prepare_prompt(p, /*add_bos=*/true);
 }
 
 std::string answer_text(Engine& e, const std::vector<int32_t>& ids) {
@@ -233,8 +210,10 @@ std::string answer_text(Engine& e, const std::vector<int32_t>& ids) {
 
 // Greedy answer (EOG included when reached) and, when `forced` is given, the rows
 // at the positions of `forced` instead (teacher forcing): rows[i] predicts forced[i].
+// score (optional): the held and f16 bytes at the end and the decode steps' time.
 Status run_item(Engine& e, const PreparedPrompt& p, int64_t max_answer, const std::vector<int32_t>* forced,
-                std::vector<int32_t>* answer, LogProbs* rows, HeldBytes* held = nullptr) {
+                std::vector<int32_t>* answer, LogProbs* rows, HeldBytes* held = nullptr,
+                VqaItemScore* score = nullptr) {
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, e.new_session());
   std::vector<float> logits;
   VLKV_RETURN_IF_ERROR(s->eval_prompt(p, &logits));
@@ -247,9 +226,20 @@ Status run_item(Engine& e, const PreparedPrompt& p, int64_t max_answer, const st
     const int32_t t = forced ? (*forced)[i] : static_cast<int32_t>(argmax(logits.data(), rows->n_vocab));
     answer->push_back(t);
     if (e.is_end_of_generation(t) || i + 1 == n) break;
+    const auto t0 = std::chrono::steady_clock::now();
     VLKV_RETURN_IF_ERROR(s->eval({t}, false, &logits));
+    if (score) {
+      score->decode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++score->decode_tokens;
+    }
   }
   if (held) held->add(*s, e.info());
+  if (score) {
+    HeldBytes h;
+    h.add(*s, e.info());
+    score->held_bytes = h.held;
+    score->f16_bytes = h.f16;
+  }
   return Status::ok();
 }
 
@@ -273,7 +263,9 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
     return loaded.status();
   }
   Engine& e = **loaded;
-  const int64_t n_tok = in.items.empty() ? static_cast<int64_t>(in.text.size()) : in.prompts.front().n_tokens();
+  // The evaluated length: the text's, or the longest VQA prompt's.
+  int64_t n_tok = static_cast<int64_t>(in.text.size());
+  for (const PreparedPrompt& p : in.prompts) n_tok = std::max(n_tok, p.n_tokens());
   // Exact bytes of n tokens (incl. staged windows, excl. page tails) and steady-state bits, from the method itself.
   VLKV_ASSIGN_OR_RETURN(row.bits_per_elem, e.kv_bits_per_element(""));
   VLKV_ASSIGN_OR_RETURN(const double bytes_at_n, e.kv_codec_bytes_for_tokens(n_tok));
@@ -289,22 +281,43 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
       fid.add(ref_text->row(r), lp.row(r), lp.n_vocab, in.text[o.prefill + r + 1]);
     row.ppl = std::exp(fid.nll_sum / static_cast<double>(std::max<int64_t>(fid.n_nll, 1)));
   } else {
-    int64_t correct = 0;
+    int64_t correct = 0, decode_tokens = 0;
+    double decode_seconds = 0;
+    std::vector<VqaItemScore> scores(in.items.size());
     for (size_t i = 0; i < in.items.size(); ++i) {
       const std::vector<int32_t>& forced = ref_vqa->answers[i];
       std::vector<int32_t> ans;
       LogProbs lp;
-      VLKV_RETURN_IF_ERROR(run_item(e, in.prompts[i], o.max_answer, &forced, &ans, &lp, &held));
+      VqaItemScore& sc = scores[i];
+      VLKV_RETURN_IF_ERROR(run_item(e, in.prompts[i], o.max_answer, &forced, &ans, &lp, &held, &sc));
       bool same_greedy = true;
+      Fidelity item_fid;
       for (int64_t r = 0; r < lp.n_rows(); ++r) {
         fid.add(ref_vqa->rows[i].row(r), lp.row(r), lp.n_vocab, -1);
+        item_fid.add(ref_vqa->rows[i].row(r), lp.row(r), lp.n_vocab, -1);
         same_greedy = same_greedy && argmax(lp.row(r), lp.n_vocab) == forced[r];
       }
-      if (!same_greedy) VLKV_RETURN_IF_ERROR(run_item(e, in.prompts[i], o.max_answer, nullptr, &ans, &lp));
-      correct += answer_text(e, ans) == in.items[i].answer;
+      sc.kl_sum = item_fid.kl_sum;
+      sc.n_positions = item_fid.n;
+      sc.top1 = item_fid.top1;
+      // The teacher-forced steps are the greedy answer when the method agrees at every one;
+      // else the method's own greedy answer is decoded (and timed) apart.
+      if (!same_greedy) {
+        VqaItemScore greedy;
+        VLKV_RETURN_IF_ERROR(run_item(e, in.prompts[i], o.max_answer, nullptr, &ans, &lp, nullptr, &greedy));
+        sc.decode_seconds = greedy.decode_seconds;
+        sc.decode_tokens = greedy.decode_tokens;
+      }
+      sc.correct = answer_text(e, ans) == in.items[i].answer;
+      correct += sc.correct;
+      decode_seconds += sc.decode_seconds;
+      decode_tokens += sc.decode_tokens;
     }
     row.accuracy = static_cast<double>(correct) / static_cast<double>(in.items.size());
     row.n_items = static_cast<int64_t>(in.items.size());
+    row.decode_tok_s = decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : NAN;
+    for (const char* by : {"n_frames", "type"})
+      for (VqaGroupRow& g : vqa_group_rows(method, by, in.items, scores)) row.groups.push_back(std::move(g));
   }
   row.kv_bytes_held_ratio = held.ratio();
   row.n_positions = fid.n;
@@ -330,34 +343,9 @@ nlohmann::json row_json(const Row& r, const std::string& model, double ppl_f16) 
           {"ppl", num(r.ppl)},
           {"ppl_delta", std::isfinite(r.ppl) && std::isfinite(ppl_f16) ? num(r.ppl - ppl_f16) : nullptr},
           {"accuracy", num(r.accuracy)},
+          {"decode_tok_s", num(r.decode_tok_s)},
           {"n_positions", r.n_positions},
           {"n_items", r.n_items}};
-}
-
-std::string fmt(double x, const char* f) {
-  if (!std::isfinite(x)) return "-";
-  char b[64];
-  std::snprintf(b, sizeof b, f, x);
-  return b;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
 }
 
 // Scatter plot, bits/elem (linear) vs mean KL (log10). KL = 0 (lossless) cannot sit on
@@ -420,7 +408,7 @@ Status write_out(const std::string& dir, const std::vector<Row>& rows, const std
   std::ofstream csv(dir + "/results.csv"), jl(dir + "/results.jsonl"), svg(dir + "/plot.svg");
   if (!csv || !jl || !svg) return invalid_argument("--out " + dir + ": cannot write results");
   csv << "model,method,refused,bits_per_elem,kv_bytes_ratio,kv_bytes_at_n_ratio,kv_bytes_held_ratio,kl_mean,"
-         "top1_agreement,ppl,ppl_delta,accuracy,n_positions,n_items\n";
+         "top1_agreement,ppl,ppl_delta,accuracy,n_positions,n_items,decode_tok_s\n";
   for (const Row& r : rows) {
     const nlohmann::json j = row_json(r, model, ppl_f16);
     jl << j.dump() << "\n";
@@ -429,7 +417,7 @@ Status write_out(const std::string& dir, const std::vector<Row>& rows, const std
         << "," << f("kv_bytes_ratio") << "," << f("kv_bytes_at_n_ratio") << "," << f("kv_bytes_held_ratio") << ","
         << f("kl_mean") << ","
         << f("top1_agreement") << "," << f("ppl") << "," << f("ppl_delta") << "," << f("accuracy") << ","
-        << r.n_positions << "," << r.n_items << "\n";
+        << r.n_positions << "," << r.n_items << "," << f("decode_tok_s") << "\n";
   }
   svg << plot_svg(rows, title);
   return Status::ok();
@@ -453,7 +441,7 @@ int eval(const EvalOptions& o_in) {
   Inputs in;
   std::string text;
   if (vqa) {
-    Result<std::vector<VqaItem>> items = read_vqa(o.vqa_path, o.vqa_limit);
+    Result<std::vector<VqaItem>> items = read_vqa_items(o.vqa_path, o.vqa_limit);
     if (!items.is_ok()) return report_error(items.status().with_context("--vqa"));
     in.items = std::move(items).value();
   } else {
@@ -486,9 +474,10 @@ int eval(const EvalOptions& o_in) {
     if (Status st = run_text(re, o, in.text, &ref_text); !st.is_ok()) return report_error(st);
   } else {
     if (!re.has_vision()) return report_error(invalid_argument("--vqa: the model has no vision encoder"));
-    for (const VqaItem& it : in.items) {
+    for (VqaItem& it : in.items) {
       Result<PreparedPrompt> p = prepare_item(re, it, o.engine.media_limits);
-      if (!p.is_ok()) return report_error(p.status().with_context("--vqa item " + it.image));
+      if (!p.is_ok())
+        return report_error(p.status().with_context("--vqa " + o.vqa_path + ":" + std::to_string(it.line)));
       in.prompts.push_back(std::move(p).value());
       ref_vqa.answers.emplace_back();
       ref_vqa.rows.emplace_back();
@@ -511,8 +500,8 @@ int eval(const EvalOptions& o_in) {
     std::printf("# KL(f16 || method) in nats, mean over positions; top-1: agreement with the f16 cache; KV: bytes vs "
                 "f16 in steady state and at the evaluated length (windows included), as the method reports them, "
                 "and held: what the sessions really held at their end\n");
-    std::printf("%-34s %9s %8s %9s %8s %11s %7s %9s %9s %8s\n", "method", "bits/elem", "KV/f16", "KV@n/f16", "held",
-                "KL mean", "top-1", "ppl", "dppl", "accuracy");
+    std::printf("%-34s %9s %8s %9s %8s %11s %7s %9s %9s %8s %8s\n", "method", "bits/elem", "KV/f16", "KV@n/f16", "held",
+                "KL mean", "top-1", "ppl", "dppl", "accuracy", "tok/s");
   }
   std::vector<Row> rows;
   double ppl_f16 = NAN;
@@ -533,16 +522,26 @@ int eval(const EvalOptions& o_in) {
     } else if (!r.refused.empty()) {
       std::printf("%-34s refused: %s\n", r.method.c_str(), r.refused.c_str());
     } else {
-      std::printf("%-34s %9.4f %8.4f %9.4f %8s %11s %7s %9s %9s %8s\n", r.method.c_str(), r.bits_per_elem,
+      std::printf("%-34s %9.4f %8.4f %9.4f %8s %11s %7s %9s %9s %8s %8s\n", r.method.c_str(), r.bits_per_elem,
                   r.kv_bytes_ratio, r.kv_bytes_at_n_ratio, fmt(r.kv_bytes_held_ratio, "%.4f").c_str(),
                   fmt(r.kl_mean, "%.3e").c_str(), fmt(r.top1, "%.4f").c_str(),
                   fmt(r.ppl, "%.4g").c_str(), fmt(r.ppl - ppl_f16, "%+.3g").c_str(),
-                  fmt(100.0 * r.accuracy, "%.1f%%").c_str());
+                  fmt(100.0 * r.accuracy, "%.1f%%").c_str(), fmt(r.decode_tok_s, "%.0f").c_str());
     }
+  }
+  std::vector<VqaGroupRow> groups;
+  for (const Row& r : rows) groups.insert(groups.end(), r.groups.begin(), r.groups.end());
+  if (vqa && !o.json) {
+    bool typed = false;
+    for (const VqaItem& it : in.items) typed = typed || !it.type.empty();
+    if (vqa_items_vary_in_length(in.items)) std::printf("\n%s", vqa_accuracy_matrix(groups, "n_frames").c_str());
+    if (typed) std::printf("\n%s", vqa_accuracy_matrix(groups, "type").c_str());
   }
   if (!o.out_dir.empty()) {
     const std::string title = "vlkv eval: " + model + (vqa ? " (VQA answers)" : " (teacher-forced text)");
     if (Status st = write_out(o.out_dir, rows, model, ppl_f16, title); !st.is_ok()) return report_error(st);
+    if (vqa)
+      if (Status st = write_vqa_breakdown(o.out_dir, model, groups); !st.is_ok()) return report_error(st);
   }
   return kExitOk;
 }
@@ -558,8 +557,9 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--kv", o->methods, kv_method_help(true))->capture_default_str();
   app->add_option("--text", o->text_path, "Text file evaluated with teacher forcing (default: the bundled "
                                           "tests/data/eval/story.txt)");
-  app->add_option("--vqa", o->vqa_path, "VQA JSONL: one {\"image\", \"question\", \"answer\"} per line, image "
-                                        "paths relative to the file");
+  app->add_option("--vqa", o->vqa_path, "VQA JSONL, one item per line: question, answer and image (a path), frames "
+                                        "(paths, one <__media__> each in `prompt`) or video (a file, with n_frames or "
+                                        "fps); optional prompt, type, n_frames. Paths relative to the file");
   app->add_flag("--json", o->json, "One JSON object per line per method (method, bits_per_elem, kv_bytes_ratio, "
                                    "kl_mean, top1_agreement, ppl, accuracy; null where not measured)");
   app->add_option("--out", o->out_dir, "Directory for results.csv, results.jsonl and plot.svg (bits/elem vs KL)");
