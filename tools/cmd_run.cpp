@@ -3,6 +3,7 @@
 // diagnostics, a progress bar (on a terminal) and timings go to stderr.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "base/safe_file.h"
 #include "commands.h"
 #include "hub_flags.h"
+#include "ingest_plan.h"
 #include "kv/method_registry.h"
 #include "kv_flags.h"
 #include "media_flags.h"
@@ -36,6 +38,7 @@ struct RunOptions {
   bool quiet = false;
   bool list_kv = false;
   bool count_only = false;
+  bool plan = false;  // --plan: frames, tokens, KV bytes, fit and a timed estimate; nothing decoded
   std::string save_kv;  // write the conversation (prompt + answer) and its KV cache here
   std::string load_kv;  // continue the conversation in this file: the prompt is its next turn
 };
@@ -43,8 +46,8 @@ struct RunOptions {
 // The prompt's size from the media files' headers (no pixel decoded): printed with
 // --count-tokens, and a prompt over the context or the KV budget is refused before any
 // decoding. The same text as user_prompt builds; BOS as Session::generate adds it.
-Result<PromptTokenCount> count_from_headers(const Engine& e, const RunOptions& o, bool use_template) {
-  std::vector<MediaInfo> media;
+Result<PromptTokenCount> count_from_headers(const Engine& e, const RunOptions& o, bool use_template,
+                                            std::vector<MediaInfo>& media) {
   for (const std::string& path : o.images) {
     VLKV_ASSIGN_OR_RETURN(MediaInfo m, probe_image(path, o.engine.media_limits));
     media.push_back(m);
@@ -104,8 +107,17 @@ int run(const RunOptions& o_in) {
   // A multimodal model gets its chat template unless --no-template; a text model with --chat.
   const bool use_template = !o.no_template && (o.chat || e.has_vision());
   if (e.has_vision()) {
-    Result<PromptTokenCount> count = count_from_headers(e, o, use_template);
+    std::vector<MediaInfo> infos;
+    Result<PromptTokenCount> count = count_from_headers(e, o, use_template, infos);
     if (!count.is_ok()) return report_error(count.status());
+    const bool long_video = std::any_of(infos.begin(), infos.end(), [](const MediaInfo& m) { return m.n_frames >= 64; });
+    if (o.plan || (long_video && !o.quiet)) {
+      Result<IngestPlan> plan = plan_ingest(e, *count, infos, o.videos.empty() ? "" : o.videos.front(),
+                                            o.engine.media_limits, 0, /*calibrate=*/o.plan);
+      if (!plan.is_ok()) return report_error(plan.status());
+      std::fputs(format_ingest_plan(*plan).c_str(), o.plan ? stdout : stderr);
+      if (o.plan) return plan->refusal.empty() ? kExitOk : kExitBadInput;
+    }
     if (o.count_only) {
       std::printf("prompt_tokens=%lld visual_tokens=%lld\n", static_cast<long long>(count->n_tokens),
                   static_cast<long long>(count->n_visual_tokens));
@@ -118,7 +130,9 @@ int run(const RunOptions& o_in) {
     return report_error(invalid_argument("--count-tokens needs a vision model (--mmproj)"));
   }
 
-  // Media are decoded up front: a bad file fails before any output.
+  // Images are decoded up front: a bad file fails before any output. Videos are opened and
+  // planned here, then streamed: each frame decoded and encoded as the prefill reaches it, so
+  // memory holds one frame, not the clip (a corrupt frame fails the prefill there).
   std::vector<MediaItem> media;
   for (const std::string& path : o.images) {
     Result<Image> img = load_image(path, o.engine.media_limits);
@@ -129,10 +143,13 @@ int run(const RunOptions& o_in) {
     VideoSampling sampling;
     sampling.n_frames = o.frames;
     sampling.fps = o.fps;
-    double rate = 0;
-    Result<std::vector<Image>> frames = load_video(path, sampling, o.engine.media_limits, &rate);
-    if (!frames.is_ok()) return report_error(frames.status());
-    media.push_back(MediaItem{std::move(frames).value(), true, rate});
+    Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(path, sampling, o.engine.media_limits);
+    if (!stream.is_ok()) return report_error(stream.status());
+    MediaItem m;
+    m.is_video = true;
+    m.fps = (*stream)->info().fps;
+    m.stream = std::move(stream).value();
+    media.push_back(std::move(m));
   }
   AnswerPrinter printer(o.quiet);
   GenerateStats stats;
@@ -248,6 +265,11 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_flag("--count-tokens", o->count_only,
                 "Print the prompt's token count (prompt_tokens=N visual_tokens=M) from the media files' headers, "
                 "without decoding them, and exit");
+  app->add_flag("--plan", o->plan,
+                "Before decoding any frame: frames, prompt tokens, the KV bytes the --kv method and f16 hold, whether "
+                "it fits the context and --kv-budget (or the flag that makes it fit), and a time estimate from a short "
+                "calibration; then exit (status 2 when it does not fit). Runs of 64 frames or more print the first "
+                "lines too");
   app->add_option("--save-kv", o->save_kv,
                   "After answering, write the conversation (prompt, answer) and its KV cache to this file (a KV file, "
                   "docs/kv_file.md): ingest a long video once, ask about it later with --load-kv or vlkv chat's /load");

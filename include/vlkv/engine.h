@@ -44,7 +44,7 @@ struct EngineParams {
   static void visit(Self& p, Visitor&& v) {
     v(p.model_path, ParamField{"-m,--model", "model", "Model GGUF file (required)"});
     v(p.mmproj_path, ParamField{"--mmproj", "mmproj", "Vision encoder + projector GGUF (llama.cpp's mmproj)"});
-    v(p.media_limits.max_frames, ParamField{"--max-frames", "max_frames", "Most frames taken from one video", 1, 1 << 20});
+    v(p.media_limits.max_frames, ParamField{"--max-frames", "max_frames", "Most frames taken from one video (0: as many as the context holds)", 0, 1 << 22});
     v(p.media_limits.max_pixels, ParamField{"--max-image-pixels", "max_image_pixels", "Most pixels in one image or frame",
                                            1, static_cast<double>(int64_t{1} << 40)});
     v(p.kv_method, ParamField{"--kv", "kv", "KV cache method and parameters, NAME[:key=value,...]"});
@@ -117,9 +117,20 @@ using ProgressCallback = std::function<void(const char* stage, int64_t done, int
 
 // One image (one frame) or one video (its sampled frames, in order).
 struct MediaItem {
+  MediaItem() = default;
+  MediaItem(std::vector<Image> frames_in, bool is_video_in = false, double fps_in = 0)
+      : frames(std::move(frames_in)), is_video(is_video_in), fps(fps_in) {}
+
   std::vector<Image> frames;
   bool is_video = false;
   double fps = 0;  // video: frames sampled per second of the clip (0: unknown; Qwen2.5-VL positions use it)
+  // A streamed video (frames empty, is_video): its frames are decoded and encoded as the
+  // decoder reaches them, one at a time, so memory does not grow with the clip's length.
+  // Its tokens and KV are those of the same frames given in `frames`. Consumed by the one
+  // Session::eval_prompt/generate that feeds it; not cached (the encoder and prefix caches
+  // key media by their pixels, unknown before the end). Families whose video encoder takes
+  // frames together (Qwen2-VL's temporal pairs) read the stream whole at prepare time.
+  std::shared_ptr<VideoStream> stream;
 };
 
 // A prompt with media. A text without markers but with media gets the markers
@@ -166,6 +177,9 @@ struct PromptChunk {
 
 struct PreparedPrompt {
   std::vector<PromptChunk> chunks;
+  // By media_index: the streamed videos (MediaItem::stream), whose media chunks have no
+  // embeddings until Session::eval_prompt encodes them frame by frame; null elsewhere.
+  std::vector<std::shared_ptr<VideoStream>> streams;
   double encode_seconds = 0;
   // The text ends with the chat template's assistant opening: a later turn of the same
   // conversation has a chunk boundary here (the prefix cache keeps an entry at the end).
@@ -197,6 +211,7 @@ struct SessionFile;
 struct LayerQk;
 struct PromptLayout;
 struct FeedSegment;
+class StreamedMediaEncoder;
 
 class Engine {
  public:
@@ -357,7 +372,7 @@ class Session {
   friend struct SessionFile;
   Session(Engine::Impl* engine, int32_t seq);
   Status feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
-              const ProgressCallback& progress);
+              const ProgressCallback& progress, StreamedMediaEncoder* streamed = nullptr);
   Status check_room(int64_t n_tokens, const char* what) const;
   void record_rows(const PromptLayout& layout, const FeedSegment& sg, int64_t begin, int64_t n);
   // Once per engine: a warning when the KV method degrades on a first prompt without visual tokens.
@@ -367,6 +382,7 @@ class Session {
   Engine::Impl* engine_;
   int32_t seq_;
   int64_t n_past_ = 0;
+  double streamed_encode_seconds_ = 0;  // the last eval_prompt's streamed frames: decoding + encoding
   std::function<void(const LayerQk&)> observer_;  // empty: none
   int64_t next_pos_ = 0;  // RoPE position of the next token (M-RoPE media advance it by less than their tokens)
   std::unique_ptr<SessionHistory> history_;  // the rows the cache holds (KV files)

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,20 @@ struct Image {
   }
 };
 
+// The most sample times one video's plan may hold when MediaLimits::max_frames is 0 (an hour
+// at 1,000 fps): bounds what an absurd --fps makes us allocate before the context refuses it.
+inline constexpr int64_t kMaxPlannedFrames = 1 << 22;
+
 // Limits against hostile media; a file beyond any of them is rejected before
 // its pixels are decoded (the header's dimensions are read first).
 struct MediaLimits {
   uint64_t max_file_bytes = 256ull << 20;  // 256 MiB per image or video file
   int64_t max_pixels = 64ll << 20;         // width * height of one image or frame (~8K x 8K)
   int32_t max_side = 16384;                // longest side of one image or frame, pixels
-  int32_t max_frames = 1024;               // frames taken from one video
+  // Frames taken from one video; 0: no fixed limit (a prompt's video is bounded by the context,
+  // each frame being at least one token: Engine::count_prompt_tokens; a plan by
+  // kMaxPlannedFrames). A streamed video holds one frame at a time whatever its length.
+  int32_t max_frames = 0;
 };
 
 // Decodes PNG, JPEG, BMP, GIF (first frame), TGA, PSD, PNM, HDR (tone-mapped) images.
@@ -58,6 +66,31 @@ Result<MediaInfo> probe_image_data(const uint8_t* data, size_t size, const Media
 struct VideoSampling {
   int32_t n_frames = 0;
   double fps = 0;
+};
+
+// A video's sampled frames one at a time, as RGB8, decoded as they are asked for: what a
+// streamed prompt (MediaItem::stream) feeds its encoder from, holding one frame at a time
+// instead of the whole clip. open() reads the container and plans the sample times (the
+// same plan and errors as load_video, the same frames in the same order).
+class VideoStream {
+ public:
+  static Result<std::unique_ptr<VideoStream>> open(const std::string& path, const VideoSampling& sampling,
+                                                   const MediaLimits& limits = {});
+  ~VideoStream();
+  VideoStream(const VideoStream&) = delete;
+  VideoStream& operator=(const VideoStream&) = delete;
+
+  // The frames' size, how many the plan takes (n_frames) and their rate (fps).
+  const MediaInfo& info() const;
+  // The next frame; an error for a corrupt stream or past info().n_frames.
+  Result<Image> next();
+  // Frames next() has returned.
+  int64_t n_read() const;
+
+ private:
+  struct Impl;
+  explicit VideoStream(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // Decodes a video file's best video stream and returns the sampled frames as

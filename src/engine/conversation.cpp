@@ -92,6 +92,11 @@ Status Conversation::switch_kv_method(const std::string& kv_method, const Progre
     if (!turn.media_not_kept.empty())
       return unsupported("this conversation was loaded from a KV file, which holds no images or videos: switching "
                          "the KV method needs them to encode them again (/clear to start over)");
+  for (const FedTurn& turn : fed_)
+    for (const MediaItem& m : turn.prompt.media)
+      if (m.stream)
+        return unsupported("this conversation streamed a video, whose frames are not kept: switching the KV method "
+                           "needs them to encode them again (/clear to start over)");
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> fresh, engine_.new_session(kv_method));  // checks the spec
   std::vector<float> logits;
   for (const FedTurn& turn : fed_) {

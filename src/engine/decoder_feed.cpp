@@ -18,14 +18,21 @@ DecoderInput PromptLayout::rows(int64_t begin, int64_t n) const {
   const FeedSegment* sg = segment_at(begin);
   VLKV_CHECK_MSG(sg && n > 0 && begin + n <= sg->end, "decoder rows must lie in one prompt segment");
   VLKV_CHECK_MSG(!sg->media || sg->embeddings, "media rows must be encoded before they are fed");
+  return rows(begin, n, sg->embeddings, sg->similarity.empty() ? nullptr : sg->similarity.data());
+}
+
+DecoderInput PromptLayout::rows(int64_t begin, int64_t n, const float* embeddings, const float* similarity) const {
+  const FeedSegment* sg = segment_at(begin);
+  VLKV_CHECK_MSG(sg && n > 0 && begin + n <= sg->end, "decoder rows must lie in one prompt segment");
+  VLKV_CHECK_MSG(!sg->media || embeddings, "media rows must be encoded before they are fed");
   const int64_t off = begin - sg->begin;  // within the segment
   const size_t at = static_cast<size_t>(begin);
   DecoderInput in;
   in.n_tokens = n;
-  if (sg->embeddings) in.embeddings = sg->embeddings + off * n_embd_inp;
+  if (sg->media) in.embeddings = embeddings + off * n_embd_inp;
   else in.tokens = tokens.data() + at;
   if (!sg->mrope.empty()) in.mrope_positions = sg->mrope.data() + off * 3;
-  if (!sg->similarity.empty()) in.visual_similarity = sg->similarity.data() + off;
+  if (similarity) in.visual_similarity = similarity + off;
   in.non_causal = sg->non_causal;
   in.positions = positions.data() + at;
   in.kinds = kinds.data() + at;
@@ -47,7 +54,7 @@ PromptLayout lay_out_tokens(std::span<const int32_t> tokens, int64_t start_pos) 
   l.positions.resize(tokens.size());
   for (int64_t i = 0; i < n; ++i) l.positions[static_cast<size_t>(i)] = start_pos + i;
   l.kinds.assign(tokens.size(), TokenKind::kText);
-  l.segments.push_back(FeedSegment{0, n, nullptr, {}, {}, false, false});
+  l.segments.push_back(FeedSegment{0, n, nullptr, {}, {}, false, false, -1});
   l.next_pos = start_pos + n;
   return l;
 }
@@ -55,7 +62,7 @@ PromptLayout lay_out_tokens(std::span<const int32_t> tokens, int64_t start_pos) 
 namespace {
 
 // One media chunk's rows: kVisual at consecutive positions (M-RoPE: positions from the grid).
-Status lay_out_media(const Engine::Impl& e, const PromptChunk& chunk, std::vector<float> similarity,
+Status lay_out_media(const Engine::Impl& e, const PromptChunk& chunk, int64_t chunk_index, std::vector<float> similarity,
                      bool allow_unencoded, PromptLayout& l, int64_t& pos) {
   const TextHparams& hp = e.hparams;
   const bool unencoded = allow_unencoded && chunk.embeddings.empty();
@@ -63,7 +70,7 @@ Status lay_out_media(const Engine::Impl& e, const PromptChunk& chunk, std::vecto
     return invalid_argument("a media chunk's embeddings do not match its token count");
   const int64_t begin = l.n_rows();
   FeedSegment sg{begin,          begin + chunk.n_tokens, unencoded ? nullptr : chunk.embeddings.data(), {},
-                 std::move(similarity), hp.media_non_causal, true};
+                 std::move(similarity), hp.media_non_causal, true, chunk_index};
   // gemma3: an image's tokens see each other, so the chunk is one step, as llama.cpp
   // requires of its ubatch.
   if (sg.non_causal && chunk.n_tokens > e.params.n_batch)
@@ -97,7 +104,7 @@ Status lay_out_text(const Engine::Impl& e, const PromptChunk& chunk, PromptLayou
     l.positions.push_back(pos++);
     l.kinds.push_back(e.tokenizer->token_type(t) == TokenType::kControl ? TokenKind::kSpecial : TokenKind::kText);
   }
-  l.segments.push_back(FeedSegment{begin, l.n_rows(), nullptr, {}, {}, false, false});
+  l.segments.push_back(FeedSegment{begin, l.n_rows(), nullptr, {}, {}, false, false, -1});
   return Status::ok();
 }
 
@@ -119,7 +126,7 @@ Result<PromptLayout> lay_out_prompt(const Engine::Impl& e, const PreparedPrompt&
     if (chunk.n_tokens <= 0) continue;
     if (chunk.kind == PromptChunk::Kind::kMedia) {
       VLKV_RETURN_IF_ERROR(
-          lay_out_media(e, chunk, c < similarity.size() ? std::move(similarity[c]) : std::vector<float>{},
+          lay_out_media(e, chunk, static_cast<int64_t>(c), c < similarity.size() ? std::move(similarity[c]) : std::vector<float>{},
                         allow_unencoded, l, pos));
     } else {
       VLKV_RETURN_IF_ERROR(lay_out_text(e, chunk, l, pos));

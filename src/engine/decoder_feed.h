@@ -21,8 +21,9 @@ struct FeedSegment {
   std::vector<float> similarity;      // media when asked for: [end - begin] visual-text similarities, else empty
   bool non_causal = false;            // Gemma 3 media: its rows see each other, fed whole in one step
   // Media rows (embeddings null: not encoded yet, lay_out_prompt's allow_unencoded; such rows
-  // can be keyed and counted but not fed).
+  // can be keyed and counted but not fed, or fed from a StreamedMediaEncoder).
   bool media = false;
+  int64_t chunk = -1;  // media: the PreparedPrompt chunk the rows come from
 };
 
 // Every row of a prompt, in order. Media rows point into the PreparedPrompt the layout was
@@ -41,6 +42,9 @@ struct PromptLayout {
   // Rows [begin, begin + n) as decoder input: views into this layout. The range must lie in
   // one segment (checked).
   DecoderInput rows(int64_t begin, int64_t n) const;
+  // The same for an unencoded media segment whose rows are given: its segment's rows from
+  // `embeddings` ([rows of the segment, n_embd_inp]) and `similarity` (may be null).
+  DecoderInput rows(int64_t begin, int64_t n, const float* embeddings, const float* similarity) const;
 };
 
 // InvalidArgument naming the first id outside [0, n_vocab) (the decoder's own message).

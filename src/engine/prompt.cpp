@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "engine/engine_impl.h"
@@ -150,10 +151,12 @@ using MediaPieces = std::function<Result<MediaEmbedding>(size_t index)>;
 // embeddings (checked against n_embd_inp); else only their token counts.
 // digests (may be null): item i's content digest, once media_pieces(i) has returned; each of
 // its embedding runs gets media_piece_digest(digest, run index).
-// plain: Prompt::plain_spans of prompt_text.
+// plain: Prompt::plain_spans of prompt_text. streamed (may be null): items whose runs have
+// no embeddings even with_data (MediaItem::stream, encoded as they are fed).
 Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text, size_t n_media,
                                 const MediaPieces& media_pieces, bool with_data, bool add_bos, const Spans& plain_in,
-                                const std::vector<Digest128>* digests = nullptr) {
+                                const std::vector<Digest128>* digests = nullptr,
+                                const std::vector<bool>* streamed = nullptr) {
   if (n_media > 0 && !e.vision) {
     return invalid_argument("this model has no vision encoder: " + std::to_string(n_media) +
                             " image/video input(s) given to the text-only model " + e.params.model_path +
@@ -254,7 +257,8 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
         c.content_lo = d.lo;
       }
       ++run;
-      if (with_data && static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
+      const bool unencoded = streamed && i < streamed->size() && (*streamed)[i];
+      if (with_data && !unencoded && static_cast<int64_t>(c.embeddings.size()) != c.n_tokens * e.hparams.n_embd_inp()) {
         return Status(StatusCode::kInternal, "vision model returned embeddings of the wrong size");
       }
       out.chunks.push_back(std::move(c));
@@ -272,20 +276,53 @@ Result<MediaEmbedding> layout_media(const VisionModel& vision, int32_t width, in
   return vision.layout_video(n_frames, width, height);
 }
 
+// A streamed video whose family encodes frames together (Qwen2-VL's temporal pairs) cannot be
+// encoded frame by frame: its frames are read whole into a copy of the prompt.
+Result<std::optional<Prompt>> read_unstreamable(const Engine::Impl& e, const Prompt& prompt) {
+  bool any = false;
+  for (const MediaItem& m : prompt.media) any |= m.stream != nullptr;
+  if (!any || !e.vision || e.vision->video_frames_independent()) return std::optional<Prompt>();
+  Prompt copy = prompt;
+  for (MediaItem& m : copy.media) {
+    if (!m.stream) continue;
+    const int64_t n = m.stream->info().n_frames;
+    if (m.stream->n_read() != 0) return invalid_argument("a streamed video was already fed (a stream is read once)");
+    for (int64_t f = 0; f < n; ++f) {
+      VLKV_ASSIGN_OR_RETURN(Image img, m.stream->next());
+      m.frames.push_back(std::move(img));
+    }
+    m.stream.reset();
+  }
+  return std::optional<Prompt>(std::move(copy));
+}
+
 }  // namespace
 
-Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, bool add_bos,
+Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt_in, bool add_bos,
                                       const ProgressCallback& progress, bool encode_media) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
+  VLKV_ASSIGN_OR_RETURN(std::optional<Prompt> read_whole, read_unstreamable(e, prompt_in));
+  const Prompt& prompt = read_whole ? *read_whole : prompt_in;
   const int64_t n_media = static_cast<int64_t>(prompt.media.size());
+  std::vector<bool> streamed(prompt.media.size());
+  for (size_t i = 0; i < streamed.size(); ++i) streamed[i] = prompt.media[i].stream != nullptr;
   // Each item's pixels hashed once: the encoder and prefix caches key by media_digest, KV files
   // record the content digest's first 64 bits.
   std::vector<Digest128> contents(prompt.media.size()), digests(prompt.media.size());
   const Digest128 salt = cache_salt_digest(prompt.cache_salt);
-  for (size_t i = 0; i < contents.size(); ++i) contents[i] = media_content_digest(prompt.media[i]);
+  for (size_t i = 0; i < contents.size(); ++i)
+    if (!streamed[i]) contents[i] = media_content_digest(prompt.media[i]);  // a stream's pixels come later
   auto encode = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaItem& item = prompt.media[i];
+    if (item.stream) {  // laid out now from the container's plan, encoded as it is fed
+      const MediaInfo& info = item.stream->info();
+      if (item.stream->n_read() != 0) return invalid_argument("a streamed video was already fed (a stream is read once)");
+      VLKV_ASSIGN_OR_RETURN(MediaEmbedding layout, layout_media(*e.vision, info.width, info.height, info.n_frames, true));
+      const double t_step = e.vision->video_t_step(item.fps);
+      for (MediaPiece& p : layout.pieces) p.embd.t_step = t_step;
+      return layout;
+    }
     if (item.frames.empty()) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
     for (const Image& f : item.frames) {
       if (!f.valid()) return invalid_argument("media input " + std::to_string(i + 1) + " is an empty or broken image");
@@ -338,7 +375,10 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt, boo
     return emb;
   };
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt out, assemble(e, prompt.text, prompt.media.size(), encode,
-                                                     /*with_data=*/encode_media, add_bos, prompt.plain_spans, &digests));
+                                                     /*with_data=*/encode_media, add_bos, prompt.plain_spans, &digests,
+                                                     &streamed));
+  out.streams.resize(prompt.media.size());
+  for (size_t i = 0; i < prompt.media.size(); ++i) out.streams[i] = prompt.media[i].stream;
   for (PromptChunk& c : out.chunks)
     if (c.kind == PromptChunk::Kind::kMedia && c.media_index >= 0 && static_cast<size_t>(c.media_index) < contents.size())
       c.media_hash = media_content_hash(contents[static_cast<size_t>(c.media_index)]);
@@ -354,10 +394,15 @@ Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, co
   auto layout = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaInfo& m = media[i];
     if (m.is_video && m.n_frames <= 0) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
-    // load_video never takes more; a larger count would only make a huge layout.
-    if (m.is_video && m.n_frames > e.params.media_limits.max_frames) {
-      return invalid_argument("media input " + std::to_string(i + 1) + ": " + std::to_string(m.n_frames) +
-                              " frames; the limit is " + std::to_string(e.params.media_limits.max_frames));
+    // Refused before a layout of that many frames is built: --max-frames, or else the context
+    // (a frame is at least one token).
+    const int64_t max_frames = e.params.media_limits.max_frames;
+    if (m.is_video && m.n_frames > (max_frames > 0 ? max_frames : e.params.n_ctx)) {
+      return invalid_argument("media input " + std::to_string(i + 1) + ": " + std::to_string(m.n_frames) + " frames; " +
+                              (max_frames > 0 ? "the limit is " + std::to_string(max_frames) + " (--max-frames)"
+                                              : "more than the context of " + std::to_string(e.params.n_ctx) +
+                                                    " tokens holds (a frame is at least one token): sample fewer with "
+                                                    "--frames or --fps"));
     }
     return layout_media(*e.vision, m.width, m.height, m.is_video ? m.n_frames : 1, m.is_video);
   };

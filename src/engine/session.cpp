@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -6,6 +7,8 @@
 #include "engine/engine_impl.h"
 #include "engine/kv_save.h"
 #include "engine/sampler.h"
+#include "engine/streamed_media.h"
+#include "engine/visual_similarity.h"
 
 namespace vlkv {
 
@@ -100,18 +103,24 @@ void Session::record_rows(const PromptLayout& layout, const FeedSegment& sg, int
 
 // A laid-out prompt through the decoder, n_batch rows at most per forward pass and never
 // across a segment (text ids / one media item). logits: null (none); every row's appended
-// (all_logits); else the last row's.
+// (all_logits); else the last row's. streamed: the rows of unencoded media segments (a
+// streamed video's frames, encoded here one at a time).
 Status Session::feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
-                     const ProgressCallback& progress) {
+                     const ProgressCallback& progress, StreamedMediaEncoder* streamed) {
   const int64_t n_batch = engine_->params.n_batch;
   const int64_t n_rows = layout.n_rows();
   if (logits) logits->clear();
   std::vector<float> chunk_logits;
   for (const FeedSegment& sg : layout.segments) {
+    StreamedMediaEncoder::Rows given;
+    const bool from_stream = sg.media && !sg.embeddings && streamed && streamed->streams_chunk(sg.chunk);
+    if (from_stream) {  // decoded and encoded now, under the forward lock, which the feed below takes again
+      VLKV_ASSIGN_OR_RETURN(given, streamed->rows(sg.chunk));
+    }
     std::lock_guard<std::mutex> lock(engine_->forward_mutex);
     for (int64_t begin = sg.begin; begin < sg.end; begin += n_batch) {
       const int64_t n = std::min(sg.end - begin, n_batch);
-      DecoderInput in = layout.rows(begin, n);
+      DecoderInput in = from_stream ? layout.rows(begin, n, given.embeddings, given.similarity) : layout.rows(begin, n);
       if (observer_) in.observer = &observer_;
       const LogitsMode mode = !logits ? LogitsMode::kNone
                               : all_logits ? LogitsMode::kAll
@@ -148,10 +157,27 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
   for (const PromptChunk& c : prompt.chunks)
     if (c.n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
   // A method keeping salient visual tokens needs each one's similarity to the prompt's text.
+  const bool similarity = engine_->kv->uses_visual_similarity();
+  bool has_streams = false;
+  for (const std::shared_ptr<VideoStream>& s : prompt.streams) has_streams |= s != nullptr;
   VLKV_ASSIGN_OR_RETURN(PromptLayout layout,
-                        lay_out_prompt(*engine_, prompt, next_pos_, engine_->kv->uses_visual_similarity()));
+                        lay_out_prompt(*engine_, prompt, next_pos_, similarity, /*allow_unencoded=*/has_streams));
+  std::unique_ptr<StreamedMediaEncoder> streamed;
+  if (has_streams) {
+    const Tokenizer& tok = *engine_->tokenizer;
+    std::vector<double> mean_text;
+    if (similarity)
+      mean_text = mean_text_embedding(prompt, engine_->weights.token_embd,
+                                      [&](int32_t t) { return tok.token_type(t) != TokenType::kControl; });
+    streamed = std::make_unique<StreamedMediaEncoder>(*engine_, prompt, std::move(mean_text));
+    // Media rows left unencoded must all be a stream's: anything else cannot be fed.
+    for (const FeedSegment& sg : layout.segments)
+      if (sg.media && !sg.embeddings && !streamed->streams_chunk(sg.chunk))
+        return invalid_argument("a media chunk of the prompt has no embeddings");
+  }
   const int64_t first_row = n_past_;
-  const Status st = feed(layout, false, last_logits, progress);
+  const Status st = feed(layout, false, last_logits, progress, streamed.get());
+  streamed_encode_seconds_ = streamed ? streamed->encode_seconds() : 0.0;
   int64_t row = first_row;  // the media items now in the cache, by content hash
   for (const PromptChunk& c : prompt.chunks) {
     if (c.kind == PromptChunk::Kind::kMedia && row + c.n_tokens <= n_past_)
@@ -245,6 +271,10 @@ Status Session::generate(const Prompt& prompt, const GenerateParams& params,
   auto t0 = Clock::now();
   VLKV_RETURN_IF_ERROR(eval_prompt(prepared, &logits, progress));
   st.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (streamed_encode_seconds_ > 0) {  // a streamed video was encoded during the prefill: counted as encoding
+    st.encode_seconds += streamed_encode_seconds_;
+    st.prefill_seconds = std::max(st.prefill_seconds - streamed_encode_seconds_, 1e-9);
+  }
   return sample_loop(sampler, logits, params, on_piece, st);
 }
 

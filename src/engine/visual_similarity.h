@@ -14,6 +14,15 @@
 
 namespace vlkv {
 
+// The mean token_embd row of the prompt's text tokens (is_text); empty when it has none.
+std::vector<double> mean_text_embedding(const PreparedPrompt& prompt, const WeightMatrix& token_embd,
+                                        const std::function<bool(int32_t)>& is_text);
+
+// Per row of [n_tokens, stride] media embeddings: its first mean_text.size() values dotted
+// with mean_text (a row may carry more: Qwen3-VL's deepstack parts). Empty when mean_text is.
+std::vector<float> visual_similarity_of(const float* rows, int64_t n_tokens, int64_t stride,
+                                        const std::vector<double>& mean_text);
+
 // One vector per prompt chunk: [n_tokens] for a media chunk, empty for a text chunk.
 // All empty when the prompt has no media or no text token. is_text says which token
 // ids count as text (the engine: all but control tokens such as BOS, as TokenKind does).

@@ -2,7 +2,8 @@
 // decodes, libswscale converts straight to RGB24). Frames are sampled uniformly
 // in stream time: n_frames evenly over the clip, or one every 1/fps seconds;
 // each sample takes the first decoded frame at or after its time (the last frame
-// for times past it), so a plan of N times gives N frames.
+// for times past it), so a plan of N times gives N frames. Frames are pulled one at
+// a time (VideoStream): load_video collects them, a streamed prompt holds one.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -54,41 +55,70 @@ class FrameSampler {
     return info;
   }
 
-  Result<std::vector<Image>> run(const VideoSampling& sampling) {
+  // Opens the container and the decoder for next().
+  Status start(const VideoSampling& sampling) {
     VLKV_RETURN_IF_ERROR(open_container());
     VLKV_RETURN_IF_ERROR(plan(sampling));
     VLKV_RETURN_IF_ERROR(open_decoder());
-    std::unique_ptr<AVPacket, PacketFreer> pkt(av_packet_alloc());
-    std::unique_ptr<AVFrame, FrameFreer> frame(av_frame_alloc());
-    if (!pkt || !frame) return out_of_memory("cannot allocate FFmpeg buffers");
-    int rc = 0;
-    while (!done() && (rc = av_read_frame(fmt_.get(), pkt.get())) >= 0) {
-      if (pkt->stream_index == stream_) {
-        rc = avcodec_send_packet(dec_.get(), pkt.get());
-        av_packet_unref(pkt.get());
-        if (rc < 0 && rc != AVERROR(EAGAIN)) return invalid_file(path_ + ": corrupt video data (" + av_error(rc) + ")");
-        VLKV_RETURN_IF_ERROR(drain(frame.get()));
-      } else {
-        av_packet_unref(pkt.get());
+    pkt_.reset(av_packet_alloc());
+    frame_.reset(av_frame_alloc());
+    if (!pkt_ || !frame_) return out_of_memory("cannot allocate FFmpeg buffers");
+    return Status::ok();
+  }
+
+  int64_t n_planned() const { return static_cast<int64_t>(targets_.size()); }
+  int64_t n_served() const { return served_; }
+  int32_t width() const { return width_; }
+  int32_t height() const { return height_; }
+
+  // The next sampled frame: decodes packets until a frame serves the next sample time. A
+  // decoded frame serving several times is handed out once per time.
+  Result<Image> next() {
+    if (served_ >= n_planned())
+      return invalid_argument(path_ + ": no frame left (" + std::to_string(n_planned()) + " planned)");
+    while (ready_.empty() && !done()) {
+      // Frames the decoder holds first: a packet is sent only once it asks for input.
+      VLKV_RETURN_IF_ERROR(drain());
+      if (!ready_.empty() || done()) break;
+      if (!eof_) {
+        VLKV_RETURN_IF_ERROR(send_next_packet());
+        continue;
       }
-    }
-    if (rc < 0 && rc != AVERROR_EOF) return invalid_file(path_ + ": cannot read the video (" + av_error(rc) + ")");
-    if (!done()) {  // flush the decoder's delayed frames
-      avcodec_send_packet(dec_.get(), nullptr);
-      VLKV_RETURN_IF_ERROR(drain(frame.get()));
-    }
-    if (frames_.empty()) return invalid_file(path_ + ": no video frame could be decoded");
-    // Sample times after the last frame's start (the clip's duration runs past it): the last
-    // frame is the one shown then, and it serves them, so every plan is filled and
-    // probe_video's count is the frames returned.
-    while (!done()) {
-      frames_.push_back(frames_.back());
+      // Sample times after the last frame's start (the clip's duration runs past it): the
+      // last frame is the one shown then and serves them, so every plan is filled and
+      // probe_video's count is the frames returned.
+      if (!last_.valid()) return invalid_file(path_ + ": no video frame could be decoded");
+      ready_.push_back(last_);
       ++next_;
     }
-    return std::move(frames_);
+    Image out = std::move(ready_.front());
+    ready_.erase(ready_.begin());
+    ++served_;
+    return out;
   }
 
  private:
+  // One packet of the video stream to the decoder; at the end, the decoder's flush.
+  Status send_next_packet() {
+    for (;;) {
+      const int rc = av_read_frame(fmt_.get(), pkt_.get());
+      if (rc == AVERROR_EOF) {
+        eof_ = true;
+        avcodec_send_packet(dec_.get(), nullptr);  // its delayed frames come out in drain()
+        return Status::ok();
+      }
+      if (rc < 0) return invalid_file(path_ + ": cannot read the video (" + av_error(rc) + ")");
+      if (pkt_->stream_index != stream_) {
+        av_packet_unref(pkt_.get());
+        continue;
+      }
+      const int sent = avcodec_send_packet(dec_.get(), pkt_.get());
+      av_packet_unref(pkt_.get());
+      if (sent < 0 && sent != AVERROR(EAGAIN)) return invalid_file(path_ + ": corrupt video data (" + av_error(sent) + ")");
+      return Status::ok();
+    }
+  }
+
   // Demuxer, stream info and the best video stream; its size and duration.
   Status open_container() {
     VLKV_RETURN_IF_ERROR(media_file_size(path_, "video", limits_).status());
@@ -158,18 +188,18 @@ class FrameSampler {
     if ((s.n_frames > 0) == (s.fps > 0)) return invalid_argument("give exactly one of a frame count or a frame rate");
     if (s.n_frames < 0 || s.fps < 0 || !std::isfinite(s.fps)) return invalid_argument("bad frame sampling");
     if (duration_ <= 0) return invalid_file(path_ + ": the video's duration is unknown");
+    const int64_t limit = limits_.max_frames > 0 ? limits_.max_frames : kMaxPlannedFrames;
+    const std::string limit_text = limits_.max_frames > 0 ? "the limit is " + std::to_string(limit) + " (--max-frames)"
+                                                          : "at most " + std::to_string(limit) + " are planned";
     if (s.n_frames > 0) {
-      if (s.n_frames > limits_.max_frames) {
-        return invalid_argument(std::to_string(s.n_frames) + " frames requested; the limit is " +
-                                std::to_string(limits_.max_frames));
-      }
+      if (s.n_frames > limit) return invalid_argument(std::to_string(s.n_frames) + " frames requested; " + limit_text);
       for (int32_t i = 0; i < s.n_frames; ++i) targets_.push_back(start_ + duration_ * i / s.n_frames);
       rate_ = s.n_frames / duration_;
     } else {
       const double n = std::floor(duration_ * s.fps - 1e-9) + 1;
-      if (n > limits_.max_frames) {
+      if (n > static_cast<double>(limit)) {
         return invalid_argument("sampling at " + std::to_string(s.fps) + " fps gives " + std::to_string(int64_t(n)) +
-                                " frames; the limit is " + std::to_string(limits_.max_frames));
+                                " frames; " + limit_text);
       }
       for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) targets_.push_back(start_ + i / s.fps);
       rate_ = s.fps;
@@ -179,7 +209,9 @@ class FrameSampler {
 
   bool done() const { return next_ >= targets_.size(); }
 
-  Status drain(AVFrame* frame) {
+  // Decoded frames into ready_ for the sample times they serve.
+  Status drain() {
+    AVFrame* frame = frame_.get();
     for (;;) {
       const int rc = avcodec_receive_frame(dec_.get(), frame);
       if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return Status::ok();
@@ -192,13 +224,12 @@ class FrameSampler {
         if (!taken) {
           VLKV_RETURN_IF_ERROR(convert(frame));
           taken = true;
-        } else {
-          frames_.push_back(frames_.back());
         }
+        ready_.push_back(last_);
         ++next_;
       }
       av_frame_unref(frame);
-      if (done()) return Status::ok();
+      if (done() || !ready_.empty()) return Status::ok();
     }
   }
 
@@ -225,7 +256,7 @@ class FrameSampler {
     img.height = out_h;
     img.pixels.resize(row * static_cast<size_t>(out_h));
     for (int y = 0; y < out_h; ++y) std::memcpy(&img.pixels[row * y], &scratch_[stride * y], row);
-    frames_.push_back(std::move(img));
+    last_ = std::move(img);
     return Status::ok();
   }
 
@@ -240,8 +271,13 @@ class FrameSampler {
   double time_base_ = 0, start_ = 0, duration_ = 0;
   double rate_ = 0;              // sample times per second of stream time
   std::vector<double> targets_;  // sample times, ascending
-  size_t next_ = 0;              // first unserved target
-  std::vector<Image> frames_;
+  size_t next_ = 0;              // first target no frame has been taken for
+  int64_t served_ = 0;           // frames next() has returned
+  bool eof_ = false;             // the demuxer is done and the decoder flushed
+  std::unique_ptr<AVPacket, PacketFreer> pkt_;
+  std::unique_ptr<AVFrame, FrameFreer> frame_;
+  Image last_;                    // the last converted frame (serves later sample times)
+  std::vector<Image> ready_;      // taken for sample times, not yet returned
   std::vector<uint8_t> scratch_;  // [out_h, stride] padded RGB24 rows for sws_scale
 };
 
@@ -263,11 +299,41 @@ class ProbeSlot {
 
 }  // namespace
 
+struct VideoStream::Impl {
+  Impl(const std::string& path, const MediaLimits& limits) : sampler(path, limits) {}
+  FrameSampler sampler;
+  MediaInfo info;
+};
+
+VideoStream::VideoStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VideoStream::~VideoStream() = default;
+
+Result<std::unique_ptr<VideoStream>> VideoStream::open(const std::string& path, const VideoSampling& sampling,
+                                                       const MediaLimits& limits) {
+  auto impl = std::make_unique<Impl>(path, limits);
+  VLKV_RETURN_IF_ERROR(impl->sampler.start(sampling));
+  impl->info.width = impl->sampler.width();
+  impl->info.height = impl->sampler.height();
+  impl->info.n_frames = static_cast<int32_t>(impl->sampler.n_planned());
+  impl->info.fps = impl->sampler.rate();
+  impl->info.is_video = true;
+  return std::unique_ptr<VideoStream>(new VideoStream(std::move(impl)));
+}
+
+const MediaInfo& VideoStream::info() const { return impl_->info; }
+int64_t VideoStream::n_read() const { return impl_->sampler.n_served(); }
+Result<Image> VideoStream::next() { return impl_->sampler.next(); }
+
 Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
                                       const MediaLimits& limits, double* frame_rate) {
-  FrameSampler sampler(path, limits);
-  Result<std::vector<Image>> frames = sampler.run(sampling);
-  if (frames.is_ok() && frame_rate) *frame_rate = sampler.rate();
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<VideoStream> stream, VideoStream::open(path, sampling, limits));
+  std::vector<Image> frames;
+  frames.reserve(static_cast<size_t>(stream->info().n_frames));
+  for (int32_t i = 0; i < stream->info().n_frames; ++i) {
+    VLKV_ASSIGN_OR_RETURN(Image f, stream->next());
+    frames.push_back(std::move(f));
+  }
+  if (frame_rate) *frame_rate = stream->info().fps;
   return frames;
 }
 

@@ -96,6 +96,10 @@ class VisionModel {
   // Qwen2-VL overrides it to pair frames into temporal patches.
   virtual Result<MediaEmbedding> encode_video(const std::vector<Image>& frames, ThreadPool& pool,
                                               const VisionProgress& progress) const;
+  // Whether a video's pieces are its frames' encode_image pieces in turn (the defaults of
+  // layout_video and encode_video): then a video can be encoded frame by frame as the
+  // decoder reaches it (a streamed prompt), holding one frame at a time.
+  virtual bool video_frames_independent() const { return true; }
 
   // M-RoPE temporal positions between consecutive temporal patches of a video whose
   // frames were sampled at fps frames per second (0: unknown). 1 (one position per
