@@ -8,7 +8,7 @@ cross-entropy of the answer tokens and </s>, plus an auxiliary per-patch loss (w
 colour is in each cell; training only, not exported). Data of step s comes from
 default_rng([seed, 0, s]), so a resumed run sees the same stream as an uninterrupted one.
 
-  /usr/bin/python3 train/train.py --out runs/tv --seed 1 --schedule 16:400,32:400,64:300,128:300,168:250
+  /usr/bin/python3 train/train.py --out runs/tv --seed 1 --schedule 8:800,16:600,32:400,64:300,128:250,168:150
   /usr/bin/python3 train/train.py --out runs/tv --resume            # continues from runs/tv/ckpt.pt
 """
 import argparse
@@ -203,9 +203,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="run folder: ckpt.pt, log.jsonl")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--schedule", default="16:400,32:400,64:300,128:300,168:250",
+    ap.add_argument("--schedule", default="8:800,16:600,32:400,64:300,128:250,168:150",
                     help="curriculum: MAX_FRAMES:STEPS,...; the last stage's length is kept after its steps")
-    ap.add_argument("--min-frames", type=int, default=8)
+    ap.add_argument("--min-frames", type=int, default=4)
     ap.add_argument("--tokens-per-step", type=int, default=8192, help="videos per step = this // (prompt + questions) tokens (>= 1)")
     ap.add_argument("--questions", type=int, default=8, help="questions packed after each video (at least)")
     ap.add_argument("--max-questions", type=int, default=24,
