@@ -65,5 +65,26 @@ TEST(CliVideoPlan, OverTheContextTheFlagsThatHelp) {
   std::remove(clip.c_str());
 }
 
+// A streamed video ingested once into a KV file (the follow-up path for long videos), then a
+// question about it from the file: the file loads and the question is answered.
+TEST(CliVideoPlan, AStreamedIngestSavedThenAskedFromTheFile) {
+  const std::string clip = make_clip(8);
+  ASSERT_FALSE(clip.empty());
+  const std::string kv = ::testing::TempDir() + "vlkv_plan_" + std::to_string(getpid()) + ".kv";
+  std::vector<std::string> ingest = run_args(clip, 2);
+  ingest.insert(ingest.end(), {"--save-kv", kv});
+  const auto saved = testing_cli::run_cli(ingest);
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_NE(saved.err.find("saved"), std::string::npos) << saved.err;
+  const auto asked = testing_cli::run_cli({"run", "-m", models() + "tinyvlm-shapes.gguf", "--mmproj",
+                                           models() + "tinyvlm-shapes-mmproj.gguf", "--load-kv", kv, "-p",
+                                           "Describe the image.", "--temp", "0", "-n", "8", "--kv", "kivi2"});
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_NE(asked.err.find("loaded"), std::string::npos) << asked.err;
+  EXPECT_FALSE(asked.out.empty());
+  std::remove(kv.c_str());
+  std::remove(clip.c_str());
+}
+
 }  // namespace
 }  // namespace vlkv
