@@ -410,6 +410,8 @@ Result<RequestId> Scheduler::submit(const Request& request, TokenCallback on_tok
   if (request.prepared) {
     const PreparedPrompt& p = *request.prepared;
     if (p.chunks.empty() || p.n_tokens() == 0) return invalid_argument("the prompt is empty");
+    for (const std::shared_ptr<VideoStream>& st : p.streams)  // read once, frame by frame: a Session's feed only
+      if (st) return invalid_argument("a streamed video (MediaItem::stream) is fed by a Session, not the scheduler");
     a->prepared = request.prepared;
     const bool unencoded = has_unencoded_media(p);
     if (unencoded && !request.encode)

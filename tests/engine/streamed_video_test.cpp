@@ -18,6 +18,7 @@
 #include "golden_util.h"
 #include "vlkv/engine.h"
 #include "vlkv/media.h"
+#include "vlkv/scheduler.h"
 
 namespace vlkv {
 namespace {
@@ -142,6 +143,34 @@ TEST(StreamedVideo, AStreamIsReadOnce) {
   Result<PreparedPrompt> again = e->prepare_prompt(prompt, true);
   ASSERT_FALSE(again.is_ok());
   EXPECT_NE(again.status().message().find("read once"), std::string::npos) << again.status().message();
+  std::remove(clip.c_str());
+}
+
+// The scheduler feeds prepared rows (and may replay a preempted request): a stream, read once
+// frame by frame, is refused there with a clear error, not fed unencoded.
+TEST(StreamedVideo, TheSchedulerRefusesAStream) {
+  const std::string clip = make_clip(96, 4, "sched");
+  ASSERT_FALSE(clip.empty());
+  const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
+  std::unique_ptr<Engine> e = load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", "f16");
+  ASSERT_TRUE(e);
+  VideoSampling sampling;
+  sampling.n_frames = 2;
+  Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(clip, sampling);
+  ASSERT_TRUE(stream.is_ok());
+  MediaItem m;
+  m.is_video = true;
+  m.stream = std::move(stream).value();
+  Result<PreparedPrompt> p = e->prepare_prompt(e->user_prompt("Q", {m}, true), true);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  auto sched = Scheduler::create(*e);
+  ASSERT_TRUE(sched.is_ok());
+  Request r;
+  r.prepared = std::make_shared<const PreparedPrompt>(std::move(p).value());
+  r.generate.max_tokens = 2;
+  Result<RequestId> id = (*sched)->submit(r);
+  ASSERT_FALSE(id.is_ok());
+  EXPECT_NE(id.status().message().find("streamed video"), std::string::npos) << id.status().message();
   std::remove(clip.c_str());
 }
 
