@@ -166,6 +166,49 @@ TEST_F(VideoLoader, UniformFrameCount) {
   for (size_t i = 1; i < frames->size(); ++i) EXPECT_NE((*frames)[i].pixels, (*frames)[i - 1].pixels) << i;
 }
 
+// VideoStream: the frames load_video returns, one next() at a time, then an error; the plan is
+// known at open (what streamed prompts lay out before any frame is decoded).
+TEST_F(VideoLoader, StreamPullsTheSameFramesOneAtATime) {
+  ASSERT_TRUE(made_);
+  for (const VideoSampling& s : {VideoSampling{10, 0}, VideoSampling{4, 0}, VideoSampling{0, 5}, VideoSampling{0, 25}}) {
+    SCOPED_TRACE(std::to_string(s.n_frames) + " frames / " + std::to_string(s.fps) + " fps");
+    double rate = 0;
+    Result<std::vector<Image>> whole = load_video(clip_, s, {}, &rate);
+    ASSERT_TRUE(whole.is_ok()) << whole.status().message();
+    Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(clip_, s);
+    ASSERT_TRUE(stream.is_ok()) << stream.status().message();
+    VideoStream& v = **stream;
+    EXPECT_EQ(v.info().n_frames, static_cast<int32_t>(whole->size()));
+    EXPECT_EQ(v.info().width, 32);
+    EXPECT_DOUBLE_EQ(v.info().fps, rate);
+    for (size_t i = 0; i < whole->size(); ++i) {
+      EXPECT_EQ(v.n_read(), static_cast<int64_t>(i));
+      Result<Image> f = v.next();
+      ASSERT_TRUE(f.is_ok()) << f.status().message();
+      EXPECT_EQ(f->pixels, (*whole)[i].pixels) << "frame " << i;
+    }
+    Result<Image> past = v.next();
+    ASSERT_FALSE(past.is_ok());
+    EXPECT_NE(past.status().message().find("no frame left"), std::string::npos) << past.status().message();
+  }
+}
+
+// No fixed frame ceiling by default (MediaLimits::max_frames 0), but a plan is bounded: an absurd
+// rate is refused at open, before its sample times are allocated.
+TEST_F(VideoLoader, NoFixedCeilingButABoundedPlan) {
+  ASSERT_TRUE(made_);
+  VideoSampling many;
+  many.fps = 2000;  // 2,000 frames from a 1 s clip (the last frame serves the times past it)
+  Result<std::unique_ptr<VideoStream>> ok = VideoStream::open(clip_, many);
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ((*ok)->info().n_frames, 2000);
+  VideoSampling absurd;
+  absurd.fps = 1e9;
+  Result<std::unique_ptr<VideoStream>> refused = VideoStream::open(clip_, absurd);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("are planned"), std::string::npos) << refused.status().message();
+}
+
 TEST_F(VideoLoader, FpsSampling) {
   ASSERT_TRUE(made_);
   VideoSampling s;
