@@ -42,7 +42,7 @@ struct BenchOptions {
   std::string methods = "f16";
   std::string contexts = "128,1K,4K";
   bool contexts_given = false;  // --ctx on the command line (else the default depths fit the model)
-  std::string kv_budget = "8G";
+  std::string kv_budget = kKvBudgetAuto;  // the one default rule: tools/kv_flags.h
   Fill fill = Fill::kRandom;
   int64_t prefill_tokens = 512;  // --fill random: the prefill column's prompt (clamped to the model's context)
   int64_t n_decode = 32;
@@ -381,7 +381,7 @@ Status bench_method(const BenchOptions& o_in, const std::string& method, std::ve
       if (p == "max") {
         VLKV_ASSIGN_OR_RETURN(n, admitted_sequences(o, *engine, ctx + o.n_decode));
         if (n == 0) return out_of_memory("--parallel max: not one sequence of " + std::to_string(ctx + o.n_decode) +
-                                         " tokens fits --kv-budget " + o.kv_budget);
+                                         " tokens fits --kv-budget " + kv_budget_text(o.kv_budget));
       } else {
         char* end = nullptr;
         n = std::strtoll(p.c_str(), &end, 10);
@@ -481,7 +481,7 @@ int bench(const BenchOptions& o_in) {
     std::printf("# cpu ms/t: process CPU time (all threads) per generated token in the fastest decode loop (steadier "
                 "than decode t/s on a shared machine)\n");
     std::printf("# KV B/tok: method's steady-state bytes per token; held B/tok: pool pages held / tokens (window, "
-                "page tails included); max seqs: sequences of ctx+n tokens in --kv-budget %s\n", o.kv_budget.c_str());
+                "page tails included); max seqs: sequences of ctx+n tokens in --kv-budget %s\n", kv_budget_text(o.kv_budget).c_str());
     std::printf("# simd: %s (VLKV_SIMD caps it)\n", simd_tier_name(simd_tier()));
     if (o.read_gb_s > 0)
       std::printf("# roofline: (weight bytes + KV B/tok x depth) x decode tok/s / %.2f GB/s measured read bandwidth "
@@ -512,7 +512,7 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--kv", o->methods, kv_method_help(true))->capture_default_str();
   app->add_option("--ctx", o->contexts, "Comma-separated depths (tokens in the cache before the decode steps), e.g. 128,1K,4K,32K")
       ->capture_default_str();
-  app->add_option("--kv-budget", o->kv_budget, "KV budget used for max-seqs and allocation")->capture_default_str();
+  app->add_option("--kv-budget", o->kv_budget, "KV budget used for max-seqs and allocation (" + kv_budget_auto_help() + ")")->capture_default_str();
   app->add_option("--fill", o->fill,
                   "How the cache reaches each --ctx depth: random (default; random K/V rows stored through the KV "
                   "method, no model run, so 8K-32K rows take seconds; prefill is then timed on --prefill-tokens) or "

@@ -29,7 +29,7 @@ namespace {
 struct ChatOptions {
   EngineParams engine;
   GenerateParams gen;
-  std::string kv_budget = "2G";
+  std::string kv_budget = kKvBudgetAuto;  // the one default rule: tools/kv_flags.h
   std::string system_prompt;
   std::vector<std::string> images, videos;  // attached to the first message
   int32_t frames = 0;

@@ -56,7 +56,7 @@ struct EvalOptions {
   std::string text_path;
   std::string vqa_path;
   std::string out_dir;
-  std::string kv_budget = "1G";
+  std::string kv_budget = kKvBudgetAuto;  // the one default rule: tools/kv_flags.h
   int64_t prefill = 64;
   int64_t step = 1;
   int64_t max_tokens = 0;   // text tokens evaluated (0: the model's context)
@@ -573,7 +573,7 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
       ->capture_default_str();
   app->add_option("--max-answer", o->max_answer, "Greedy answer tokens per VQA item")->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per method")->capture_default_str();
+  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per method (" + kv_budget_auto_help() + ")")->capture_default_str();
   add_param_flags(*app, o->engine, {"n_threads", "exact_matmul"});
   app->add_flag("--reference-exact", o->reference_exact,
                 "Reference run with exact f32 matmuls (the methods keep --exact-matmul's setting): the f16 row "

@@ -28,7 +28,7 @@ struct RunOptions {
   GenerateParams gen;
   std::string prompt;
   std::string prompt_file;
-  std::string kv_budget = "2G";
+  std::string kv_budget = kKvBudgetAuto;  // the one default rule: tools/kv_flags.h
   std::vector<std::string> images;
   std::vector<std::string> videos;
   int32_t frames = 0;

@@ -33,7 +33,7 @@ struct ServeOptions {
   std::string backend_kind = "auto";
   std::string kv = "f16";
   std::string kv_allow;
-  std::string kv_budget = "2G";
+  std::string kv_budget = kKvBudgetAuto;  // the one default rule: tools/kv_flags.h
   std::string cache_budget = "1G";
   std::string redis;                    // HOST:PORT ("": no shared store)
   int64_t redis_ttl_s = 3600;
@@ -283,7 +283,7 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--kv-allow", o->kv_allow,
                   "KV methods a request may pick with \"kv\" (comma-separated; --kv is always allowed). --backend "
                   "batch: all in one pool; sessions: one model instance per method, each with its own --kv-budget");
-  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget (e.g. 512M, 4G): the pool every request shares (--backend sessions: per KV method)")
+  app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget (e.g. 512M, 4G; " + kv_budget_auto_help() + "): the pool every request shares (--backend sessions: per KV method)")
       ->capture_default_str();
   app->add_option("--cache-budget", o->cache_budget,
                   "Prefix cache (--backend batch): KV of earlier prompts' prefixes kept by content (tokens, image "

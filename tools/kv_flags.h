@@ -3,8 +3,11 @@
 // the checks below turn bad values into one error line naming the flag (exit status 2).
 #pragma once
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,9 +55,32 @@ inline std::vector<std::string> split_kv_method_list(const std::string& list) {
   return out;
 }
 
+// Every command's default --kv-budget: half of this machine's physical memory. The pool takes
+// pages as sequences grow, so the budget is a ceiling on the cache, not an allocation.
+inline constexpr const char* kKvBudgetAuto = "auto";
+inline uint64_t auto_kv_budget_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 2ull << 30;  // unknown: the library's default
+  return (static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2) >> 20 << 20;
+}
+inline std::string kv_budget_auto_help() {
+  char b[96];
+  std::snprintf(b, sizeof b, "auto: half of this machine's memory, %.1f GiB here",
+                static_cast<double>(auto_kv_budget_bytes()) / (1ull << 30));
+  return b;
+}
+// The flag as typed, with what "auto" came to: for messages and report headers.
+inline std::string kv_budget_text(const std::string& budget) {
+  if (budget != kKvBudgetAuto) return budget;
+  char b[64];
+  std::snprintf(b, sizeof b, "auto (%.1f GiB)", static_cast<double>(auto_kv_budget_bytes()) / (1ull << 30));
+  return b;
+}
+
 inline void add_kv_flags(CLI::App& app, std::string& method, std::string& budget) {
   app.add_option("--kv", method, kv_method_help(false))->capture_default_str();
-  app.add_option("--kv-budget", budget, "KV cache memory budget (e.g. 512M, 4G); at least one " + kv_page_size_text() +
+  app.add_option("--kv-budget", budget, "KV cache memory budget (e.g. 512M, 4G; " + kv_budget_auto_help() +
+                                        "); at least one " + kv_page_size_text() +
                                         " page per K/V stream of every layer and kv head")
       ->capture_default_str();
 }
@@ -69,6 +95,7 @@ inline Status check_kv_method_flag(const std::string& method, const char* flag =
 }
 
 inline Result<uint64_t> parse_kv_budget_flag(const std::string& budget) {
+  if (budget == kKvBudgetAuto) return auto_kv_budget_bytes();
   Result<uint64_t> b = parse_byte_size(budget);
   if (!b.is_ok()) return invalid_argument("--kv-budget '" + budget + "': " + b.status().message());
   if (*b < kKvPageBytes)
@@ -81,7 +108,7 @@ inline Result<uint64_t> parse_kv_budget_flag(const std::string& budget) {
 inline Status check_kv_budget_for_model(uint64_t budget, const std::string& budget_text, const ModelInfo& info) {
   const uint64_t pages = 2ull * static_cast<uint64_t>(info.n_layers) * static_cast<uint64_t>(info.n_kv_heads);
   if (budget < pages * kKvPageBytes)
-    return invalid_argument("--kv-budget '" + budget_text + "' holds " + std::to_string(budget / kKvPageBytes) +
+    return invalid_argument("--kv-budget '" + kv_budget_text(budget_text) + "' holds " + std::to_string(budget / kKvPageBytes) +
                             " pages of " + kv_page_size_text() + "; this model needs at least " + std::to_string(pages) + " (" +
                             std::to_string((pages * kKvPageBytes + 1023) >> 10) + " KiB) for its first token");
   return Status::ok();
