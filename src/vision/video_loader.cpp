@@ -76,10 +76,10 @@ class FrameSampler {
   Result<Image> next() {
     if (served_ >= n_planned())
       return invalid_argument(path_ + ": no frame left (" + std::to_string(n_planned()) + " planned)");
-    while (ready_.empty() && !done()) {
+    while (pending_ == 0 && !done()) {
       // Frames the decoder holds first: a packet is sent only once it asks for input.
       VLKV_RETURN_IF_ERROR(drain());
-      if (!ready_.empty() || done()) break;
+      if (pending_ > 0 || done()) break;
       if (!eof_) {
         VLKV_RETURN_IF_ERROR(send_next_packet());
         continue;
@@ -88,13 +88,12 @@ class FrameSampler {
       // last frame is the one shown then and serves them, so every plan is filled and
       // probe_video's count is the frames returned.
       if (!last_.valid()) return invalid_file(path_ + ": no video frame could be decoded");
-      ready_.push_back(last_);
+      ++pending_;
       ++next_;
     }
-    Image out = std::move(ready_.front());
-    ready_.erase(ready_.begin());
+    --pending_;
     ++served_;
-    return out;
+    return last_;  // a copy: last_ may serve the next sample times too
   }
 
  private:
@@ -209,7 +208,8 @@ class FrameSampler {
 
   bool done() const { return next_ >= targets_.size(); }
 
-  // Decoded frames into ready_ for the sample times they serve.
+  // Decodes until a frame serves sample times (counted in pending_; it is last_) or the
+  // decoder needs input.
   Status drain() {
     AVFrame* frame = frame_.get();
     for (;;) {
@@ -225,11 +225,11 @@ class FrameSampler {
           VLKV_RETURN_IF_ERROR(convert(frame));
           taken = true;
         }
-        ready_.push_back(last_);
+        ++pending_;
         ++next_;
       }
       av_frame_unref(frame);
-      if (done() || !ready_.empty()) return Status::ok();
+      if (done() || pending_ > 0) return Status::ok();
     }
   }
 
@@ -277,7 +277,8 @@ class FrameSampler {
   std::unique_ptr<AVPacket, PacketFreer> pkt_;
   std::unique_ptr<AVFrame, FrameFreer> frame_;
   Image last_;                    // the last converted frame (serves later sample times)
-  std::vector<Image> ready_;      // taken for sample times, not yet returned
+  int64_t pending_ = 0;           // sample times last_ serves that next() has not returned yet:
+                                  // a count, not copies (a high --fps repeats one frame many times)
   std::vector<uint8_t> scratch_;  // [out_h, stride] padded RGB24 rows for sws_scale
 };
 
