@@ -17,23 +17,22 @@ const FeedSegment* PromptLayout::segment_at(int64_t i) const {
 DecoderInput PromptLayout::rows(int64_t begin, int64_t n) const {
   const FeedSegment* sg = segment_at(begin);
   VLKV_CHECK_MSG(sg && n > 0 && begin + n <= sg->end, "decoder rows must lie in one prompt segment");
-  VLKV_CHECK_MSG(!sg->media || sg->embeddings, "media rows must be encoded before they are fed");
-  return rows(begin, n, sg->embeddings, sg->similarity.empty() ? nullptr : sg->similarity.data());
+  return rows(*sg, begin, n, sg->embeddings, sg->similarity.empty() ? nullptr : sg->similarity.data());
 }
 
-DecoderInput PromptLayout::rows(int64_t begin, int64_t n, const float* embeddings, const float* similarity) const {
-  const FeedSegment* sg = segment_at(begin);
-  VLKV_CHECK_MSG(sg && n > 0 && begin + n <= sg->end, "decoder rows must lie in one prompt segment");
-  VLKV_CHECK_MSG(!sg->media || embeddings, "media rows must be encoded before they are fed");
-  const int64_t off = begin - sg->begin;  // within the segment
+DecoderInput PromptLayout::rows(const FeedSegment& sg, int64_t begin, int64_t n, const float* embeddings,
+                                const float* similarity) const {
+  VLKV_CHECK_MSG(n > 0 && begin >= sg.begin && begin + n <= sg.end, "decoder rows must lie in one prompt segment");
+  VLKV_CHECK_MSG(!sg.media || embeddings, "media rows must be encoded before they are fed");
+  const int64_t off = begin - sg.begin;  // within the segment
   const size_t at = static_cast<size_t>(begin);
   DecoderInput in;
   in.n_tokens = n;
-  if (sg->media) in.embeddings = embeddings + off * n_embd_inp;
+  if (sg.media) in.embeddings = embeddings + off * n_embd_inp;
   else in.tokens = tokens.data() + at;
-  if (!sg->mrope.empty()) in.mrope_positions = sg->mrope.data() + off * 3;
+  if (!sg.mrope.empty()) in.mrope_positions = sg.mrope.data() + off * 3;
   if (similarity) in.visual_similarity = similarity + off;
-  in.non_causal = sg->non_causal;
+  in.non_causal = sg.non_causal;
   in.positions = positions.data() + at;
   in.kinds = kinds.data() + at;
   return in;

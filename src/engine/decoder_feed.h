@@ -42,9 +42,11 @@ struct PromptLayout {
   // Rows [begin, begin + n) as decoder input: views into this layout. The range must lie in
   // one segment (checked).
   DecoderInput rows(int64_t begin, int64_t n) const;
-  // The same for an unencoded media segment whose rows are given: its segment's rows from
-  // `embeddings` ([rows of the segment, n_embd_inp]) and `similarity` (may be null).
-  DecoderInput rows(int64_t begin, int64_t n, const float* embeddings, const float* similarity) const;
+  // The same within segment sg (one of this layout's, holding the range) with its media rows
+  // given: `embeddings` ([rows of the segment, n_embd_inp]; an unencoded segment's, e.g. from a
+  // StreamedMediaEncoder) and `similarity` (may be null).
+  DecoderInput rows(const FeedSegment& sg, int64_t begin, int64_t n, const float* embeddings,
+                    const float* similarity) const;
 };
 
 // InvalidArgument naming the first id outside [0, n_vocab) (the decoder's own message).

@@ -120,7 +120,7 @@ Status Session::feed(const PromptLayout& layout, bool all_logits, std::vector<fl
     std::lock_guard<std::mutex> lock(engine_->forward_mutex);
     for (int64_t begin = sg.begin; begin < sg.end; begin += n_batch) {
       const int64_t n = std::min(sg.end - begin, n_batch);
-      DecoderInput in = from_stream ? layout.rows(begin, n, given.embeddings, given.similarity) : layout.rows(begin, n);
+      DecoderInput in = from_stream ? layout.rows(sg, begin, n, given.embeddings, given.similarity) : layout.rows(begin, n);
       if (observer_) in.observer = &observer_;
       const LogitsMode mode = !logits ? LogitsMode::kNone
                               : all_logits ? LogitsMode::kAll

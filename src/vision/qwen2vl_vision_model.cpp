@@ -30,8 +30,8 @@ class Qwen2VlVisionModel final : public QwenMergerVisionModel<Qwen2VlProjector> 
  public:
   using QwenMergerVisionModel::QwenMergerVisionModel;
 
+  bool video_frames_independent() const override { return false; }  // frames paired into temporal patches
   // N frames: ceil(N / 2) temporal patches of the first frame's grid, in one run.
-  bool video_frames_independent() const override { return false; }  // frames paired or refused
   Result<MediaEmbedding> layout_video(int64_t n_frames, int32_t width, int32_t height) const override {
     if (n_frames <= 0) return invalid_argument("a video with no frames");
     return layout_groups((n_frames + 1) / 2, width, height);

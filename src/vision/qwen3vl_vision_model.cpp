@@ -15,7 +15,7 @@ class Qwen3VlVisionModel final : public QwenMergerVisionModel<Qwen3VlProjector> 
  public:
   using QwenMergerVisionModel::QwenMergerVisionModel;
 
-  bool video_frames_independent() const override { return false; }  // frames paired or refused
+  bool video_frames_independent() const override { return false; }  // videos refused
   Result<MediaEmbedding> layout_video(int64_t, int32_t, int32_t) const override { return video_refused(); }
   Result<MediaEmbedding> encode_video(const std::vector<Image>&, ThreadPool&, const VisionProgress&) const override {
     return video_refused();

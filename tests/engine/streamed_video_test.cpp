@@ -62,6 +62,21 @@ Outcome run(Engine& e, MediaItem item, int n_answer) {
   return o;
 }
 
+// The clip opened as a stream of n_frames uniform samples, in a MediaItem (an empty item when
+// it cannot be opened: the caller's ASSERT on item.stream fails).
+MediaItem streamed_item(const std::string& clip, int n_frames) {
+  VideoSampling sampling;
+  sampling.n_frames = n_frames;
+  Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(clip, sampling);
+  EXPECT_TRUE(stream.is_ok()) << stream.status().message();
+  MediaItem m;
+  m.is_video = true;
+  if (!stream.is_ok()) return m;
+  m.fps = (*stream)->info().fps;
+  m.stream = std::move(stream).value();
+  return m;
+}
+
 void expect_same(Engine& e, const std::string& clip, int n_frames) {
   VideoSampling sampling;
   sampling.n_frames = n_frames;
@@ -69,13 +84,9 @@ void expect_same(Engine& e, const std::string& clip, int n_frames) {
   Result<std::vector<Image>> frames = load_video(clip, sampling, {}, &rate);
   ASSERT_TRUE(frames.is_ok()) << frames.status().message();
   const Outcome whole = run(e, MediaItem{std::move(frames).value(), true, rate}, 4);
-  Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(clip, sampling);
-  ASSERT_TRUE(stream.is_ok()) << stream.status().message();
-  MediaItem streamed;
-  streamed.is_video = true;
-  streamed.fps = (*stream)->info().fps;
+  MediaItem streamed = streamed_item(clip, n_frames);
+  ASSERT_TRUE(streamed.stream);
   EXPECT_DOUBLE_EQ(streamed.fps, rate);
-  streamed.stream = std::move(stream).value();
   std::shared_ptr<VideoStream> kept = streamed.stream;
   const Outcome s = run(e, std::move(streamed), 4);
   EXPECT_EQ(kept->n_read(), n_frames) << "every planned frame read, once";
@@ -130,13 +141,8 @@ TEST(StreamedVideo, AStreamIsReadOnce) {
   const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
   std::unique_ptr<Engine> e = load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", "f16");
   ASSERT_TRUE(e);
-  VideoSampling sampling;
-  sampling.n_frames = 2;
-  Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(clip, sampling);
-  ASSERT_TRUE(stream.is_ok());
-  MediaItem m;
-  m.is_video = true;
-  m.stream = std::move(stream).value();
+  const MediaItem m = streamed_item(clip, 2);
+  ASSERT_TRUE(m.stream);
   const Prompt prompt = e->user_prompt("Q", {m}, true);
   Outcome first = run(*e, m, 1);
   EXPECT_GT(first.n_visual, 0);
@@ -154,13 +160,8 @@ TEST(StreamedVideo, TheSchedulerRefusesAStream) {
   const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
   std::unique_ptr<Engine> e = load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", "f16");
   ASSERT_TRUE(e);
-  VideoSampling sampling;
-  sampling.n_frames = 2;
-  Result<std::unique_ptr<VideoStream>> stream = VideoStream::open(clip, sampling);
-  ASSERT_TRUE(stream.is_ok());
-  MediaItem m;
-  m.is_video = true;
-  m.stream = std::move(stream).value();
+  const MediaItem m = streamed_item(clip, 2);
+  ASSERT_TRUE(m.stream);
   Result<PreparedPrompt> p = e->prepare_prompt(e->user_prompt("Q", {m}, true), true);
   ASSERT_TRUE(p.is_ok()) << p.status().message();
   auto sched = Scheduler::create(*e);
