@@ -30,6 +30,54 @@ def f32(t):
     return t.detach().cpu().numpy().astype(np.float32)
 
 
+def text_tensor_names(c):
+    """(GGUF tensor name, state-dict key) of the text model, in file order."""
+    out = [("token_embd.weight", "tok_embd.weight")]
+    for i in range(c.n_layers):
+        for dst, src in (("attn_norm", "attn_norm"), ("attn_q", "wq"), ("attn_k", "wk"), ("attn_v", "wv"),
+                         ("attn_output", "wo"), ("ffn_norm", "ffn_norm"), ("ffn_gate", "gate"), ("ffn_up", "up"),
+                         ("ffn_down", "down")):
+            out.append(("blk.%d.%s.weight" % (i, dst), "blocks.%d.%s.weight" % (i, src)))
+    return out + [("output_norm.weight", "norm.weight"), ("output.weight", "output.weight")]
+
+
+def mmproj_tensor_names(c):
+    """(GGUF tensor name, state-dict key) of the mmproj, in file order."""
+    v = "vision."
+    out = [("v.patch_embd.weight", v + "patch.weight"), ("v.patch_embd.bias", v + "patch.bias"),
+           ("v.position_embd.weight", v + "pos"), ("v.pre_ln.weight", v + "pre_ln.weight"),
+           ("v.pre_ln.bias", v + "pre_ln.bias")]
+    for i in range(c.v_layers):
+        for dst, src in (("attn_q", "q"), ("attn_k", "k"), ("attn_v", "v"), ("attn_out", "out"), ("ffn_up", "up"),
+                         ("ffn_down", "down"), ("ln1", "ln1"), ("ln2", "ln2")):
+            for part in ("weight", "bias"):
+                out.append(("v.blk.%d.%s.%s" % (i, dst, part), v + "blocks.%d.%s.%s" % (i, src, part)))
+    return out + [("v.post_ln.weight", v + "post_ln.weight"), ("v.post_ln.bias", v + "post_ln.bias"),
+                  ("mm.0.weight", v + "mm0.weight"), ("mm.0.bias", v + "mm0.bias"),
+                  ("mm.2.weight", v + "mm2.weight"), ("mm.2.bias", v + "mm2.bias")]
+
+
+def import_pair(text_path, mmproj_path=None):
+    """The inverse of export: (Config, state dict of the exported tensors) from a shipped pair, so a
+    later run can continue training from models/tinyvideo*.gguf (the training-only auxiliary heads
+    are not in the files and start afresh)."""
+    mmproj_path = mmproj_path or text_path[:-len(".gguf")] + "-mmproj.gguf"
+    tm, tt = g.read(text_path)
+    mm, mt = g.read(mmproj_path)
+    u = lambda meta, k: meta[k][1]  # noqa: E731
+    c = Config(image_size=u(mm, "clip.vision.image_size"), patch_size=u(mm, "clip.vision.patch_size"),
+               v_embd=u(mm, "clip.vision.embedding_length"), v_layers=u(mm, "clip.vision.block_count"),
+               v_heads=u(mm, "clip.vision.attention.head_count"), v_ff=u(mm, "clip.vision.feed_forward_length"),
+               n_vocab=u(tm, "llama.vocab_size"), n_embd=u(tm, "llama.embedding_length"),
+               n_layers=u(tm, "llama.block_count"), n_head=u(tm, "llama.attention.head_count"),
+               n_head_kv=u(tm, "llama.attention.head_count_kv"), n_ff=u(tm, "llama.feed_forward_length"),
+               rope_base=u(tm, "llama.rope.freq_base"), eps=u(tm, "llama.attention.layer_norm_rms_epsilon"),
+               n_ctx=u(tm, "llama.context_length"))
+    sd = {key: torch.from_numpy(tt[name].astype(np.float32)) for name, key in text_tensor_names(c)}
+    sd.update({key: torch.from_numpy(mt[name].astype(np.float32)) for name, key in mmproj_tensor_names(c)})
+    return c, sd
+
+
 def text_model(sd, c, name, vocab_meta):
     meta = [
         ("general.architecture", g.STRING, "llama"),
@@ -60,14 +108,7 @@ def text_model(sd, c, name, vocab_meta):
         ("tokenizer.ggml.add_space_prefix", g.BOOL, True),
         ("tokenizer.chat_template", g.STRING, CHAT_TEMPLATE),
     ]
-    tensors = [("token_embd.weight", f32(sd["tok_embd.weight"]))]
-    for i in range(c.n_layers):
-        p = "blocks.%d." % i
-        for dst, src in (("attn_norm", "attn_norm"), ("attn_q", "wq"), ("attn_k", "wk"), ("attn_v", "wv"),
-                         ("attn_output", "wo"), ("ffn_norm", "ffn_norm"), ("ffn_gate", "gate"), ("ffn_up", "up"),
-                         ("ffn_down", "down")):
-            tensors.append(("blk.%d.%s.weight" % (i, dst), f32(sd[p + src + ".weight"])))
-    tensors += [("output_norm.weight", f32(sd["norm.weight"])), ("output.weight", f32(sd["output.weight"]))]
+    tensors = [(name, f32(sd[key])) for name, key in text_tensor_names(c)]
     return meta, tensors
 
 
@@ -96,19 +137,7 @@ def mmproj(sd, c, name):
         ("clip.vision.feature_layer", g.ARRAY, (g.INT32, [c.v_layers])),
         ("clip.use_gelu", g.BOOL, True),
     ]
-    v = "vision."
-    tensors = [("v.patch_embd.weight", f32(sd[v + "patch.weight"])), ("v.patch_embd.bias", f32(sd[v + "patch.bias"])),
-               ("v.position_embd.weight", f32(sd[v + "pos"])),
-               ("v.pre_ln.weight", f32(sd[v + "pre_ln.weight"])), ("v.pre_ln.bias", f32(sd[v + "pre_ln.bias"]))]
-    for i in range(c.v_layers):
-        p = v + "blocks.%d." % i
-        for dst, src in (("attn_q", "q"), ("attn_k", "k"), ("attn_v", "v"), ("attn_out", "out"), ("ffn_up", "up"),
-                         ("ffn_down", "down"), ("ln1", "ln1"), ("ln2", "ln2")):
-            for part in ("weight", "bias"):
-                tensors.append(("v.blk.%d.%s.%s" % (i, dst, part), f32(sd[p + src + "." + part])))
-    tensors += [("v.post_ln.weight", f32(sd[v + "post_ln.weight"])), ("v.post_ln.bias", f32(sd[v + "post_ln.bias"])),
-                ("mm.0.weight", f32(sd[v + "mm0.weight"])), ("mm.0.bias", f32(sd[v + "mm0.bias"])),
-                ("mm.2.weight", f32(sd[v + "mm2.weight"])), ("mm.2.bias", f32(sd[v + "mm2.bias"]))]
+    tensors = [(name, f32(sd[key])) for name, key in mmproj_tensor_names(c)]
     return meta, tensors
 
 

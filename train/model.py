@@ -186,8 +186,10 @@ class TinyVideo(nn.Module):
         self.blocks = nn.ModuleList(DecoderBlock(c) for _ in range(c.n_layers))
         self.norm = RMSNorm(c.n_embd, c.eps)
         self.output = nn.Linear(c.n_embd, c.n_vocab, bias=False)
-        # training only (not exported): per patch, which shape and colour is in its cell
+        # training only (not exported): per patch, which shape and colour is in its cell, and which
+        # cell it is (where_first / left_of need the cell; nothing else made the projector keep it)
         self.aux_head = nn.Linear(c.n_embd, 1 + 4 * 5)
+        self.aux_cell_head = nn.Linear(c.n_embd, 16)
         self.apply(self._init)
 
     @staticmethod

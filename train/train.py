@@ -4,8 +4,8 @@
 Each step draws videos of one length N (same prompt layout, so they batch without padding), packs
 several questions after each video's frames (each question reads the frames and itself, with
 positions continuing after the frames, exactly what inference sees), and minimises the
-cross-entropy of the answer tokens and </s>, plus an auxiliary per-patch loss (which shape and
-colour is in each cell; training only, not exported). Data of step s comes from
+cross-entropy of the answer tokens and </s>, plus auxiliary per-patch losses (which shape and
+colour is in each cell, and which cell it is; training only, not exported). Data of step s comes from
 default_rng([seed, 0, s]), so a resumed run sees the same stream as an uninterrupted one.
 
   /usr/bin/python3 train/train.py --out runs/tv --seed 1 --schedule 8:800,16:600,32:400,64:300,128:250,168:150
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import video_data as vd  # noqa: E402
+import export_gguf  # noqa: E402
 from model import Config, TinyVideo  # noqa: E402
 from spm_tokenizer import Tokenizer  # noqa: E402
 
@@ -128,6 +129,8 @@ def forward_loss(model, batch, aux_weight, block):
                    batch["q_mask"], block)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["targets"].reshape(-1), ignore_index=-100)
     aux = F.cross_entropy(model.aux_head(proj).reshape(-1, vd.N_CLASSES), batch["labels"].reshape(-1))
+    cells = torch.arange(proj.shape[1]).expand(proj.shape[0], -1)  # patch i of a frame is cell i
+    aux = aux + F.cross_entropy(model.aux_cell_head(proj).reshape(-1, proj.shape[1]), cells.reshape(-1))
     return loss + aux_weight * aux, loss, aux, logits
 
 
@@ -224,6 +227,9 @@ def main(argv=None):
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this much wall time")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--resume", action="store_true", help="continue from OUT/ckpt.pt")
+    ap.add_argument("--init-gguf", default="",
+                    help="start from an exported pair (NAME.gguf beside NAME-mmproj.gguf, e.g. models/tinyvideo.gguf):"
+                         " its weights, a fresh optimizer and auxiliary heads, this run's schedule from step 0")
     ap.add_argument("--vocab", default=DEFAULT_VOCAB, help="GGUF whose tokenizer is used (stories260K)")
     ap.add_argument("--n-embd", type=int, default=256)
     ap.add_argument("--n-layers", type=int, default=8)
@@ -244,6 +250,8 @@ def main(argv=None):
             sys.exit("--resume: no checkpoint at " + ckpt_path)
         state = torch.load(ckpt_path)
         cfg = Config(**state["config"])
+    elif args.init_gguf:
+        cfg, init_sd = export_gguf.import_pair(args.init_gguf)
     else:
         longest = max(f for f, _ in schedule)
         n_ctx = (vd.n_prompt_tokens(tok, longest, "x" * 60) + 32 + 255) // 256 * 256
@@ -260,8 +268,13 @@ def main(argv=None):
         opt.load_state_dict(state["opt"])
         step = state["step"]
         print("resumed at step %d" % step, flush=True)
+    elif args.init_gguf:
+        missing, unexpected = model.load_state_dict(init_sd, strict=False)
+        if unexpected or any(not k.startswith("aux_") for k in missing):
+            sys.exit("--init-gguf: the pair does not match the model (missing %s, unexpected %s)" % (missing, unexpected))
+        print("started from the weights of " + args.init_gguf, flush=True)
     print("model: %d parameters (%d vision + projector), config %s" % (
-        model.n_params() - sum(p.numel() for p in model.aux_head.parameters()),
+        model.n_params() - sum(p.numel() for h in (model.aux_head, model.aux_cell_head) for p in h.parameters()),
         sum(p.numel() for p in model.vision.parameters()), cfg.to_dict()), flush=True)
     val_sets = make_val_set(1001, args.val_per_length, [int(x) for x in args.val_lengths.split(",") if x])
     log = open(os.path.join(args.out, "log.jsonl"), "a")

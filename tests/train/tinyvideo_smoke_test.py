@@ -113,6 +113,25 @@ def main():
     model = os.path.join(work, "tinyvideo-smoke.gguf")
     mmproj = os.path.join(work, "tinyvideo-smoke-mmproj.gguf")
 
+    # A shipped pair is where the next run starts (--init-gguf): the import gives back every
+    # exported tensor bit for bit, and a run from it starts where the checkpoint's loss was.
+    import export_gguf
+    import torch
+    _, imported = export_gguf.import_pair(model)
+    trained = torch.load(os.path.join(run_dir, "ckpt.pt"))["model"]
+    if not all(torch.equal(imported[k], trained[k]) for k in imported) or \
+            not all(k.startswith("aux_") for k in set(trained) - set(imported)):
+        fail("import_pair does not give back the exported weights")
+    init_dir = os.path.join(work, "init")
+    if os.path.exists(os.path.join(init_dir, "log.jsonl")):
+        os.unlink(os.path.join(init_dir, "log.jsonl"))
+    subprocess.run(common[:3] + [init_dir] + common[4:] + ["--init-gguf", model, "--max-steps", "1"],
+                   check=True, timeout=120)
+    first = [json.loads(x) for x in open(os.path.join(init_dir, "log.jsonl")) if '"loss"' in x][0]
+    if not first["loss"] < steps[0]["loss"]:
+        fail("a run from the exported pair starts at loss %s, a fresh one at %s" % (first["loss"], steps[0]["loss"]))
+    print("init from the exported pair: step 1 loss %s (fresh %s)" % (first["loss"], steps[0]["loss"]))
+
     import numpy as np
     rng = np.random.default_rng([7, 9, 100])
     v = vd.make_video(rng, 16)
