@@ -46,7 +46,7 @@ constexpr const char* kMethodology =
     "accuracy = exact match of the method's greedy answer (leading space stripped) with `answer`; KL and top-1 "
     "over the positions of the f16 cache's greedy answer, teacher-forced; decode tok/s over the greedy answers' "
     "steps. Items of several lengths (`n_frames`) or types (`type`) get an accuracy table per length and per "
-    "type (--out: breakdown.csv, accuracy_vs_frames.svg). "
+    "type (--out: breakdown.csv, accuracy_vs_frames.svg, answers.csv; --answers prints each item's answers). "
     "bits/elem: the method's steady-state stored bits per K/V element incl. metadata; KV vs f16: bits/16 "
     "(steady state); KV@n vs f16: exact bytes at the evaluated length incl. full-precision windows.";
 
@@ -61,6 +61,7 @@ struct EvalOptions {
   int64_t step = 1;
   int64_t max_tokens = 0;   // text tokens evaluated (0: the model's context)
   int64_t vqa_limit = 0;    // items (0: all)
+  bool show_answers = false;  // VQA: print every item's answer by every method
   int64_t max_answer = 64;  // greedy answer tokens (tinyvlm-shapes descriptions need up to ~40)
   bool json = false;
   // The reference run with exact f32 matmuls while the methods keep o.engine.exact_matmul: the
@@ -120,6 +121,7 @@ struct Row {
   double decode_tok_s = NAN;  // VQA: greedy answer tokens per second of decode steps
   int64_t n_positions = 0, n_items = 0;
   std::vector<VqaGroupRow> groups;  // VQA: per length and per question type
+  std::vector<std::string> answers; // VQA: the greedy answer per item
 };
 
 struct TextCase {
@@ -308,7 +310,9 @@ Result<Row> eval_method(const EvalOptions& o, const std::string& method, const I
         sc.decode_seconds = greedy.decode_seconds;
         sc.decode_tokens = greedy.decode_tokens;
       }
-      sc.correct = answer_text(e, ans) == in.items[i].answer;
+      sc.answer = answer_text(e, ans);
+      sc.correct = sc.answer == in.items[i].answer;
+      row.answers.push_back(sc.answer);
       correct += sc.correct;
       decode_seconds += sc.decode_seconds;
       decode_tokens += sc.decode_tokens;
@@ -537,11 +541,23 @@ int eval(const EvalOptions& o_in) {
     if (vqa_items_vary_in_length(in.items)) std::printf("\n%s", vqa_accuracy_matrix(groups, "n_frames").c_str());
     if (typed) std::printf("\n%s", vqa_accuracy_matrix(groups, "type").c_str());
   }
+  std::vector<std::string> answered_methods;
+  std::vector<std::vector<std::string>> answers;
+  for (const Row& r : rows)
+    if (r.refused.empty()) {
+      answered_methods.push_back(r.method);
+      answers.push_back(r.answers);
+    }
+  if (vqa && o.show_answers && !o.json)
+    std::printf("\nanswers\n%s", vqa_answer_table(in.items, answered_methods, answers).c_str());
   if (!o.out_dir.empty()) {
     const std::string title = "vlkv eval: " + model + (vqa ? " (VQA answers)" : " (teacher-forced text)");
     if (Status st = write_out(o.out_dir, rows, model, ppl_f16, title); !st.is_ok()) return report_error(st);
-    if (vqa)
+    if (vqa) {
       if (Status st = write_vqa_breakdown(o.out_dir, model, groups); !st.is_ok()) return report_error(st);
+      if (Status st = write_vqa_answers(o.out_dir, model, in.items, answered_methods, answers); !st.is_ok())
+        return report_error(st);
+    }
   }
   return kExitOk;
 }
@@ -571,6 +587,8 @@ void add_eval_command(CLI::App& root, std::vector<Command>& commands) {
       ->check(CLI::Range(0, 1 << 24))->capture_default_str();
   app->add_option("--vqa-limit", o->vqa_limit, "VQA items evaluated (0: all)")->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
+  app->add_flag("--answers", o->show_answers, "VQA: print each item's question, expected answer and every method's "
+                                              "answer (--out writes them to answers.csv either way)");
   app->add_option("--max-answer", o->max_answer, "Greedy answer tokens per VQA item")->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app->add_option("--kv-budget", o->kv_budget, "KV cache memory budget per method (" + kv_budget_auto_help() + ")")->capture_default_str();

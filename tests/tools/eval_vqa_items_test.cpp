@@ -109,9 +109,11 @@ TEST(EvalVqaItems, FramesItemsGetPerLengthAndPerTypeTables) {
   const std::string out = dir + "/out";
   const auto r = testing_cli::run_cli({"eval", "-m", models + "tinyvlm-shapes.gguf", "--mmproj",
                                        models + "tinyvlm-shapes-mmproj.gguf", "--vqa", items, "--kv", "f16,kivi2",
-                                       "--max-answer", "8", "--out", out, "-t", "2"});
+                                       "--max-answer", "8", "--out", out, "-t", "2", "--answers"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("accuracy by frames (items)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#1 count: How many shapes are there?  (expected: one)\n   f16 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#3 count, 2 frames: How many shapes are there?  (expected: two)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("accuracy by type (items)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tok/s"), std::string::npos) << r.out;
   // breakdown.csv: per method, groups 1 and 2 (frames) and count / describe (type), 2 items each.
@@ -142,6 +144,31 @@ TEST(EvalVqaItems, FramesItemsGetPerLengthAndPerTypeTables) {
   const std::string svg = read_all(out + "/accuracy_vs_frames.svg");
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
   EXPECT_NE(svg.find(">kivi2<"), std::string::npos);
+  // answers.csv: every method's answer to every item, `correct` as exact match, summing to the
+  // method's accuracy in results.csv.
+  std::map<std::string, int> right, rows_seen;
+  std::stringstream answers(read_all(out + "/answers.csv"));
+  std::getline(answers, line);
+  EXPECT_EQ(line, "model,method,item,line,n_frames,type,question,expected,answer,correct");
+  while (std::getline(answers, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 10u) << line;
+    EXPECT_EQ(f[9], f[8] == f[7] ? "1" : "0") << line;
+    right[f[1]] += f[9] == "1";
+    ++rows_seen[f[1]];
+  }
+  std::stringstream results(read_all(out + "/results.csv"));
+  std::getline(results, line);
+  while (std::getline(results, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    ASSERT_GE(f.size(), 12u) << line;
+    EXPECT_EQ(rows_seen[f[1]], 4) << line;
+    EXPECT_DOUBLE_EQ(std::stod(f[11]), right[f[1]] / 4.0) << line;
+  }
   std::filesystem::remove_all(dir);
 }
 

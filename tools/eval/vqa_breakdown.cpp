@@ -182,4 +182,42 @@ Status write_vqa_breakdown(const std::string& dir, const std::string& model, con
   return Status::ok();
 }
 
+std::string vqa_answer_table(const std::vector<VqaItem>& items, const std::vector<std::string>& methods,
+                             const std::vector<std::vector<std::string>>& answers, size_t width) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const VqaItem& it = items[i];
+    out += "#" + std::to_string(i + 1) + (it.type.empty() ? "" : " " + it.type) +
+           (it.n_frames > 1 ? ", " + std::to_string(it.n_frames) + " frames" : "") + ": " + it.question +
+           "  (expected: " + it.answer + ")\n";
+    std::string line = "   ";
+    for (size_t m = 0; m < methods.size(); ++m) {
+      const std::string& a = i < answers[m].size() ? answers[m][i] : std::string();
+      const std::string cell = methods[m] + " " + (a.empty() ? "(none)" : a) + (a == it.answer ? " ok" : " x");
+      if (line.size() > 3 && line.size() + 3 + cell.size() > width) {
+        out += line + "\n";
+        line = "   ";
+      }
+      line += (line.size() > 3 ? " | " : "") + cell;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+Status write_vqa_answers(const std::string& dir, const std::string& model, const std::vector<VqaItem>& items,
+                         const std::vector<std::string>& methods, const std::vector<std::vector<std::string>>& answers) {
+  std::ofstream csv(dir + "/answers.csv");
+  if (!csv) return invalid_argument("--out " + dir + ": cannot write answers.csv");
+  csv << "model,method,item,line,n_frames,type,question,expected,answer,correct\n";
+  for (size_t m = 0; m < methods.size(); ++m)
+    for (size_t i = 0; i < items.size() && i < answers[m].size(); ++i) {
+      const VqaItem& it = items[i];
+      csv << csv_field(model) << "," << csv_field(methods[m]) << "," << i << "," << it.line << "," << it.n_frames << ","
+          << csv_field(it.type) << "," << csv_field(it.question) << "," << csv_field(it.answer) << ","
+          << csv_field(answers[m][i]) << "," << (answers[m][i] == it.answer ? 1 : 0) << "\n";
+    }
+  return Status::ok();
+}
+
 }  // namespace vlkv::cli

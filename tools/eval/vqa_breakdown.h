@@ -21,6 +21,7 @@ struct VqaItemScore {
   double f16_bytes = 0;         // an f16 cache of the same tokens
   double decode_seconds = 0;    // the greedy answer's decode steps
   int64_t decode_tokens = 0;
+  std::string answer;           // the method's greedy answer (leading space stripped)
 };
 
 struct VqaGroupRow {
@@ -43,6 +44,16 @@ std::string vqa_accuracy_matrix(const std::vector<VqaGroupRow>& rows, const std:
 
 // breakdown.csv (every row) and accuracy_vs_frames.svg (one line per method) into dir.
 Status write_vqa_breakdown(const std::string& dir, const std::string& model, const std::vector<VqaGroupRow>& rows);
+
+// Each item's answer by every method (answers[m][i]: methods[m]'s on items[i]), for the terminal:
+// a line with the item's question and expected answer, then each method's answer marked right or
+// wrong, wrapped at `width` columns.
+std::string vqa_answer_table(const std::vector<VqaItem>& items, const std::vector<std::string>& methods,
+                             const std::vector<std::vector<std::string>>& answers, size_t width = 100);
+
+// answers.csv into dir: one row per item and method (id, n_frames, type, question, expected, answer, correct).
+Status write_vqa_answers(const std::string& dir, const std::string& model, const std::vector<VqaItem>& items,
+                         const std::vector<std::string>& methods, const std::vector<std::vector<std::string>>& answers);
 
 // The SVG alone: accuracy (%) against frames (log2 axis), one polyline per method.
 std::string accuracy_vs_frames_svg(const std::vector<VqaGroupRow>& rows, const std::string& title);
