@@ -78,7 +78,7 @@ def main():
         for _ in range(args.repeat):
             c0 = time.process_time()
             t0 = time.time()
-            loss, _, _, _ = tr.forward_loss(model, batch, 0.3, args.block)
+            loss = tr.forward_loss(model, batch, 0.3, args.block, 0.3)[0]
             opt.zero_grad()
             loss.backward()
             opt.step()

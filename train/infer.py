@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import video_data as vd  # noqa: E402
-from model import Config, TinyVideo  # noqa: E402
+from model import Config, TinyVideo, load_weights  # noqa: E402
 from spm_tokenizer import Tokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -137,7 +137,7 @@ def by_video(items):
 def load(ckpt):
     state = torch.load(ckpt, map_location="cpu")
     model = TinyVideo(Config(**state["config"]))
-    model.load_state_dict(state["model"])
+    load_weights(model, state["model"])
     model.eval()
     return model
 

@@ -190,6 +190,11 @@ class TinyVideo(nn.Module):
         # cell it is (where_first / left_of need the cell; nothing else made the projector keep it)
         self.aux_head = nn.Linear(c.n_embd, 1 + 4 * 5)
         self.aux_cell_head = nn.Linear(c.n_embd, 16)
+        # training only: from the decoder's last hidden state at each frame's last visual token, what
+        # a viewer keeping track knows so far (per shape: on screen 2, appearances 0..4 = 5; the
+        # shape that appeared last: 5) - dense supervision of the state the questions ask about,
+        # where the answers alone are one signal per ~40 tokens
+        self.aux_state_head = nn.Linear(c.n_embd, 4 * 2 + 4 * 5 + 5)
         self.apply(self._init)
 
     @staticmethod
@@ -199,7 +204,7 @@ class TinyVideo(nn.Module):
             if getattr(m, "bias", None) is not None:
                 nn.init.zeros_(m.bias)
 
-    def forward(self, ids, pos, image_embd, n_prefix, q_mask, block=512):
+    def forward(self, ids, pos, image_embd, n_prefix, q_mask, block=512, return_hidden=False):
         """ids [B, T] (-1 where a visual token goes), pos [B, T], image_embd [B, n_visual, n_embd]."""
         x = self.tok_embd(ids.clamp(min=0))
         is_img = ids < 0
@@ -208,7 +213,16 @@ class TinyVideo(nn.Module):
         cos, sin = rope_tables(pos, self.c.head_dim, self.c.rope_base)
         for b in self.blocks:
             x = b(x, cos, sin, n_prefix, q_mask, block)
-        return self.output(self.norm(x))
+        h = self.norm(x)
+        return (self.output(h), h) if return_hidden else self.output(h)
 
     def n_params(self):
         return sum(p.numel() for p in self.parameters())
+
+
+def load_weights(model, sd):
+    """Loads a state dict that may lack training-only heads (aux_*: a checkpoint from before one was
+    added, or an imported GGUF pair); anything else missing or unexpected is an error."""
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    if unexpected or any(not k.startswith("aux_") for k in missing):
+        raise ValueError("weights do not match the model (missing %s, unexpected %s)" % (missing, unexpected))

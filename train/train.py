@@ -29,7 +29,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import video_data as vd  # noqa: E402
 import export_gguf  # noqa: E402
-from model import Config, TinyVideo  # noqa: E402
+from model import Config, TinyVideo, load_weights  # noqa: E402
 from spm_tokenizer import Tokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -117,27 +117,45 @@ def build_batch(tok, n_frames, samples):
     same |= torch.eye(qt_max, dtype=torch.bool)[None]  # padding rows attend to themselves (no NaN)
     q_mask = torch.cat([torch.ones(B, qt_max, P, dtype=torch.bool), same], dim=2)
     frames = torch.from_numpy(np.stack([s[0] for s in samples]))  # [B, N, 32, 32, 3]
-    labels = torch.from_numpy(np.stack([s[1] for s in samples]))  # [B, N, 16]
+    labels = torch.from_numpy(np.stack([s[1] for s in samples]))  # [B, N, 16 cells + 9 state]
+    visual = torch.nonzero(torch.tensor(prefix) < 0).flatten().reshape(n_frames, -1)
     return dict(ids=ids, pos=pos, targets=targets, q_mask=q_mask, n_prefix=P, frames=frames,
-                labels=labels), questions
+                labels=labels[..., :vd.GRID * vd.GRID].contiguous(), states=labels[..., vd.GRID * vd.GRID:],
+                frame_ends=visual[:, -1]), questions
 
 
-def forward_loss(model, batch, aux_weight, block):
+def state_loss(model, hidden, batch):
+    """Cross-entropy of the frame-state labels (video_data.Video.frame_states) read from the decoder's
+    hidden state at each frame's last visual token."""
+    ends = batch["frame_ends"]  # [N] positions in the prefix
+    h = hidden[:, ends]  # [B, N, d]
+    out = model.aux_state_head(h)
+    st = batch["states"]  # [B, N, 9]
+    k = 4
+    on = F.cross_entropy(out[..., :2 * k].reshape(-1, 2), st[..., :k].reshape(-1))
+    cnt = F.cross_entropy(out[..., 2 * k:2 * k + 5 * k].reshape(-1, 5), st[..., k:2 * k].reshape(-1))
+    last = F.cross_entropy(out[..., 2 * k + 5 * k:].reshape(-1, 5), st[..., 2 * k].reshape(-1))
+    return (on + cnt + last) / 3
+
+
+def forward_loss(model, batch, aux_weight, block, state_weight=0.0):
     B, N = batch["frames"].shape[:2]
     proj, _ = model.vision(batch["frames"].reshape(B * N, *batch["frames"].shape[2:]))
-    logits = model(batch["ids"], batch["pos"], proj.reshape(B, N * proj.shape[1], -1), batch["n_prefix"],
-                   batch["q_mask"], block)
+    logits, hidden = model(batch["ids"], batch["pos"], proj.reshape(B, N * proj.shape[1], -1), batch["n_prefix"],
+                           batch["q_mask"], block, return_hidden=True)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["targets"].reshape(-1), ignore_index=-100)
     aux = F.cross_entropy(model.aux_head(proj).reshape(-1, vd.N_CLASSES), batch["labels"].reshape(-1))
     cells = torch.arange(proj.shape[1]).expand(proj.shape[0], -1)  # patch i of a frame is cell i
     aux = aux + F.cross_entropy(model.aux_cell_head(proj).reshape(-1, proj.shape[1]), cells.reshape(-1))
-    return loss + aux_weight * aux, loss, aux, logits
+    state = state_loss(model, hidden, batch) if state_weight > 0 else torch.zeros(())
+    return loss + aux_weight * aux + state_weight * state, loss, aux, logits, state
 
 
 def sample_video(rng, n_frames):
+    """The video, its frames, and per frame its cells' labels [N, 16] then its state labels [N, 9]."""
     v = vd.make_video(rng, n_frames)
     frames, labels = v.render(rng)
-    return v, frames, labels
+    return v, frames, np.concatenate([labels, v.frame_states()], axis=1)
 
 
 def make_val_set(seed, per_length, lengths):
@@ -161,7 +179,7 @@ def evaluate(model, tok, val_sets, block, batch_videos=4):
     for n, items in val_sets.items():
         for i in range(0, len(items), batch_videos):
             batch, qs = build_batch(tok, n, items[i:i + batch_videos])
-            _, _, _, logits = forward_loss(model, batch, 0.0, block)
+            _, _, _, logits, _ = forward_loss(model, batch, 0.0, block)
             pred = logits.argmax(-1)
             for b, t, positions in qs:
                 ok = all(int(pred[b, p]) == int(batch["targets"][b, p]) for p in positions)
@@ -218,6 +236,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--aux-weight", type=float, default=0.3)
+    ap.add_argument("--state-weight", type=float, default=0.3,
+                    help="weight of the frame-state auxiliary loss (what has appeared so far, read at each frame's end)")
     ap.add_argument("--block", type=int, default=512, help="attention query block (memory vs. speed)")
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=200)
@@ -269,12 +289,13 @@ def main(argv=None):
         step = state["step"]
         print("resumed at step %d" % step, flush=True)
     elif args.init_gguf:
-        missing, unexpected = model.load_state_dict(init_sd, strict=False)
-        if unexpected or any(not k.startswith("aux_") for k in missing):
-            sys.exit("--init-gguf: the pair does not match the model (missing %s, unexpected %s)" % (missing, unexpected))
+        try:
+            load_weights(model, init_sd)
+        except ValueError as e:
+            sys.exit("--init-gguf %s: %s" % (args.init_gguf, e))
         print("started from the weights of " + args.init_gguf, flush=True)
     print("model: %d parameters (%d vision + projector), config %s" % (
-        model.n_params() - sum(p.numel() for h in (model.aux_head, model.aux_cell_head) for p in h.parameters()),
+        model.n_params() - sum(p.numel() for n, p in model.named_parameters() if n.startswith("aux_")),
         sum(p.numel() for p in model.vision.parameters()), cfg.to_dict()), flush=True)
     val_sets = make_val_set(1001, args.val_per_length, [int(x) for x in args.val_lengths.split(",") if x])
     log = open(os.path.join(args.out, "log.jsonl"), "a")
@@ -294,7 +315,7 @@ def main(argv=None):
         lr = lr_at(step, total, args.lr, args.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss, lm, aux, logits = forward_loss(model, batch, args.aux_weight, args.block)
+        loss, lm, aux, logits, state = forward_loss(model, batch, args.aux_weight, args.block, args.state_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
@@ -304,7 +325,7 @@ def main(argv=None):
         pred = logits.detach().argmax(-1)
         acc = sum(all(int(pred[b, p]) == int(batch["targets"][b, p]) for p in ps) for b, _, ps in qs) / max(1, len(qs))
         rec = {"step": step, "frames": n, "videos": n_videos, "tokens": int(batch["ids"].numel()), "loss": round(float(lm), 4),
-               "aux": round(float(aux), 4), "train_acc": round(acc, 3), "lr": round(lr, 6), "gnorm": round(gnorm, 3),
+               "aux": round(float(aux), 4), "state": round(float(state), 4), "train_acc": round(acc, 3), "lr": round(lr, 6), "gnorm": round(gnorm, 3),
                "step_s": round(dt, 3), "elapsed_min": round((time.time() - t_start) / 60, 2)}
         log.write(json.dumps(rec) + "\n")
         log.flush()

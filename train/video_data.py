@@ -42,6 +42,7 @@ QUADRANTS = ["top left", "top right", "bottom left", "bottom right"]
 COUNTS = ["one", "two", "three", "four"]
 TYPES = ["appear_time", "color_at", "count", "after", "where_first", "left_of"]
 STREAM_TRAIN, STREAM_VAL, STREAM_EVAL = 0, 1, 2
+N_STATE = 2 * len(SHAPES) + 1  # Video.frame_states columns
 MIN_EPISODE, MIN_GAP = 2, 2  # frames: a shape is seen at least twice, and is away at least twice
 N_CLASSES = 1 + len(SHAPES) * len(COLORS)  # per-cell label for the auxiliary loss: empty or (shape, colour)
 
@@ -85,6 +86,24 @@ class Video:
             if not on and start is not None:
                 out.append((start, f - 1))
                 start = None
+        return out
+
+    def frame_states(self):
+        """Per frame, what a viewer keeping track would know after it (for the decoder's auxiliary
+        loss): [n, 9] int64 = per shape on screen (0/1), per shape appearances so far (0..4), and
+        the shape whose appearance started last (0 none, 1 + shape)."""
+        n, k = self.n_frames, len(SHAPES)
+        out = np.zeros((n, 2 * k + 1), np.int64)
+        count, last_new = [0] * k, 0
+        for f in range(n):
+            for s in range(k):
+                on = self.track[s][f] is not None
+                if on and (f == 0 or self.track[s][f - 1] is None):
+                    count[s] += 1
+                    last_new = 1 + s
+                out[f, s] = int(on)
+                out[f, k + s] = count[s]
+            out[f, 2 * k] = last_new
         return out
 
     def render(self, rng):

@@ -17,7 +17,7 @@ import torch  # noqa: E402
 
 import train as T  # noqa: E402
 import video_data as vd  # noqa: E402
-from model import Config, TinyVideo  # noqa: E402
+from model import Config, TinyVideo, load_weights  # noqa: E402
 from spm_tokenizer import Tokenizer  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     state = torch.load(args.ckpt)
     model = TinyVideo(Config(**state["config"]))
-    model.load_state_dict(state["model"])
+    load_weights(model, state["model"])
     model.eval()
     tok = Tokenizer(T.DEFAULT_VOCAB)
     samples = []
