@@ -5,16 +5,14 @@
 // map (kv/calibration.h) for --kv qcache_vla:map=FILE / qcache_gla:map=FILE.
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
+#include "eval/vqa_items.h"
 #include "kv/methods/qcache/calibration.h"
 #include "kv/methods/qcache/calibration_collector.h"
 #include "param_flags.h"
@@ -42,32 +40,18 @@ struct Calib {
   std::string label;
 };
 
-// {image, question} lines of a VQA JSONL (image relative to the file), at most n.
-Result<std::vector<Calib>> read_vqa_prompts(Engine& e, const std::string& path, int64_t n, const MediaLimits& lim) {
-  std::ifstream f(path);
-  if (!f) return not_found("--vqa " + path + ": cannot open");
-  const std::string dir = std::filesystem::path(path).parent_path().string();
+// The first n items of a VQA JSONL as calibration prompts (eval's reader: image, frames or
+// video items; `answer` optional here).
+Result<std::vector<Calib>> read_vqa_prompts(const Engine& e, const std::string& path, int64_t n,
+                                            const MediaLimits& lim) {
+  VLKV_ASSIGN_OR_RETURN(std::vector<VqaItem> items, read_vqa_items(path, n, /*answer_required=*/false));
   std::vector<Calib> out;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(f, line) && static_cast<int64_t>(out.size()) < n) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("image") || !j["image"].is_string() ||
-        !j.contains("question") || !j["question"].is_string())
-      return invalid_argument("--vqa " + path + ":" + std::to_string(line_no) +
-                              ": expected a JSON object with string fields image and question");
-    std::string img = j["image"].get<std::string>();
-    if (!img.empty() && img[0] != '/' && !dir.empty()) img = dir + "/" + img;
-    Result<Image> im = load_image(img, lim);
-    if (!im.is_ok()) return im.status().with_context("--vqa " + path + ":" + std::to_string(line_no));
-    Calib c;
-    c.prompt = e.user_prompt(j["question"].get<std::string>(), {MediaItem{{std::move(im).value()}, false}}, true);
-    c.label = img;
-    out.push_back(std::move(c));
+  for (VqaItem& it : items) {
+    const std::string where = "--vqa " + path + ":" + std::to_string(it.line);
+    Result<Prompt> p = vqa_item_prompt(e, it, lim);
+    if (!p.is_ok()) return p.status().with_context(where);
+    out.push_back({std::move(p).value(), where});
   }
-  if (out.empty()) return invalid_argument("--vqa " + path + ": no items");
   return out;
 }
 
@@ -195,7 +179,8 @@ void add_calibrate_command(CLI::App& root, std::vector<Command>& commands) {
   app->get_option("--model")->required();
   app->add_option("--image", o->images, "Calibration image (repeatable), asked --prompt");
   app->add_option("--prompt", o->prompt, "Question asked about each --image")->capture_default_str();
-  app->add_option("--vqa", o->vqa_path, "VQA JSONL: {\"image\", \"question\"} per line, image relative to the file");
+  app->add_option("--vqa", o->vqa_path, "VQA JSONL as vlkv eval --vqa reads it (image, frames or video, question; answer not needed), paths "
+                                        "relative to the file");
   app->add_option("--n", o->vqa_n, "VQA items used")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app->add_option("--text", o->text_path, "A text file prefilled as one more calibration prompt");
   app->add_option("-o,--out", o->out_path, "Output map (JSON)")->required();

@@ -1,41 +1,66 @@
 #!/usr/bin/env bash
-# `make demo`: the bundled VLM (tinyvlm-shapes) answers questions about the pictures in
-# models/demo/ once per registered KV method, with the bytes each method's cache held next to
-# f16's. One picture is ~150 visual tokens: there the methods' full-precision recent windows
-# are most of the cache and compression saves little or nothing; the last question puts three
-# pictures (465 tokens) in one prompt, where the compressed caches hold 2-3x less than f16.
+# `make demo`: tinyvideo (a 5.5M-parameter LLaVA-style video VLM trained here, train/) answers six
+# questions about a bundled 64-second clip (models/demo/video/: 128 frames at 2 fps, one
+# `--image` per frame after its time marker, ~3,200 prompt tokens of which 2,048 visual) once per
+# KV method, through `vlkv eval --vqa`: each method's answers, how many match f16's, the KV bytes
+# its cache really held next to f16's, and its decode speed. At this length the full-precision
+# windows are a small part of the cache, so the 2-3-bit methods hold ~4-5x less than f16.
 set -u
 VLKV=${VLKV:-build/vlkv}
-MODEL=${DEMO_MODEL:-models/tinyvlm-shapes.gguf}
-MMPROJ=${DEMO_MMPROJ:-models/tinyvlm-shapes-mmproj.gguf}
-err=$(mktemp)
-trap 'rm -f "$err"' EXIT
+MODEL=${DEMO_MODEL:-models/tinyvideo.gguf}
+MMPROJ=${DEMO_MMPROJ:-models/tinyvideo-mmproj.gguf}
+ITEMS=${DEMO_ITEMS:-models/demo/video/items.jsonl}
+METHODS=${DEMO_METHODS:-f16,int8,int4,kivi2,akvq_vl,vidkv,zipvl,qcache_vla}
+THREADS=${DEMO_THREADS:-$(nproc)}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 
-# ask "IMAGE [IMAGE...]" QUESTION
-ask() {
-  local images=() q="$2" f16_kib=""
-  for img in $1; do images+=(--image "models/demo/$img"); done
-  printf '\n%s  "%s"\n  %-10s %-34s %9s %10s %10s %8s\n' "$1" "$q" method answer "bits/elem" "B/token" "KiB held" "vs f16"
-  for kv in f16 $("$VLKV" run --kv-list | grep -vx f16); do  # f16 first: the others are compared with it
-    local ans
-    if ! ans=$("$VLKV" run -m "$MODEL" --mmproj "$MMPROJ" "${images[@]}" -p "$q" --temp 0 -n 32 --kv "$kv" 2>"$err"); then
-      sed 's/^/  /' "$err"
-      continue
-    fi
-    local bits bpt kib ratio="-"
-    bits=$(sed -n 's/.*kv [^:]*: \([0-9.]*\) bits\/elem.*/\1/p' "$err")
-    bpt=$(sed -n 's/.*bits\/elem, \([0-9.]*\) B\/token.*/\1/p' "$err")
-    kib=$(sed -n 's/.*held [0-9]* B (\([0-9.]*\) KiB of pages.*/\1/p' "$err")
-    [ "$kv" = f16 ] && f16_kib=$kib
-    [ -n "$f16_kib" ] && [ -n "$kib" ] && ratio=$(awk -v a="$f16_kib" -v b="$kib" 'BEGIN { printf "%.2fx", a / b }')
-    printf '  %-10s %-34.34s %9s %10s %10s %8s\n' "$kv" "${ans# }" "$bits" "$bpt" "$kib" "$ratio"
-  done
-}
+echo "tinyvideo answers questions about a 64-second clip (128 frames at 2 fps, $ITEMS)"
+echo "with each KV method; every answer token reads the whole compressed cache."
+if ! "$VLKV" eval -m "$MODEL" --mmproj "$MMPROJ" --vqa "$ITEMS" --kv "$METHODS" --max-answer 8 -t "$THREADS" \
+     --out "$out" >"$out/table.txt" 2>"$out/err.txt"; then
+  cat "$out/err.txt" >&2
+  exit 1
+fi
 
-ask "005.png" "Where is the blue circle?"
-ask "009.png" "How many shapes are there?"
-ask "026.png" "Describe the image."
-ask "005.png 009.png 026.png" "How many shapes are there?"
+# answers.csv: model,method,item,line,n_frames,type,question,expected,answer,correct (no commas
+# inside the bundled clip's fields). breakdown.csv's n_frames row: held ratio and bytes per item.
+awk -F, '
+  FNR == 1 { next }
+  FILENAME ~ /answers.csv$/ {
+    m = $2; i = $3 + 0
+    if (!(m in seen)) { seen[m] = 1; order[nm++] = m }
+    if (i + 1 > ni) ni = i + 1
+    q[i] = $7; want[i] = $8; ans[m, i] = $9; right[m] += $10
+    next
+  }
+  FILENAME ~ /breakdown.csv$/ && $3 == "n_frames" { ratio[$2] = $9; held[$2] = $10; tps[$2] = $11 }
+  END {
+    for (i = 0; i < ni; ++i) {
+      printf "\nQ%d. %s  (expected: %s)\n", i + 1, q[i], want[i]
+      line = "   "
+      for (k = 0; k < nm; ++k) {
+        m = order[k]
+        cell = sprintf("%s: %s%s", m, ans[m, i] == "" ? "(none)" : ans[m, i], ans[m, i] == want[i] ? "" : " (x)")
+        if (length(line) > 3 && length(line) + length(cell) + 3 > 100) { print line; line = "   " }
+        line = line (length(line) > 3 ? " | " : "") cell
+      }
+      print line
+    }
+    printf "\n  %-12s %7s %12s %12s %8s %13s\n", "method", "right", "same as f16", "KiB held", "vs f16", "decode tok/s"
+    best = ""; bestx = 0
+    for (k = 0; k < nm; ++k) {
+      m = order[k]; same = 0
+      for (i = 0; i < ni; ++i) same += ans[m, i] == ans["f16", i]
+      x = ratio[m] > 0 ? 1 / ratio[m] : 0
+      printf "  %-12s %5d/%d %10d/%d %12.1f %7.2fx %13.0f\n", m, right[m], ni, same, ni, held[m] / 1024, x, tps[m]
+      if (m != "f16" && same == ni && x > bestx) { best = m; bestx = x }
+    }
+    if (best != "")
+      printf "\n%s holds %.1fx less KV than f16 here with the same answers to all %d questions.\n", best, bestx, ni
+    else
+      printf "\nNo compressed method gave f16'"'"'s answers to all %d questions on this clip.\n", ni
+  }' "$out/answers.csv" "$out/breakdown.csv"
 echo
-echo "vs f16: f16's KiB held / the method's (the pages in use after the answer). Methods keep their"
-echo "last tokens in full precision; compression pays once a prompt is longer than those windows."
+echo "KiB held: the KV pages one question's session held at its end (mean over the questions); vs f16:"
+echo "f16's bytes for the same tokens / the method's. The full table: vlkv eval ... --vqa $ITEMS --answers."

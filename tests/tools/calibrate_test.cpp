@@ -107,6 +107,26 @@ TEST(CliCalibrate, ObserverSeesEachLayersOwnQk) {
   EXPECT_NE(lazy, f16);
 }
 
+// --vqa reads what `vlkv eval --vqa` reads: a video given as frames (one <__media__> each in
+// `prompt`, as tinyvideo's eval set), no `answer` needed; a bad line is refused naming it.
+TEST(CliCalibrate, VqaTakesFramesItemsWithoutAnswers) {
+  const std::string img = std::string(VLKV_TEST_DATA) + "/vlm/tinyvlm/images/";
+  const std::string items = temp("frames.jsonl"), out = temp("frames_map.json");
+  std::ofstream(items) << R"({"frames": [")" << img << R"(000.png", ")" << img
+                       << R"(001.png"], "prompt": "0.0 s: <__media__>\n0.5 s: <__media__>\nHow many shapes are there?", "question": "How many shapes are there?"})"
+                       << "\n" << R"({"image": ")" << img << R"(002.png", "question": "Describe the image."})" << "\n";
+  const auto r = testing_cli::run_cli({"calibrate", "-m", model(), "--mmproj", mmproj(), "--vqa", items,
+                                       "--n-lazy", "2", "-o", out, "-t", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_json(out)["lazy_layers"].size(), 2u);
+  std::ofstream(items) << R"({"image": ")" << img << R"(000.png", "question": "x"})" << "\n" << R"({"frames": 3})" << "\n";
+  const auto bad = testing_cli::run_cli({"calibrate", "-m", model(), "--mmproj", mmproj(), "--vqa", items, "-o", out});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(":2"), std::string::npos) << bad.err;
+  std::remove(items.c_str());
+  std::remove(out.c_str());
+}
+
 TEST(CliCalibrate, BadInputsExit2) {
   const std::string out = temp("bad.json");
   auto none = testing_cli::run_cli({"calibrate", "-m", model(), "-o", out});

@@ -17,7 +17,8 @@ std::string beside(const std::string& dir, const std::string& p) {
   return !p.empty() && p[0] == '/' ? p : (dir.empty() ? p : dir + "/" + p);
 }
 
-Result<VqaItem> parse_item(const nlohmann::json& j, const std::string& dir, const std::string& where) {
+Result<VqaItem> parse_item(const nlohmann::json& j, const std::string& dir, const std::string& where,
+                           bool answer_required) {
   if (!j.is_object()) return invalid_argument(where + ": not a JSON object");
   auto string_field = [&](const char* key, bool required, std::string* out) -> Status {
     if (!j.contains(key)) return required ? invalid_argument(where + ": missing string field '" + key + "'") : Status::ok();
@@ -27,7 +28,7 @@ Result<VqaItem> parse_item(const nlohmann::json& j, const std::string& dir, cons
   };
   VqaItem it;
   VLKV_RETURN_IF_ERROR(string_field("question", true, &it.question));
-  VLKV_RETURN_IF_ERROR(string_field("answer", true, &it.answer));
+  VLKV_RETURN_IF_ERROR(string_field("answer", answer_required, &it.answer));
   VLKV_RETURN_IF_ERROR(string_field("type", false, &it.type));
   it.message = it.question;
   VLKV_RETURN_IF_ERROR(string_field("prompt", false, &it.message));
@@ -75,7 +76,7 @@ Result<VqaItem> parse_item(const nlohmann::json& j, const std::string& dir, cons
 
 }  // namespace
 
-Result<std::vector<VqaItem>> read_vqa_items(const std::string& path, int64_t limit) {
+Result<std::vector<VqaItem>> read_vqa_items(const std::string& path, int64_t limit, bool answer_required) {
   std::ifstream f(path);
   if (!f) return not_found(path + ": cannot open VQA file");
   const std::string dir = std::filesystem::path(path).parent_path().string();
@@ -88,7 +89,7 @@ Result<std::vector<VqaItem>> read_vqa_items(const std::string& path, int64_t lim
     const std::string where = path + ":" + std::to_string(line_no);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return invalid_argument(where + ": not JSON");
-    VLKV_ASSIGN_OR_RETURN(VqaItem it, parse_item(j, dir, where));
+    VLKV_ASSIGN_OR_RETURN(VqaItem it, parse_item(j, dir, where, answer_required));
     it.line = line_no;
     items.push_back(std::move(it));
     if (limit > 0 && static_cast<int64_t>(items.size()) >= limit) break;

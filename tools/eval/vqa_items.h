@@ -30,8 +30,9 @@ struct VqaItem {
 // a `video` that names no file beside `frames` is only the video's id). Optional: `prompt`
 // (the user message, one <__media__> per image or frame; default `question`), `type`
 // (a question type the breakdown groups by), `n_frames`. Paths are relative to the file.
-// At most `limit` items (0: all).
-Result<std::vector<VqaItem>> read_vqa_items(const std::string& path, int64_t limit);
+// At most `limit` items (0: all). `answer` may be left out where !answer_required (calibration
+// prompts ask without scoring).
+Result<std::vector<VqaItem>> read_vqa_items(const std::string& path, int64_t limit, bool answer_required = true);
 
 // The item's user prompt, media loaded under `limits`, wrapped in the model's chat template.
 // A video file sampled by fps sets it.n_frames to the frames it gave.
