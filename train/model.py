@@ -192,9 +192,9 @@ class TinyVideo(nn.Module):
         self.aux_cell_head = nn.Linear(c.n_embd, 16)
         # training only: from the decoder's last hidden state at each frame's last visual token, what
         # a viewer keeping track knows so far (per shape: on screen 2, appearances 0..4 = 5; the
-        # shape that appeared last: 5) - dense supervision of the state the questions ask about,
-        # where the answers alone are one signal per ~40 tokens
-        self.aux_state_head = nn.Linear(c.n_embd, 4 * 2 + 4 * 5 + 5)
+        # shape that appeared last: 5; the frame's index: 256) - dense supervision of the state the
+        # questions ask about, where the answers alone are one signal per ~40 tokens
+        self.aux_state_head = nn.Linear(c.n_embd, 4 * 2 + 4 * 5 + 5 + 256)
         self.apply(self._init)
 
     @staticmethod

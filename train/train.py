@@ -117,7 +117,7 @@ def build_batch(tok, n_frames, samples):
     same |= torch.eye(qt_max, dtype=torch.bool)[None]  # padding rows attend to themselves (no NaN)
     q_mask = torch.cat([torch.ones(B, qt_max, P, dtype=torch.bool), same], dim=2)
     frames = torch.from_numpy(np.stack([s[0] for s in samples]))  # [B, N, 32, 32, 3]
-    labels = torch.from_numpy(np.stack([s[1] for s in samples]))  # [B, N, 16 cells + 9 state]
+    labels = torch.from_numpy(np.stack([s[1] for s in samples]))  # [B, N, 16 cells + vd.N_STATE state]
     visual = torch.nonzero(torch.tensor(prefix) < 0).flatten().reshape(n_frames, -1)
     return dict(ids=ids, pos=pos, targets=targets, q_mask=q_mask, n_prefix=P, frames=frames,
                 labels=labels[..., :vd.GRID * vd.GRID].contiguous(), states=labels[..., vd.GRID * vd.GRID:],
@@ -130,12 +130,13 @@ def state_loss(model, hidden, batch):
     ends = batch["frame_ends"]  # [N] positions in the prefix
     h = hidden[:, ends]  # [B, N, d]
     out = model.aux_state_head(h)
-    st = batch["states"]  # [B, N, 9]
+    st = batch["states"]  # [B, N, vd.N_STATE]
     k = 4
     on = F.cross_entropy(out[..., :2 * k].reshape(-1, 2), st[..., :k].reshape(-1))
     cnt = F.cross_entropy(out[..., 2 * k:2 * k + 5 * k].reshape(-1, 5), st[..., k:2 * k].reshape(-1))
-    last = F.cross_entropy(out[..., 2 * k + 5 * k:].reshape(-1, 5), st[..., 2 * k].reshape(-1))
-    return (on + cnt + last) / 3
+    last = F.cross_entropy(out[..., 7 * k:7 * k + 5].reshape(-1, 5), st[..., 2 * k].reshape(-1))
+    index = F.cross_entropy(out[..., 7 * k + 5:].reshape(-1, vd.MAX_STATE_FRAMES), st[..., 2 * k + 1].reshape(-1))
+    return (on + cnt + last + index) / 4
 
 
 def forward_loss(model, batch, aux_weight, block, state_weight=0.0):
@@ -152,7 +153,7 @@ def forward_loss(model, batch, aux_weight, block, state_weight=0.0):
 
 
 def sample_video(rng, n_frames):
-    """The video, its frames, and per frame its cells' labels [N, 16] then its state labels [N, 9]."""
+    """The video, its frames, and per frame its cells' labels [N, 16] then its state labels [N, vd.N_STATE]."""
     v = vd.make_video(rng, n_frames)
     frames, labels = v.render(rng)
     return v, frames, np.concatenate([labels, v.frame_states()], axis=1)

@@ -42,7 +42,8 @@ QUADRANTS = ["top left", "top right", "bottom left", "bottom right"]
 COUNTS = ["one", "two", "three", "four"]
 TYPES = ["appear_time", "color_at", "count", "after", "where_first", "left_of"]
 STREAM_TRAIN, STREAM_VAL, STREAM_EVAL = 0, 1, 2
-N_STATE = 2 * len(SHAPES) + 1  # Video.frame_states columns
+N_STATE = 2 * len(SHAPES) + 2  # Video.frame_states columns
+MAX_STATE_FRAMES = 256  # frame-index classes of the state head
 MIN_EPISODE, MIN_GAP = 2, 2  # frames: a shape is seen at least twice, and is away at least twice
 N_CLASSES = 1 + len(SHAPES) * len(COLORS)  # per-cell label for the auxiliary loss: empty or (shape, colour)
 
@@ -90,10 +91,11 @@ class Video:
 
     def frame_states(self):
         """Per frame, what a viewer keeping track would know after it (for the decoder's auxiliary
-        loss): [n, 9] int64 = per shape on screen (0/1), per shape appearances so far (0..4), and
-        the shape whose appearance started last (0 none, 1 + shape)."""
+        loss): [n, 10] int64 = per shape on screen (0/1), per shape appearances so far (0..4), the
+        shape whose appearance started last (0 none, 1 + shape), and the frame's own index (its time
+        marker is index / FPS: appear_time and color_at tie a frame to its marker)."""
         n, k = self.n_frames, len(SHAPES)
-        out = np.zeros((n, 2 * k + 1), np.int64)
+        out = np.zeros((n, 2 * k + 2), np.int64)
         count, last_new = [0] * k, 0
         for f in range(n):
             for s in range(k):
@@ -104,6 +106,7 @@ class Video:
                 out[f, s] = int(on)
                 out[f, k + s] = count[s]
             out[f, 2 * k] = last_new
+            out[f, 2 * k + 1] = min(f, MAX_STATE_FRAMES - 1)
         return out
 
     def render(self, rng):
