@@ -112,13 +112,18 @@ std::unique_ptr<Engine> load(const std::string& model, const std::string& mmproj
   return e.is_ok() ? std::move(e).value() : nullptr;
 }
 
+// The bundled tinyvlm-shapes pair with KV method kv.
+std::unique_ptr<Engine> load_tinyvlm(const std::string& kv) {
+  const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
+  return load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", kv);
+}
+
 TEST(StreamedVideo, LlavaFramesStreamedEqualTheWholeClip) {
   const std::string clip = make_clip(96, 6, "llava");
   ASSERT_FALSE(clip.empty()) << "the ffmpeg tool could not make the test clip";
-  const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
   for (const char* kv : {"f16", "kivi2", "vidkv"}) {
     SCOPED_TRACE(kv);
-    std::unique_ptr<Engine> e = load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", kv);
+    std::unique_ptr<Engine> e = load_tinyvlm(kv);
     ASSERT_TRUE(e);
     expect_same(*e, clip, 3);  // 3 x 144 visual tokens within the 512-token context
   }
@@ -138,8 +143,7 @@ TEST(StreamedVideo, PairedFramesAreReadWholeWithTheSameResult) {
 TEST(StreamedVideo, AStreamIsReadOnce) {
   const std::string clip = make_clip(96, 4, "once");
   ASSERT_FALSE(clip.empty());
-  const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
-  std::unique_ptr<Engine> e = load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", "f16");
+  std::unique_ptr<Engine> e = load_tinyvlm("f16");
   ASSERT_TRUE(e);
   const MediaItem m = streamed_item(clip, 2);
   ASSERT_TRUE(m.stream);
@@ -157,8 +161,7 @@ TEST(StreamedVideo, AStreamIsReadOnce) {
 TEST(StreamedVideo, TheSchedulerRefusesAStream) {
   const std::string clip = make_clip(96, 4, "sched");
   ASSERT_FALSE(clip.empty());
-  const std::string models = std::string(VLKV_SOURCE_DIR) + "/models/";
-  std::unique_ptr<Engine> e = load(models + "tinyvlm-shapes.gguf", models + "tinyvlm-shapes-mmproj.gguf", "f16");
+  std::unique_ptr<Engine> e = load_tinyvlm("f16");
   ASSERT_TRUE(e);
   const MediaItem m = streamed_item(clip, 2);
   ASSERT_TRUE(m.stream);
