@@ -18,10 +18,13 @@ trap 'rm -rf "$out"' EXIT
 echo "tinyvideo answers questions about a 64-second clip (128 frames at 2 fps, $ITEMS)"
 echo "with each KV method; every answer token reads the whole compressed cache."
 if ! "$VLKV" eval -m "$MODEL" --mmproj "$MMPROJ" --vqa "$ITEMS" --kv "$METHODS" --max-answer 8 -t "$THREADS" \
-     --out "$out" >"$out/table.txt" 2>"$out/err.txt"; then
+     --answers --out "$out" >"$out/table.txt" 2>"$out/err.txt"; then
   cat "$out/err.txt" >&2
   exit 1
 fi
+
+# Each question and every method's answer: eval's own table (--answers).
+sed -n '/^answers$/,$p' "$out/table.txt" | tail -n +2 | sed 's/^#/\nQ/'
 
 # answers.csv: model,method,item,line,n_frames,type,question,expected,answer,correct (no commas
 # inside the bundled clip's fields). breakdown.csv's n_frames row: held ratio and bytes per item.
@@ -31,22 +34,11 @@ awk -F, '
     m = $2; i = $3 + 0
     if (!(m in seen)) { seen[m] = 1; order[nm++] = m }
     if (i + 1 > ni) ni = i + 1
-    q[i] = $7; want[i] = $8; ans[m, i] = $9; right[m] += $10
+    ans[m, i] = $9; right[m] += $10
     next
   }
   FILENAME ~ /breakdown.csv$/ && $3 == "n_frames" { ratio[$2] = $9; held[$2] = $10; tps[$2] = $11 }
   END {
-    for (i = 0; i < ni; ++i) {
-      printf "\nQ%d. %s  (expected: %s)\n", i + 1, q[i], want[i]
-      line = "   "
-      for (k = 0; k < nm; ++k) {
-        m = order[k]
-        cell = sprintf("%s: %s%s", m, ans[m, i] == "" ? "(none)" : ans[m, i], ans[m, i] == want[i] ? "" : " (x)")
-        if (length(line) > 3 && length(line) + length(cell) + 3 > 100) { print line; line = "   " }
-        line = line (length(line) > 3 ? " | " : "") cell
-      }
-      print line
-    }
     printf "\n  %-12s %7s %12s %12s %8s %13s\n", "method", "right", "same as f16", "KiB held", "vs f16", "decode tok/s"
     best = ""; bestx = 0
     for (k = 0; k < nm; ++k) {
@@ -63,4 +55,4 @@ awk -F, '
   }' "$out/answers.csv" "$out/breakdown.csv"
 echo
 echo "KiB held: the KV pages one question's session held at its end (mean over the questions); vs f16:"
-echo "f16's bytes for the same tokens / the method's. The full table: vlkv eval ... --vqa $ITEMS --answers."
+echo "f16's bytes for the same tokens / the method's. The full table: vlkv eval ... --vqa $ITEMS."
