@@ -88,6 +88,18 @@ TEST(ServeEnvironment, HonestRssAppendsToAsanOptions) {
   if (saved) setenv("ASAN_OPTIONS", before.c_str(), 1);
 }
 
+// A server's log is read for sanitizer reports when it stops (a report fails the test).
+TEST(ServeEnvironment, SanitizerReportsFoundInTheServersLog) {
+  const std::string ready = "vlkv serve: listening on http://127.0.0.1:4242\nvlkv serve: ready (0.1 s)\n";
+  EXPECT_EQ(sanitizer_report(ready), "");
+  EXPECT_EQ(sanitizer_report(ready + "src/kv/pool.cpp:10:5: runtime error: signed integer overflow\nmore\n"),
+            "src/kv/pool.cpp:10:5: runtime error: signed integer overflow\nmore\n");
+  const std::string leak = "\n=================================================================\n==77==ERROR: LeakSanitizer: "
+                           "detected memory leaks\n";
+  EXPECT_EQ(sanitizer_report(ready + leak).rfind("==77==ERROR: LeakSanitizer", 0), 0u);
+  EXPECT_NE(sanitizer_report(ready + "==9==ERROR: AddressSanitizer: heap-use-after-free\n"), "");
+}
+
 TEST_F(ServeLimits, HugeHeadRefusedWith431WithoutKeyOrMemory) {
   const uint64_t rss_before = resident_bytes(memory_server_->pid());
   for (int i = 0; i < 5; ++i) {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -75,6 +76,17 @@ inline std::vector<std::string> server_environment(Rss rss) {
   return env;
 }
 
+// The first sanitizer report in a log (ASan, LeakSanitizer, UBSan) and what follows it, at most
+// 4 KB; empty if there is none.
+inline std::string sanitizer_report(const std::string& log) {
+  size_t at = std::string::npos;
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "})
+    at = std::min(at, log.find(marker));
+  if (at == std::string::npos) return "";
+  const size_t line = log.rfind('\n', at);
+  return log.substr(line == std::string::npos ? 0 : line + 1, 4096);
+}
+
 class ServerProcess {
  public:
   // args after "serve" (model, flags); --host 127.0.0.1 --port 0 are added.
@@ -116,8 +128,12 @@ class ServerProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  // A sanitizer report in the server's log fails the test that ran it: the child's exit status
+  // is not the test's, so a use-after-free, UB or leak in `vlkv serve` would otherwise pass.
   ~ServerProcess() {
     stop();
+    const std::string report = sanitizer_report(log());
+    if (!report.empty()) ADD_FAILURE() << "vlkv serve's log holds a sanitizer report:\n" << report;
     std::remove(log_path_.c_str());
   }
   ServerProcess(const ServerProcess&) = delete;
