@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import video_data as vd
+
 
 @dataclass
 class Config:
@@ -191,10 +193,10 @@ class TinyVideo(nn.Module):
         self.aux_head = nn.Linear(c.n_embd, 1 + 4 * 5)
         self.aux_cell_head = nn.Linear(c.n_embd, 16)
         # training only: from the decoder's last hidden state at each frame's last visual token, what
-        # a viewer keeping track knows so far (per shape: on screen 2, appearances 0..4 = 5; the
-        # shape that appeared last: 5; the frame's index: 256) - dense supervision of the state the
-        # questions ask about, where the answers alone are one signal per ~40 tokens
-        self.aux_state_head = nn.Linear(c.n_embd, 4 * 2 + 4 * 5 + 5 + 256)
+        # a viewer keeping track knows so far (video_data.STATE_FIELDS: what each question type
+        # needs carried to the question) - dense supervision of the state the questions ask about,
+        # where the answers alone are one signal per ~40 tokens
+        self.aux_state_head = nn.Linear(c.n_embd, vd.N_STATE_LOGITS)
         self.apply(self._init)
 
     @staticmethod

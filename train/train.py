@@ -126,17 +126,16 @@ def build_batch(tok, n_frames, samples):
 
 def state_loss(model, hidden, batch):
     """Cross-entropy of the frame-state labels (video_data.Video.frame_states) read from the decoder's
-    hidden state at each frame's last visual token."""
+    hidden state at each frame's last visual token: the mean over video_data.STATE_FIELDS."""
     ends = batch["frame_ends"]  # [N] positions in the prefix
-    h = hidden[:, ends]  # [B, N, d]
-    out = model.aux_state_head(h)
+    out = model.aux_state_head(hidden[:, ends])  # [B, N, vd.N_STATE_LOGITS]
     st = batch["states"]  # [B, N, vd.N_STATE]
-    k = 4
-    on = F.cross_entropy(out[..., :2 * k].reshape(-1, 2), st[..., :k].reshape(-1))
-    cnt = F.cross_entropy(out[..., 2 * k:2 * k + 5 * k].reshape(-1, 5), st[..., k:2 * k].reshape(-1))
-    last = F.cross_entropy(out[..., 7 * k:7 * k + 5].reshape(-1, 5), st[..., 2 * k].reshape(-1))
-    index = F.cross_entropy(out[..., 7 * k + 5:].reshape(-1, vd.MAX_STATE_FRAMES), st[..., 2 * k + 1].reshape(-1))
-    return (on + cnt + last + index) / 4
+    losses, col, logit = [], 0, 0
+    for _, cols, classes in vd.STATE_FIELDS:
+        losses.append(F.cross_entropy(out[..., logit:logit + cols * classes].reshape(-1, classes),
+                                      st[..., col:col + cols].reshape(-1)))
+        col, logit = col + cols, logit + cols * classes
+    return sum(losses) / len(losses)
 
 
 def forward_loss(model, batch, aux_weight, block, state_weight=0.0):

@@ -42,8 +42,22 @@ QUADRANTS = ["top left", "top right", "bottom left", "bottom right"]
 COUNTS = ["one", "two", "three", "four"]
 TYPES = ["appear_time", "color_at", "count", "after", "where_first", "left_of"]
 STREAM_TRAIN, STREAM_VAL, STREAM_EVAL = 0, 1, 2
-N_STATE = 2 * len(SHAPES) + 2  # Video.frame_states columns
 MAX_STATE_FRAMES = 256  # frame-index classes of the state head
+# Video.frame_states' fields, in column order: (name, columns, classes per column). Each is what one
+# question type needs carried from the frames to the question (left_of: per ordered pair of shapes,
+# "so far, the first was left of the second in a frame with both").
+STATE_FIELDS = [
+    ("on_screen", len(SHAPES), 2),
+    ("appearances", len(SHAPES), 5),
+    ("latest_new", 1, 1 + len(SHAPES)),
+    ("frame_index", 1, MAX_STATE_FRAMES),
+    ("left_of_so_far", len(SHAPES) * (len(SHAPES) - 1), 2),
+    ("first_quadrant", len(SHAPES), 1 + len(QUADRANTS)),
+    ("colour_now", len(SHAPES), 1 + len(COLORS)),
+    ("first_frame", len(SHAPES), 1 + MAX_STATE_FRAMES),
+]
+N_STATE = sum(cols for _, cols, _ in STATE_FIELDS)  # Video.frame_states columns
+N_STATE_LOGITS = sum(cols * classes for _, cols, classes in STATE_FIELDS)  # the state head's outputs
 MIN_EPISODE, MIN_GAP = 2, 2  # frames: a shape is seen at least twice, and is away at least twice
 N_CLASSES = 1 + len(SHAPES) * len(COLORS)  # per-cell label for the auxiliary loss: empty or (shape, colour)
 
@@ -91,22 +105,37 @@ class Video:
 
     def frame_states(self):
         """Per frame, what a viewer keeping track would know after it (for the decoder's auxiliary
-        loss): [n, 10] int64 = per shape on screen (0/1), per shape appearances so far (0..4), the
-        shape whose appearance started last (0 none, 1 + shape), and the frame's own index (its time
-        marker is index / FPS: appear_time and color_at tie a frame to its marker)."""
+        loss): [n, N_STATE] int64, STATE_FIELDS in order - per shape on screen (0/1) and appearances so
+        far (0..4); the shape whose appearance started last (0 none, 1 + shape); the frame's own index
+        (its time marker is index / FPS: appear_time and color_at tie a frame to its marker); per
+        ordered pair of shapes whether the first was ever left of the second so far; per shape the
+        quadrant it first appeared in (0 not yet, 1 + quadrant), its colour now (0 off screen,
+        1 + colour) and the frame it first appeared in (0 not yet, 1 + frame)."""
         n, k = self.n_frames, len(SHAPES)
-        out = np.zeros((n, 2 * k + 2), np.int64)
+        out = np.zeros((n, N_STATE), np.int64)
         count, last_new = [0] * k, 0
+        left = np.zeros((k, k), np.int64)
+        first_quadrant, first_frame = [0] * k, [0] * k
+        pairs = [(a, b) for a in range(k) for b in range(k) if a != b]
         for f in range(n):
+            colour_now = [0] * k
             for s in range(k):
-                on = self.track[s][f] is not None
-                if on and (f == 0 or self.track[s][f - 1] is None):
+                st = self.track[s][f]
+                if st is None:
+                    continue
+                if f == 0 or self.track[s][f - 1] is None:
                     count[s] += 1
                     last_new = 1 + s
-                out[f, s] = int(on)
-                out[f, k + s] = count[s]
-            out[f, 2 * k] = last_new
-            out[f, 2 * k + 1] = min(f, MAX_STATE_FRAMES - 1)
+                if first_frame[s] == 0:
+                    first_frame[s] = 1 + min(f, MAX_STATE_FRAMES - 1)
+                    first_quadrant[s] = 1 + (st[0] >= GRID // 2) * 2 + (st[1] >= GRID // 2)
+                colour_now[s] = 1 + st[2]
+            for a, b in pairs:
+                if self.track[a][f] is not None and self.track[b][f] is not None and self.track[a][f][1] < self.track[b][f][1]:
+                    left[a, b] = 1
+            row = ([int(c > 0) for c in colour_now] + list(count) + [last_new, min(f, MAX_STATE_FRAMES - 1)] +
+                   [int(left[a, b]) for a, b in pairs] + first_quadrant + colour_now + first_frame)
+            out[f] = row
         return out
 
     def render(self, rng):

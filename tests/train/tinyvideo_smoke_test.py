@@ -49,6 +49,42 @@ def check_generator(vd):
     print("generator: %d answers agree with the rendered frames" % n_checked)
 
 
+def check_frame_states(vd):
+    """The last frame's state (the state auxiliary loss's labels) agrees with the questions' answers:
+    left_of per pair, where_first, appear_time and count per shape."""
+    import numpy as np
+    k, n_checked = len(vd.SHAPES), 0
+    offsets, col = {}, 0
+    for name, cols, _ in vd.STATE_FIELDS:
+        offsets[name] = col
+        col += cols
+    pairs = [(a, b) for a in range(k) for b in range(k) if a != b]
+    for i in range(6):
+        rng = np.random.default_rng([7, 11, i])
+        v = vd.make_video(rng, 40)
+        last = v.frame_states()[-1]
+        if v.frame_states().shape != (v.n_frames, vd.N_STATE):
+            fail("frame_states shape %s" % (v.frame_states().shape,))
+        cands = vd.candidates(v)
+        for q, a in cands["left_of"]:
+            s1, s2 = (vd.SHAPES.index(w) for w in q[len("Was the "):-1].split(" ever left of the "))
+            n_checked += 1
+            if last[offsets["left_of_so_far"] + pairs.index((s1, s2))] != (a == "yes"):
+                fail("left_of state disagrees: %s -> %s" % (q, a))
+        for s, name in enumerate(vd.SHAPES):
+            for qtype, field, value in (("where_first", "first_quadrant", lambda a: 1 + vd.QUADRANTS.index(a)),
+                                        ("appear_time", "first_frame", lambda a: 1 + int(round(float(a[:-2]) * vd.FPS))),
+                                        ("count", "appearances", lambda a: 1 + vd.COUNTS.index(a))):
+                for q, a in cands[qtype]:
+                    if (" the %s " % name) in q:
+                        n_checked += 1
+                        if last[offsets[field] + s] != value(a):
+                            fail("%s state disagrees: %s -> %s (state %d)" % (qtype, q, a, last[offsets[field] + s]))
+    if n_checked < 40:
+        fail("only %d frame-state labels checked" % n_checked)
+    print("frame states: %d labels agree with the answers" % n_checked)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vlkv", required=True)
@@ -68,6 +104,7 @@ def main():
     from spm_tokenizer import Tokenizer
 
     check_generator(vd)
+    check_frame_states(vd)
 
     models = os.path.join(a.source_dir, "models")
     for name in ("tinyvlm-shapes.gguf", "tinyvlm-shapes-mmproj.gguf"):
