@@ -15,6 +15,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_io as g  # noqa: E402
 from model import Config  # noqa: E402
+import video_data as vd  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB = os.path.join(HERE, "..", "models", "stories260K.gguf")
@@ -136,6 +137,10 @@ def mmproj(sd, c, name):
         # the last layer's output (after post_ln); without it llama.cpp's LLaVA graph stops one layer early
         ("clip.vision.feature_layer", g.ARRAY, (g.INT32, [c.v_layers])),
         ("clip.use_gelu", g.BOOL, True),
+        # how a video's frames are laid out, as in training (video_data.frame_marker): vlkv's
+        # `--video` puts the label before each frame and the separator after it (docs/cli.md)
+        ("vlkv.video.frame_label", g.STRING, vd.FRAME_LABEL),
+        ("vlkv.video.frame_separator", g.STRING, vd.FRAME_SEPARATOR),
     ]
     tensors = [(name, f32(sd[key])) for name, key in mmproj_tensor_names(c)]
     return meta, tensors

@@ -287,14 +287,20 @@ def pick(rng, cands, qtype, answer=None):
 MEDIA = "<__media__>"
 
 
+# The text before and after each frame, as the mmproj declares them (vlkv.video.frame_label,
+# vlkv.video.frame_separator): vlkv's `--video` lays a clip sampled at FPS out as these prompts do.
+FRAME_LABEL = "{t} s: "
+FRAME_SEPARATOR = "\n"
+
+
 def frame_marker(i):
     """The text before frame i (0-based) inside the user message."""
-    return "%s s: " % time_text(i)
+    return FRAME_LABEL.replace("{t}", time_text(i))
 
 
 def user_message(n_frames, question):
     """The user's message: one line per frame, the media marker after its time, then the question."""
-    return "\n".join(frame_marker(i) + MEDIA for i in range(n_frames)) + "\n" + question
+    return FRAME_SEPARATOR.join(frame_marker(i) + MEDIA for i in range(n_frames)) + FRAME_SEPARATOR + question
 
 
 def chat_prompt(n_frames, question):
@@ -304,12 +310,12 @@ def chat_prompt(n_frames, question):
 
 def prefix_fragments(n_frames):
     """Text fragments before each frame: fragment i precedes frame i (mtmd tokenizes each alone)."""
-    return ["USER: " + frame_marker(0)] + ["\n" + frame_marker(i) for i in range(1, n_frames)]
+    return ["USER: " + frame_marker(0)] + [FRAME_SEPARATOR + frame_marker(i) for i in range(1, n_frames)]
 
 
 def question_fragment(question):
     """The text after the last frame."""
-    return "\n" + question + "\nASSISTANT:"
+    return FRAME_SEPARATOR + question + "\nASSISTANT:"
 
 
 def prefix_layout(tok, n_frames, tokens_per_frame=GRID * GRID):

@@ -63,6 +63,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
   if (!params.mmproj_path.empty()) {
     VLKV_ASSIGN_OR_RETURN(impl->mmproj, GgufFile::open(params.mmproj_path));
     VLKV_ASSIGN_OR_RETURN(impl->vision, VisionModel::load(*impl->mmproj));
+    Result<std::optional<VideoFrameLabels>> labels = read_video_frame_labels(*impl->mmproj, *impl->vision);
+    if (!labels.is_ok()) return labels.status().with_context(params.mmproj_path);
+    impl->video_frame_labels = std::move(labels).value();
     impl->mmproj->prefault();
     if (impl->vision->n_embd_out() != impl->hparams.n_embd_inp()) {
       return invalid_argument(params.mmproj_path + ": the projector outputs embeddings of size " +

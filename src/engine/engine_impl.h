@@ -5,9 +5,11 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "base/thread_pool.h"
 #include "engine/content_hash.h"
+#include "engine/video_frame_labels.h"
 #include "gguf/gguf_reader.h"
 #include "kv/kv_cache.h"
 #include "text/chat_template.h"
@@ -36,6 +38,8 @@ struct Engine::Impl {
   std::unique_ptr<KvCache> kv;
   std::unique_ptr<GgufFile> mmproj;         // null for a text-only engine
   std::unique_ptr<VisionModel> vision;      // views into *mmproj
+  // Text around each frame of a video, where the mmproj declares it (video_frame_labels.h).
+  std::optional<VideoFrameLabels> video_frame_labels;
   std::unique_ptr<ThreadPool> pool;
   // One forward pass at a time: the pool and the cache are not re-entrant.
   std::mutex forward_mutex;

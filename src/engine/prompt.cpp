@@ -146,16 +146,26 @@ namespace {
 // laid out (no embeddings: counting).
 using MediaPieces = std::function<Result<MediaEmbedding>(size_t index)>;
 
+// A media item's frame count and rate, where it is a video (n_frames 0: an image): where its
+// frames' labels go (Engine::Impl::video_frame_labels).
+struct VideoFrames {
+  int64_t n_frames = 0;
+  double fps = 0;
+};
+
 // prepare_prompt and count_prompt_tokens in one: the text split at markers and tokenized piece
 // by piece, each item's pieces in its place, BOS/EOS last. with_data: the runs carry
 // embeddings (checked against n_embd_inp); else only their token counts.
 // digests (may be null): item i's content digest, once media_pieces(i) has returned; each of
 // its embedding runs gets media_piece_digest(digest, run index).
 // plain: Prompt::plain_spans of prompt_text. streamed (may be null): items whose runs have
-// no embeddings even with_data (MediaItem::stream, encoded as they are fed).
+// no embeddings even with_data (MediaItem::stream, encoded as they are fed). videos: each item's
+// frames, for the mmproj's frame labels: label 0 ends the text before the video, the separator
+// and the next label are a text piece between frames, the last separator starts the text after
+// it - the tokens of a prompt that spells them out around one image per frame.
 Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text, size_t n_media,
                                 const MediaPieces& media_pieces, bool with_data, bool add_bos, const Spans& plain_in,
-                                const std::vector<Digest128>* digests = nullptr,
+                                const std::vector<VideoFrames>& videos, const std::vector<Digest128>* digests = nullptr,
                                 const std::vector<bool>* streamed = nullptr) {
   if (n_media > 0 && !e.vision) {
     return invalid_argument("this model has no vision encoder: " + std::to_string(n_media) +
@@ -183,10 +193,16 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
   }
 
   PreparedPrompt out;
-  // A piece of the prompt's text at offset: special tokens parsed but in plain spans.
-  auto encode = [&](const std::string& piece, size_t offset) {
-    const Spans local = spans_within(plain, offset, piece.size());
-    return e.tokenizer->encode(piece, /*add_special=*/false, /*parse_special=*/true, local);
+  // Text tokenized as one piece: `lead` bytes of frame-label text, then the prompt's text at
+  // offset (special tokens parsed but in plain spans), then label text up to the piece's end.
+  struct Piece {
+    std::string text;
+    size_t offset = 0, lead = 0, body = 0;
+  };
+  auto encode = [&](const Piece& p, size_t n) {  // its first n bytes
+    Spans local = spans_within(plain, p.offset, std::min(p.body, n > p.lead ? n - p.lead : 0));
+    for (auto& [b, en] : local) b += p.lead, en += p.lead;
+    return e.tokenizer->encode(p.text.substr(0, n), /*add_special=*/false, /*parse_special=*/true, local);
   };
   auto add_text = [&](const std::string& piece) { append_text(out, e.tokenizer->encode(piece, false, true)); };
   // A conversation's earlier turns: the prompt's text is cut into chunks right after each
@@ -195,14 +211,15 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
   // point, so turn N+1 feeds the same passes up to it and the prefix cache reuses turn N's
   // prompt exactly (docs/prefix_cache.md). Tokens are unchanged; a one-turn prompt has no cut.
   const std::string opening = assistant_opening(e.chat_template);
-  auto add_prompt_text = [&](const std::string& piece, size_t offset) {
-    const std::vector<int32_t> ids = encode(piece, offset);
+  auto add_prompt_text = [&](const Piece& p) {
+    const std::string& piece = p.text;
+    const std::vector<int32_t> ids = encode(p, piece.size());
     size_t from = 0;
     for (size_t at = opening.empty() ? std::string::npos : piece.find(opening); at != std::string::npos;
          at = piece.find(opening, at + opening.size())) {
       const size_t end = at + opening.size();
       if (end == piece.size()) break;
-      const std::vector<int32_t> head = encode(piece.substr(0, end), offset);
+      const std::vector<int32_t> head = encode(p, end);
       if (head.size() <= from || head.size() >= ids.size() || !std::equal(head.begin(), head.end(), ids.begin())) continue;
       append_text(out, std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.begin() + static_cast<std::ptrdiff_t>(head.size())));
       out.chunks.emplace_back();  // the next text starts a chunk of its own
@@ -225,13 +242,28 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
     append_text(out, ids);
     return Status::ok();
   };
+  const VideoFrameLabels* labels = e.video_frame_labels ? &*e.video_frame_labels : nullptr;
+  std::string carried;  // the last separator of a labelled video: the next text begins with it
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (!parts[i].text.empty()) add_prompt_text(parts[i].text, parts[i].offset);  // BOS/EOS come last, as in libmtmd
+    const bool labelled = labels && i + 1 < parts.size() && i < videos.size() && videos[i].n_frames > 0;
+    Piece part{carried + parts[i].text, parts[i].offset, carried.size(), parts[i].text.size()};
+    if (labelled) part.text += labels->label_of(0, videos[i].fps);
+    carried.clear();
+    if (!part.text.empty()) add_prompt_text(part);  // BOS/EOS come last, as in libmtmd
     if (i + 1 == parts.size()) break;
     Result<MediaEmbedding> emb = media_pieces(i);
     if (!emb.is_ok()) return emb.status().with_context("media input " + std::to_string(i + 1));
+    const size_t n_pieces = emb->pieces.size();
+    const size_t per_frame = labelled ? n_pieces / static_cast<size_t>(videos[i].n_frames) : 0;
+    if (labelled && (per_frame == 0 || per_frame * static_cast<size_t>(videos[i].n_frames) != n_pieces)) {
+      return Status(StatusCode::kInternal, "media input " + std::to_string(i + 1) + ": " + std::to_string(n_pieces) +
+                                               " pieces for " + std::to_string(videos[i].n_frames) + " labelled frames");
+    }
     size_t run = 0;
-    for (MediaPiece& p : emb->pieces) {
+    for (size_t k = 0; k < n_pieces; ++k) {
+      MediaPiece& p = emb->pieces[k];
+      if (labelled && k > 0 && k % per_frame == 0)
+        add_text(labels->separator + labels->label_of(static_cast<int64_t>(k / per_frame), videos[i].fps));
       if (p.kind == MediaPiece::Kind::kText) {
         add_text(p.text);
         continue;
@@ -263,6 +295,7 @@ Result<PreparedPrompt> assemble(Engine::Impl& e, const std::string& prompt_text,
       }
       out.chunks.push_back(std::move(c));
     }
+    if (labelled) carried = labels->separator;
   }
   out.ends_at_turn = !opening.empty() && text.ends_with(opening);
   if (add_bos && add_bos_and_eos(*e.tokenizer, out)) out.ends_at_turn = false;
@@ -374,9 +407,15 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt_in, 
     if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);
     return emb;
   };
+  std::vector<VideoFrames> videos(prompt.media.size());
+  for (size_t i = 0; i < videos.size(); ++i) {
+    const MediaItem& m = prompt.media[i];
+    if (m.stream) videos[i] = {m.stream->info().n_frames, m.fps > 0 ? m.fps : m.stream->info().fps};
+    else if (m.is_video) videos[i] = {static_cast<int64_t>(m.frames.size()), m.fps};
+  }
   VLKV_ASSIGN_OR_RETURN(PreparedPrompt out, assemble(e, prompt.text, prompt.media.size(), encode,
-                                                     /*with_data=*/encode_media, add_bos, prompt.plain_spans, &digests,
-                                                     &streamed));
+                                                     /*with_data=*/encode_media, add_bos, prompt.plain_spans, videos,
+                                                     &digests, &streamed));
   out.streams.resize(prompt.media.size());
   for (size_t i = 0; i < prompt.media.size(); ++i) out.streams[i] = prompt.media[i].stream;
   for (PromptChunk& c : out.chunks)
@@ -406,7 +445,11 @@ Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, co
     }
     return layout_media(*e.vision, m.width, m.height, m.is_video ? m.n_frames : 1, m.is_video);
   };
-  VLKV_ASSIGN_OR_RETURN(PreparedPrompt laid_out, assemble(e, text, media.size(), layout, /*with_data=*/false, add_bos, plain_spans));
+  std::vector<VideoFrames> videos(media.size());
+  for (size_t i = 0; i < media.size(); ++i)
+    if (media[i].is_video) videos[i] = {media[i].n_frames, media[i].fps};
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt laid_out,
+                        assemble(e, text, media.size(), layout, /*with_data=*/false, add_bos, plain_spans, videos));
   return PromptTokenCount{laid_out.n_tokens(), laid_out.n_visual_tokens()};
 }
 
