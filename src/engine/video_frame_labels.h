@@ -1,10 +1,10 @@
 // Text a model reads around each frame of a video: a label before the frame (its time) and a
 // separator after it, declared by the mmproj (keys vlkv.video.frame_label and
-// vlkv.video.frame_separator; docs/video.md). tinyvideo was trained on frames laid out as
-// "0.0 s: <frame>\n0.5 s: <frame>\n...": without the labels a `--video` prompt would not be the
-// one it learned to read. The layout equals a prompt that spells the labels out around one image
-// per frame, tokens included: the first label joins the text before the video, the last
-// separator the text after it (prompt.cpp's assemble), as they would in such a prompt.
+// vlkv.video.frame_separator; docs/cli.md, "Time labels between frames"). tinyvideo was trained
+// on frames laid out as "0.0 s: <frame>\n0.5 s: <frame>\n...": without the labels a `--video`
+// prompt would not be the one it learned to read. The layout equals a prompt that spells the
+// labels out around one image per frame, tokens included: the first label joins the text before
+// the video, the last separator the text after it (prompt.cpp's assemble), as in such a prompt.
 #pragma once
 
 #include <cstdint>
