@@ -117,31 +117,73 @@ Status check_writable_file(const std::string& path) {
   return Status::ok();
 }
 
-Status write_file_atomically(const std::string& path, std::string_view bytes) {
+Result<AtomicFile> AtomicFile::create(const std::string& path) {
   if (path.empty()) return invalid_argument("an empty output path");
   struct stat st;
   bool exists = false;
   VLKV_RETURN_IF_ERROR(check_target(path, &st, &exists));
   VLKV_ASSIGN_OR_RETURN(auto tmp, make_temporary(path));
-  const int fd = tmp.first.get();
-  auto fail = [&](const std::string& what) {
-    ::unlink(tmp.second.c_str());
-    return io_error(path + ": " + what);
-  };
+  AtomicFile f(path, std::move(tmp.first), std::move(tmp.second));
   const mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
-  if (::fchmod(fd, mode) != 0) return fail("cannot set the permissions (" + errno_text(errno) + ")");
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("write failed (" + errno_text(n < 0 ? errno : ENOSPC) + ")");
-    off += static_cast<size_t>(n);
+  if (::fchmod(f.fd_.get(), mode) != 0) return f.fail("cannot set the permissions (" + errno_text(errno) + ")");
+  return f;
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : path_(std::move(o.path_)), fd_(std::move(o.fd_)), tmp_(std::exchange(o.tmp_, std::string())) {}
+
+AtomicFile::~AtomicFile() {
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Status AtomicFile::fail(const std::string& what) {
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+  fd_ = FileDescriptor();
+  return io_error(path_ + ": " + what);
+}
+
+Status AtomicFile::write(const void* data, size_t n) {
+  if (tmp_.empty()) return io_error(path_ + ": written after it was closed");
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_.get(), p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return fail("write failed (" + errno_text(w < 0 ? errno : ENOSPC) + ")");
+    p += w;
+    n -= static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0) return fail("write failed (" + errno_text(errno) + ")");
-  if (::close(tmp.first.release()) != 0) return fail("write failed (" + errno_text(errno) + ")");
-  if (::rename(tmp.second.c_str(), path.c_str()) != 0)
-    return fail("cannot rename the written file into place (" + errno_text(errno) + ")");
   return Status::ok();
+}
+
+Status AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
+  if (tmp_.empty()) return io_error(path_ + ": written after it was closed");
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd_.get(), p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return fail("write failed (" + errno_text(w < 0 ? errno : ENOSPC) + ")");
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return Status::ok();
+}
+
+Status AtomicFile::commit() {
+  if (tmp_.empty()) return io_error(path_ + ": committed after it was closed");
+  if (::fsync(fd_.get()) != 0) return fail("write failed (" + errno_text(errno) + ")");
+  if (::close(fd_.release()) != 0) return fail("write failed (" + errno_text(errno) + ")");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    return fail("cannot rename the written file into place (" + errno_text(errno) + ")");
+  tmp_.clear();
+  return Status::ok();
+}
+
+Status write_file_atomically(const std::string& path, std::string_view bytes) {
+  VLKV_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
+  VLKV_RETURN_IF_ERROR(f.write(bytes.data(), bytes.size()));
+  return f.commit();
 }
 
 }  // namespace vlkv

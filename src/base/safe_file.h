@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "vlkv/status.h"
 
@@ -50,9 +51,31 @@ Status read_exactly(const RegularFile& f, uint64_t offset, void* out, size_t n, 
 // its folder. "PATH: cannot write (...)" otherwise.
 Status check_writable_file(const std::string& path);
 
-// Writes bytes to a new temporary in path's folder (mkstemp), syncs it, and renames it over
-// path: a reader sees the old file or the whole new one. The new file takes the old one's
-// permissions, or 0666 less the umask. Nothing is left behind on failure.
+// A file that replaces path only once it is whole: written to a new temporary in path's folder
+// (mkstemp), then synced and renamed over path by commit(), so a reader sees the old file or
+// the whole new one. It takes the old file's permissions, or 0666 less the umask. Dropped
+// without commit() (an error, an early return), the temporary is removed: nothing is left behind.
+class AtomicFile {
+ public:
+  static Result<AtomicFile> create(const std::string& path);
+  AtomicFile(AtomicFile&& o) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  ~AtomicFile();
+
+  Status write(const void* data, size_t n);                    // at the end
+  Status write_at(uint64_t offset, const void* data, size_t n);  // over bytes already written
+  Status commit();
+
+ private:
+  AtomicFile(std::string path, FileDescriptor fd, std::string tmp)
+      : path_(std::move(path)), fd_(std::move(fd)), tmp_(std::move(tmp)) {}
+  Status fail(const std::string& what);
+  std::string path_;
+  FileDescriptor fd_;
+  std::string tmp_;  // "" once committed or removed
+};
+
+// The whole of bytes as an AtomicFile.
 Status write_file_atomically(const std::string& path, std::string_view bytes);
 
 }  // namespace vlkv

@@ -30,9 +30,9 @@ Status Conversation::save(const std::string& path) const {
     w.vec(hashes);
     w.vec(f.generated);
   }
-  Result<std::string> image = SessionFile::image(*session_, &b);
-  if (!image.is_ok()) return image.status().with_context("saving the conversation to " + path);
-  return write_kv_file(path, *image);
+  if (Status st = SessionFile::write(*session_, &b, path); !st.is_ok())
+    return st.with_context("saving the conversation to " + path);
+  return Status::ok();
 }
 
 Result<std::unique_ptr<Conversation>> Conversation::load(Engine& engine, const std::string& path,

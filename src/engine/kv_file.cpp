@@ -14,23 +14,39 @@
 namespace vlkv {
 namespace {
 
-uint32_t crc_of(const void* p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
+// c continued over n more bytes.
+uint32_t crc_more(uint32_t c, const void* p, size_t n) {
   const auto* b = static_cast<const Bytef*>(p);
   while (n > 0) {  // zlib takes uInt lengths
     const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    c = crc32(c, b, chunk);
+    c = static_cast<uint32_t>(crc32(c, b, chunk));
     b += chunk;
     n -= chunk;
   }
-  return static_cast<uint32_t>(c);
+  return c;
 }
+uint32_t crc_of(const void* p, size_t n) { return crc_more(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), p, n); }
 
 // The header's CRC covers its first 24 bytes and the section table.
 uint32_t header_crc(const uint8_t* file, size_t table_bytes) {
   uLong c = crc_of(file, 24);
   c = crc32(c, file + kKvFileHeaderBytes, static_cast<uInt>(table_bytes));
   return static_cast<uint32_t>(c);
+}
+
+// The header's fields, its CRC left 0 for seal_header.
+void write_header(ByteWriter& w, size_t n_sections, uint64_t total) {
+  w.bytes(kKvFileMagic, sizeof kKvFileMagic);
+  w.put<uint32_t>(kKvFileVersion);
+  w.put<uint32_t>(static_cast<uint32_t>(n_sections));
+  w.put<uint64_t>(total);
+  w.put<uint32_t>(0);  // header crc: seal_header
+  w.put<uint32_t>(0);  // reserved
+}
+// head: the header and the section table; sets the header's CRC.
+void seal_header(std::string& head) {
+  const uint32_t hc = header_crc(reinterpret_cast<const uint8_t*>(head.data()), head.size() - kKvFileHeaderBytes);
+  std::memcpy(head.data() + 24, &hc, sizeof hc);
 }
 
 }  // namespace
@@ -54,12 +70,7 @@ std::string build_kv_file(const std::vector<KvFileSection>& sections) {
   for (const KvFileSection& s : sections) total += s.bytes.size();
   std::string out;
   ByteWriter w(&out);
-  w.bytes(kKvFileMagic, sizeof kKvFileMagic);
-  w.put<uint32_t>(kKvFileVersion);
-  w.put<uint32_t>(static_cast<uint32_t>(sections.size()));
-  w.put<uint64_t>(total);
-  w.put<uint32_t>(0);  // header crc, below
-  w.put<uint32_t>(0);  // reserved
+  write_header(w, sections.size(), total);
   uint64_t offset = kKvFileHeaderBytes + table;
   for (const KvFileSection& s : sections) {
     w.put<uint32_t>(s.id);
@@ -68,8 +79,8 @@ std::string build_kv_file(const std::vector<KvFileSection>& sections) {
     w.put<uint64_t>(s.bytes.size());
     offset += s.bytes.size();
   }
-  const uint32_t hc = header_crc(reinterpret_cast<const uint8_t*>(out.data()), table);
-  std::memcpy(out.data() + 24, &hc, sizeof hc);
+  seal_header(out);
+  out.reserve(total);
   for (const KvFileSection& s : sections) out += s.bytes;
   return out;
 }
@@ -137,6 +148,91 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
 
 Status write_kv_file(const std::string& path, const std::string& image) {
   return write_file_atomically(path, image);
+}
+
+namespace {
+constexpr size_t kBufferBytes = 1 << 20;  // few large writes, and little memory
+}  // namespace
+
+Result<KvFileWriter> KvFileWriter::create(const std::string& path, uint32_t n_sections) {
+  if (n_sections == 0 || n_sections > kKvFileMaxSections)
+    return Status(StatusCode::kInternal, "a KV file of " + std::to_string(n_sections) + " sections");
+  VLKV_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
+  KvFileWriter w(std::move(f), n_sections);
+  // The header and table are written last, over this space.
+  w.end_ = kKvFileHeaderBytes + static_cast<uint64_t>(n_sections) * kKvFileEntryBytes;
+  w.buffer_.assign(static_cast<size_t>(w.end_), '\0');
+  return w;
+}
+
+KvFileWriter::~KvFileWriter() = default;
+
+void KvFileWriter::append(const char* p, size_t n) {
+  if (!error_.is_ok()) return;
+  crc_ = crc_more(crc_, p, n);
+  end_ += n;
+  if (buffer_.size() + n > kBufferBytes) {
+    if (Status st = flush(); !st.is_ok()) {
+      error_ = st;
+      return;
+    }
+    if (n >= kBufferBytes) {  // a large piece (a page run) goes straight out
+      if (Status st = file_.write(p, n); !st.is_ok()) error_ = st;
+      return;
+    }
+  }
+  buffer_.append(p, n);
+}
+
+Status KvFileWriter::flush() {
+  if (buffer_.empty()) return Status::ok();
+  Status st = file_.write(buffer_.data(), buffer_.size());
+  buffer_.clear();
+  return st;
+}
+
+Status KvFileWriter::begin_section(uint32_t id) {
+  if (open_ || entries_.size() >= n_sections_)
+    return Status(StatusCode::kInternal, "KV file: more sections than announced, or one inside another");
+  open_ = true;
+  entries_.push_back(Entry{id, 0, end_, 0});
+  crc_ = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+  return error_;
+}
+
+Status KvFileWriter::end_section() {
+  VLKV_RETURN_IF_ERROR(error_);
+  Entry& e = entries_.back();
+  e.size = end_ - e.offset;
+  e.crc = crc_;
+  open_ = false;
+  return Status::ok();
+}
+
+Status KvFileWriter::add(uint32_t id, std::string_view bytes) {
+  VLKV_RETURN_IF_ERROR(begin_section(id));
+  append(bytes.data(), bytes.size());
+  return end_section();
+}
+
+Status KvFileWriter::commit() {
+  if (open_ || entries_.size() != n_sections_)
+    return Status(StatusCode::kInternal, "KV file: " + std::to_string(entries_.size()) + " of " +
+                                             std::to_string(n_sections_) + " sections written");
+  VLKV_RETURN_IF_ERROR(error_);
+  VLKV_RETURN_IF_ERROR(flush());
+  std::string head;
+  ByteWriter w(&head);
+  write_header(w, entries_.size(), end_);
+  for (const Entry& e : entries_) {
+    w.put<uint32_t>(e.id);
+    w.put<uint32_t>(e.crc);
+    w.put<uint64_t>(e.offset);
+    w.put<uint64_t>(e.size);
+  }
+  seal_header(head);
+  VLKV_RETURN_IF_ERROR(file_.write_at(0, head.data(), head.size()));
+  return file_.commit();
 }
 
 Result<std::vector<uint8_t>> read_kv_file(const std::string& path, uint64_t max_bytes) {

@@ -5,7 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "base/safe_file.h"
+#include "kv/kv_bytes.h"
 
 #include "vlkv/status.h"
 
@@ -51,6 +55,46 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
 // Writes the image to path (write_file_atomically: a fresh temporary beside it, synced, renamed
 // over it; a target that is not a regular file is refused).
 Status write_kv_file(const std::string& path, const std::string& image);
+
+// A KV file written section by section as its bytes are produced (an AtomicFile: the target is
+// replaced only by commit()), so a large section (a long video's cache) goes to disk without a
+// copy in memory: the same bytes as build_kv_file of the same sections. The section table is
+// written last, over the space left for it; sections come in the order they are to be read.
+class KvFileWriter : public ByteSink {
+ public:
+  static Result<KvFileWriter> create(const std::string& path, uint32_t n_sections);
+  KvFileWriter(KvFileWriter&&) noexcept = default;
+  ~KvFileWriter();
+
+  Status add(uint32_t id, std::string_view bytes);
+  // A section whose bytes fill() appends to this writer (ByteWriter(this), or append).
+  template <class Fill>
+  Status add_streamed(uint32_t id, Fill&& fill) {
+    VLKV_RETURN_IF_ERROR(begin_section(id));
+    VLKV_RETURN_IF_ERROR(fill());
+    return end_section();
+  }
+  Status commit();  // every announced section added
+  void append(const char* p, size_t n) override;
+
+ private:
+  struct Entry {
+    uint32_t id = 0, crc = 0;
+    uint64_t offset = 0, size = 0;
+  };
+  explicit KvFileWriter(AtomicFile f, uint32_t n) : file_(std::move(f)), n_sections_(n) {}
+  Status begin_section(uint32_t id);
+  Status end_section();
+  Status flush();
+  AtomicFile file_;
+  uint32_t n_sections_;
+  std::vector<Entry> entries_;
+  bool open_ = false;     // a section is being written
+  uint64_t end_ = 0;      // bytes written so far, buffered ones included
+  uint32_t crc_ = 0;      // of the open section so far
+  std::string buffer_;    // not yet written (up to kBufferBytes)
+  Status error_;          // the first write error of append (which returns nothing)
+};
 // Reads a regular file (a FIFO or device is refused, never waited on) whose header claims at
 // most max_bytes: the header and section table are read and checked (their checksum, the
 // claimed size against fstat's) before the rest is read (and allocated).

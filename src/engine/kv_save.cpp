@@ -112,38 +112,25 @@ uint64_t SessionFile::max_file_bytes(const Engine::Impl& e) {
   return e.kv->budget_bytes() + n_ctx * 64 + (64ull << 20);
 }
 
-Result<std::string> SessionFile::image(const Session& s, const std::string* conversation) {
+Status SessionFile::write(const Session& s, const std::string* conversation, const std::string& path) {
   Engine::Impl& e = *s.engine_;
   const SessionHistory& h = *s.history_;
   if (h.synthetic) return unsupported("this session's cache was filled with random rows for a benchmark: nothing to save");
   if (static_cast<int64_t>(h.ids.size()) != s.n_past_)
     return Status(StatusCode::kInternal, "the session's token record differs from its cache");
-  std::vector<KvFileSection> sections;
-  sections.push_back({kSectionIdentity, identity_section(e, !h.media.empty())});
-  std::string kv_bytes;
-  std::string spec;
-  uint64_t page_bytes = 0;
+  std::string tokens;
   {
-    std::lock_guard<std::mutex> lock(e.forward_mutex);
-    VLKV_RETURN_IF_ERROR(e.kv->save_sequence(s.seq_, &kv_bytes));
-    spec = e.kv->sequence_method(s.seq_);
-    page_bytes = e.kv->sequence_bytes(s.seq_);
-  }
-  sections.push_back({kSectionMethod, method_section(spec, page_bytes)});
-  {
-    std::string b;
-    ByteWriter w(&b);
+    ByteWriter w(&tokens);
     w.put<int64_t>(s.n_past_);
     w.put<int64_t>(s.next_pos_);
     w.vec(h.ids);
     w.vec(h.kinds);
     w.vec(h.pos);
     w.vec(h.mrope);
-    sections.push_back({kSectionTokens, std::move(b)});
   }
+  std::string media;
   {
-    std::string b;
-    ByteWriter w(&b);
+    ByteWriter w(&media);
     w.put<uint64_t>(h.media.size());
     for (const MediaRecord& m : h.media) {
       w.put(m.hash);
@@ -153,11 +140,20 @@ Result<std::string> SessionFile::image(const Session& s, const std::string* conv
       w.put(m.grid_h);
       w.put(m.grid_w);
     }
-    sections.push_back({kSectionMedia, std::move(b)});
   }
-  sections.push_back({kSectionKv, std::move(kv_bytes)});
-  if (conversation) sections.push_back({kSectionConversation, *conversation});
-  return build_kv_file(sections);
+  // The cache goes from its pages straight to the file (no copy of it in memory: a long video's
+  // cache is the largest thing a run holds), under the engine's lock so no step changes it
+  // meanwhile. Sessions are saved by the CLI's run and chat, which have no other session waiting.
+  std::lock_guard<std::mutex> lock(e.forward_mutex);
+  VLKV_ASSIGN_OR_RETURN(KvFileWriter f, KvFileWriter::create(path, conversation ? 6 : 5));
+  VLKV_RETURN_IF_ERROR(f.add(kSectionIdentity, identity_section(e, !h.media.empty())));
+  VLKV_RETURN_IF_ERROR(
+      f.add(kSectionMethod, method_section(e.kv->sequence_method(s.seq_), e.kv->sequence_bytes(s.seq_))));
+  VLKV_RETURN_IF_ERROR(f.add(kSectionTokens, tokens));
+  VLKV_RETURN_IF_ERROR(f.add(kSectionMedia, media));
+  VLKV_RETURN_IF_ERROR(f.add_streamed(kSectionKv, [&] { return e.kv->save_sequence(s.seq_, &f); }));
+  if (conversation) VLKV_RETURN_IF_ERROR(f.add(kSectionConversation, *conversation));
+  return f.commit();
 }
 
 Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_t* data, size_t size,
@@ -243,9 +239,9 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
 
 Status Session::save_kv(const std::string& path) const {
   VLKV_RETURN_IF_ERROR(check_writable_file(path));  // before the encode, not after it
-  Result<std::string> image = SessionFile::image(*this, nullptr);
-  if (!image.is_ok()) return image.status().with_context("saving the KV cache to " + path);
-  return write_kv_file(path, *image);
+  if (Status st = SessionFile::write(*this, nullptr, path); !st.is_ok())
+    return st.with_context("saving the KV cache to " + path);
+  return Status::ok();
 }
 
 Result<std::unique_ptr<Session>> Engine::load_session(const std::string& path, const std::string& kv_method) {

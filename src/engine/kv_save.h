@@ -42,8 +42,9 @@ Result<std::string> check_method_section(Engine::Impl& e, const uint8_t* data, s
 
 // Session's private state for the file code (Session befriends it).
 struct SessionFile {
-  // The sections of one session's file (conversation: an extra section, or null).
-  static Result<std::string> image(const Session& s, const std::string* conversation);
+  // Writes one session's file to path (conversation: an extra section, or null), its cache
+  // streamed from the pages (KvFileWriter); path is replaced only when the file is whole.
+  static Status write(const Session& s, const std::string* conversation, const std::string& path);
   // A new session of engine e from a file image; kv_method "": the engine's. conversation
   // (may be null) receives the conversation section ("" when the file has none).
   static Result<std::unique_ptr<Session>> load(Engine::Impl& e, const uint8_t* data, size_t size,

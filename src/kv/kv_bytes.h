@@ -11,15 +11,29 @@
 
 namespace vlkv {
 
+// Where a ByteWriter's bytes go when they are not gathered in a string: a KV file's section
+// written straight to its file (kv_file.h), so a long video's cache is never copied whole.
+class ByteSink {
+ public:
+  virtual void append(const char* p, size_t n) = 0;
+
+ protected:
+  ~ByteSink() = default;
+};
+
 class ByteWriter {
  public:
   explicit ByteWriter(std::string* out) : out_(out) {}
+  explicit ByteWriter(ByteSink* sink) : sink_(sink) {}
   template <class T>
   void put(T x) {  // an integer or floating-point value, little-endian as in memory (x86-64, ARM64)
     static_assert(std::is_arithmetic_v<T>);
-    out_->append(reinterpret_cast<const char*>(&x), sizeof x);
+    bytes(&x, sizeof x);
   }
-  void bytes(const void* p, size_t n) { out_->append(static_cast<const char*>(p), n); }
+  void bytes(const void* p, size_t n) {
+    if (sink_) sink_->append(static_cast<const char*>(p), n);
+    else out_->append(static_cast<const char*>(p), n);
+  }
   void str(const std::string& s) {
     put<uint64_t>(s.size());
     bytes(s.data(), s.size());
@@ -30,10 +44,10 @@ class ByteWriter {
     put<uint64_t>(v.size());
     bytes(v.data(), v.size() * sizeof(T));
   }
-  size_t size() const { return out_->size(); }
 
  private:
-  std::string* out_;
+  std::string* out_ = nullptr;
+  ByteSink* sink_ = nullptr;
 };
 
 class ByteReader {

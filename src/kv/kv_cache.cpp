@@ -171,6 +171,9 @@ class KvCacheImpl final : public KvCache {
   Status save_sequence(SeqId seq, std::string* out) const override {
     return save_sequence_cache(get(seq), config_.geometry, out);
   }
+  Status save_sequence(SeqId seq, ByteSink* out) const override {
+    return save_sequence_cache(get(seq), config_.geometry, out);
+  }
   Result<SeqId> load_sequence(const std::string& spec, const uint8_t* data, size_t size) override {
     VLKV_ASSIGN_OR_RETURN(const Method* method, method_for(spec));
     SequenceCache seq;

@@ -17,6 +17,8 @@
 
 namespace vlkv {
 
+class ByteSink;
+
 struct KvCacheConfig {
   KvGeometry geometry;
   std::string method = "f16";   // registry name with parameters, e.g. "f32", "f16", "int4:g=64"
@@ -75,6 +77,8 @@ class KvCache : public KvStepCache, public KvCacheStats {
   // Appends seq's cache (segments, codec blocks as stored, the method's state) to out;
   // Unsupported naming the method when its state cannot be saved exactly.
   virtual Status save_sequence(SeqId /*seq*/, std::string* /*out*/) const { return unsupported("saving a KV sequence"); }
+  // The same bytes into a sink (a file section written as it goes: kv_file.h's KvFileWriter).
+  virtual Status save_sequence(SeqId /*seq*/, ByteSink* /*out*/) const { return unsupported("saving a KV sequence"); }
   // A new sequence stored with `method` from bytes save_sequence wrote, checked whole before
   // a page is taken (InvalidFile, or OutOfMemory when it does not fit the free budget).
   virtual Result<SeqId> load_sequence(const std::string& /*method*/, const uint8_t* /*data*/, size_t /*size*/) {

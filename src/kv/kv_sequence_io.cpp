@@ -69,13 +69,10 @@ bool keys_have_sources(const SequenceCache& seq, const Method& method) {
   return true;
 }
 
-}  // namespace
-
-Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& g, std::string* out) {
+Status save_into(const SequenceCache& seq, const KvGeometry& g, ByteWriter& w) {
   if (seq.pending.active()) return Status(StatusCode::kInternal, "save: the sequence has an uncommitted step");
   const Method& m = *seq.method;
   const std::vector<const Codec*> codecs = m.codecs();
-  ByteWriter w(out);
   w.put<uint32_t>(static_cast<uint32_t>(g.n_layers));
   w.put<uint32_t>(static_cast<uint32_t>(g.n_kv_heads));
   w.put<uint32_t>(static_cast<uint32_t>(g.head_dim));
@@ -116,6 +113,18 @@ Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& g, std::s
   }
   if (!put_state(w, seq.state.get())) return unsupported_state(m, "per-sequence");
   return Status::ok();
+}
+
+}  // namespace
+
+Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& g, std::string* out) {
+  ByteWriter w(out);
+  return save_into(seq, g, w);
+}
+
+Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& g, ByteSink* out) {
+  ByteWriter w(out);
+  return save_into(seq, g, w);
 }
 
 Status load_sequence_cache(const uint8_t* data, size_t size, const Method& method, const KvGeometry& g,

@@ -14,11 +14,15 @@
 
 namespace vlkv {
 
+class ByteSink;
 class Method;
 
 // Appends seq's bytes to out. The sequence must have no uncommitted step. Unsupported
 // "KV method NAME: ... cannot be saved yet" when a state of the method has no save().
 Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& geometry, std::string* out);
+// The same bytes into a sink (a KV file section streamed to disk): the pages are not copied.
+// On an error part of them may have gone to the sink (a file writer then drops the file).
+Status save_sequence_cache(const SequenceCache& seq, const KvGeometry& geometry, ByteSink* out);
 
 // Rebuilds a sequence stored with `method` from bytes save_sequence_cache wrote: everything is
 // parsed and checked (geometry, counts, codecs, block sizes, state sizes) and the pages it
