@@ -533,7 +533,7 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "Comma-separated counts of sequences decoding together (batched steps), or max: as many as "
                   "--kv-budget admits, e.g. 1,4,16,max; decode t/s is then the aggregate")
       ->capture_default_str();
-  add_param_flags(*app, o->engine, {"mmproj", "max_frames", "max_image_pixels"});
+  add_param_flags(*app, o->engine, {"mmproj", "max_frames", "max_image_pixels", "image_min_tokens", "image_max_tokens"});
   app->add_option("--image", o->media.images,
                   "With --mmproj: time one question about this image instead of the text rows (repeatable): "
                   "encode ms (vision encoder + projector), prefill t/s of the whole prompt, time to first token")

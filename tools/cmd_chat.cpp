@@ -216,7 +216,7 @@ void add_chat_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--image", o->images, "Image attached to the first message (repeatable; later ones: /image)");
   app->add_option("--video", o->videos, "Video attached to the first message (repeatable; later ones: /video)");
   add_video_sampling_flags(*app, o->frames, o->fps);
-  add_param_flags(*app, o->engine, {"max_frames", "max_image_pixels"});
+  add_param_flags(*app, o->engine, {"max_frames", "max_image_pixels", "image_min_tokens", "image_max_tokens"});
   app->add_option("-n,--n-predict", o->gen.max_tokens, "Most tokens generated per answer")
       ->check(CLI::Range(0, 1 << 24))->capture_default_str();
   add_param_flags(*app, o->gen.sampling);

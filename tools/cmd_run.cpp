@@ -252,7 +252,7 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
                   "next image, then the videos; without markers they go before the prompt");
   app->add_option("--video", o->videos, "Video file (anything FFmpeg decodes); repeatable");
   add_video_sampling_flags(*app, o->frames, o->fps);
-  add_param_flags(*app, o->engine, {"max_frames", "max_image_pixels"});
+  add_param_flags(*app, o->engine, {"max_frames", "max_image_pixels", "image_min_tokens", "image_max_tokens"});
   app->add_option("-n,--n-predict", o->gen.max_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   add_param_flags(*app, o->gen.sampling);

@@ -340,7 +340,7 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--video-frames", o->http.limits.video_frames,
                   "Frames sampled uniformly from each video of a request (video_url parts)")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  add_param_flags(*app, o->backend.engine, {"max_image_pixels"});
+  add_param_flags(*app, o->backend.engine, {"max_image_pixels", "image_min_tokens", "image_max_tokens"});
   app->add_option("--media-path", o->http.limits.media_path,
                   "Directory file:// image and video URLs may be read from (default: file:// refused)")
       ->check(CLI::ExistingDirectory);

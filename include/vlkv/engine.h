@@ -22,6 +22,9 @@ struct EngineParams {
   std::string model_path;
   std::string mmproj_path;                    // vision encoder + projector GGUF ("": text only)
   MediaLimits media_limits;                   // bounds on images and video the engine accepts
+  // Tokens per image or frame for encoders that resize to a budget (the Qwen-VL family;
+  // llama.cpp's --image-min-tokens / --image-max-tokens); 0: the model's (8 and 4096).
+  int64_t image_min_tokens = 0, image_max_tokens = 0;
   std::string kv_method = "f16";             // KV method spec, e.g. "f32", "f16"
   uint64_t kv_budget_bytes = 2ull << 30;      // KV page pool budget
   uint32_t kv_page_bytes = 0;                 // KV page size (a multiple of 64); 0: the cache's default
@@ -47,6 +50,12 @@ struct EngineParams {
     v(p.media_limits.max_frames, ParamField{"--max-frames", "max_frames", "Most frames taken from one video (0: as many as the context holds)", 0, 1 << 22});
     v(p.media_limits.max_pixels, ParamField{"--max-image-pixels", "max_image_pixels", "Most pixels in one image or frame",
                                            1, static_cast<double>(int64_t{1} << 40)});
+    v(p.image_min_tokens, ParamField{"--image-min-tokens", "image_min_tokens",
+                                     "Fewest tokens per image or frame (Qwen-VL family: smaller images are enlarged; 0: "
+                                     "the model's 8)", 0, 1 << 20});
+    v(p.image_max_tokens, ParamField{"--image-max-tokens", "image_max_tokens",
+                                     "Most tokens per image or frame (Qwen-VL family: larger images are shrunk, trading "
+                                     "resolution for video length; 0: the model's 4096)", 0, 1 << 20});
     v(p.kv_method, ParamField{"--kv", "kv", "KV cache method and parameters, NAME[:key=value,...]"});
     v(p.kv_budget_bytes, ParamField{"--kv-budget", "kv_budget_bytes", "KV cache memory budget (e.g. 512M, 4G)"});
     v(p.kv_page_bytes, ParamField{"", "kv_page_bytes", "KV page size (a multiple of 64); 0: the cache's default"});

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "base/log.h"
+#include "engine/content_hash.h"
 #include "engine/engine_impl.h"
 #include "engine/gguf_identity.h"
 #include "engine/media_cache.h"
@@ -76,7 +77,21 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineParams& params) {
                               " deepstack layers); this mmproj belongs to another model)");
     }
     impl->mmproj_id = gguf_identity(*impl->mmproj);
+    impl->media_id = impl->mmproj_id;
+    if (params.image_min_tokens > 0 || params.image_max_tokens > 0) {
+      if (Status st = impl->vision->set_image_tokens(params.image_min_tokens, params.image_max_tokens); !st.is_ok())
+        return st.with_context(params.mmproj_path);
+      Sha256 h;
+      h.update_string("vlkv image tokens v1");
+      h.update_value(impl->mmproj_id.hi);
+      h.update_value(impl->mmproj_id.lo);
+      h.update_value(params.image_min_tokens);
+      h.update_value(params.image_max_tokens);
+      impl->media_id = h.finish128();
+    }
     if (params.media_cache_bytes > 0) impl->media_cache = std::make_shared<MediaCache>(params.media_cache_bytes);
+  } else if (params.image_min_tokens > 0 || params.image_max_tokens > 0) {
+    return invalid_argument("--image-min-tokens / --image-max-tokens need a vision model (--mmproj)");
   }
 
   if (impl->params.n_ctx == 0) impl->params.n_ctx = impl->hparams.n_ctx_train;

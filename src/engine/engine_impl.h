@@ -51,6 +51,9 @@ struct Engine::Impl {
   // gguf_identity of the text model and of the mmproj (zero without one), computed at load:
   // KV files, media digests and shared prefix-cache keys name them.
   Digest128 model_id, mmproj_id;
+  // What media digests (the encoder and prefix caches' keys) name the encoder by: mmproj_id, with
+  // the image token bounds mixed in when set (they change every embedding).
+  Digest128 media_id;
   // Media items the vision encoder ran on (encoder-cache hits and unencoded layouts not
   // counted): what a prefix hit that covers an item's rows saves.
   std::atomic<int64_t> n_media_encodes{0};

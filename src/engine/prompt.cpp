@@ -363,7 +363,7 @@ Result<PreparedPrompt> prepare_prompt(Engine::Impl& e, const Prompt& prompt_in, 
     const Image& first = item.frames[0];
     // A media item seen before (the same pixels and preprocessing) is not encoded again.
     const double t_step = item.is_video ? e.vision->video_t_step(item.fps) : 1.0;
-    digests[i] = salted_digest(media_digest(e.mmproj_id, contents[i], t_step), salt);
+    digests[i] = salted_digest(media_digest(e.media_id, contents[i], t_step), salt);
     if (e.media_cache) {
       if (std::optional<MediaEmbedding> kept = e.media_cache->find(digests[i])) {
         if (progress && !item.is_video) progress("encode", static_cast<int64_t>(i) + 1, n_media);

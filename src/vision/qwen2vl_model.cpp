@@ -10,6 +10,16 @@
 
 namespace vlkv {
 
+std::string ImageTokenBounds::check() const {
+  constexpr int64_t kMost = int64_t{1} << 20;
+  if (min < 1 || max < 1 || min > kMost || max > kMost)
+    return "image tokens per image must be 1 to " + std::to_string(kMost) + " (min " + std::to_string(min) + ", max " +
+           std::to_string(max) + ")";
+  if (min > max)
+    return "--image-min-tokens " + std::to_string(min) + " is above --image-max-tokens " + std::to_string(max);
+  return "";
+}
+
 Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, int64_t min_pixels, int64_t max_pixels) {
   const float f = static_cast<float>(align);
   auto round_by = [&](float x) { return static_cast<int32_t>(std::round(x / f)) * align; };

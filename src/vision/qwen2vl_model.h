@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -37,6 +38,15 @@ struct Qwen2VlSize {
   int32_t height = 0;
 };
 Qwen2VlSize qwen2vl_target_size(int32_t width, int32_t height, int32_t align, int64_t min_pixels, int64_t max_pixels);
+
+// How many merged tokens the Qwen-VL family's encoders give one image (or frame): llama.cpp's
+// 8 to 4096 by default; --image-min-tokens / --image-max-tokens move them (as llama.cpp's flags),
+// trading resolution for length. Images are resized into [min, max] * align^2 pixels.
+struct ImageTokenBounds {
+  int64_t min = 8, max = 4096;
+  // "" when usable: 1 <= min <= max <= 2^20.
+  std::string check() const;
+};
 // qwen2vl_target_size, or `who`'s InvalidArgument for an empty size or one that does not fit
 // (not a multiple of align, or past max_pixels).
 Result<Qwen2VlSize> qwen2vl_fitted_size(const char* who, int32_t width, int32_t height, int64_t align,
@@ -74,9 +84,10 @@ class Qwen2VlProjector {
   const VitHparams& hparams() const { return hp_; }
   int64_t merge() const { return merge_; }
   int64_t n_embd_out() const { return mm2_.n_rows; }
-  // llama.cpp's limits for Qwen2-VL: 8 to 4096 merged tokens per image.
-  int64_t min_pixels() const { return 8 * align() * align(); }
-  int64_t max_pixels() const { return 4096 * align() * align(); }
+  // Merged tokens per image: llama.cpp's 8 to 4096 unless set (ImageTokenBounds).
+  int64_t min_pixels() const { return tokens_.min * align() * align(); }
+  int64_t max_pixels() const { return tokens_.max * align() * align(); }
+  void set_token_bounds(ImageTokenBounds b) { tokens_ = b; }
   int64_t align() const { return hp_.patch_size * merge_; }
   bool is_qwen25() const { return hp_.projector_type == "qwen2.5vl_merger"; }
   // Window attention (Qwen2.5-VL): side of a window in merged tokens; 0 when off.
@@ -101,6 +112,7 @@ class Qwen2VlProjector {
 
  private:
   VitHparams hp_;
+  ImageTokenBounds tokens_;
   int64_t merge_ = 2;                 // clip.vision.spatial_merge_size
   bool window_attn_ = false;          // Qwen2.5-VL window attention in use
   int64_t window_size_ = 112;         // clip.vision.window_size (pixels)

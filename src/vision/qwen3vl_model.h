@@ -40,9 +40,10 @@ class Qwen3VlProjector {
   int64_t n_deepstack() const { return static_cast<int64_t>(deepstack_.size()); }
   // Row width of the output: the merger's and one part per deepstack layer.
   int64_t n_embd_out() const { return n_embd_main() * (1 + n_deepstack()); }
-  // llama.cpp's limits for the Qwen-VL family: 8 to 4096 merged tokens per image.
-  int64_t min_pixels() const { return 8 * align() * align(); }
-  int64_t max_pixels() const { return 4096 * align() * align(); }
+  // Merged tokens per image: llama.cpp's 8 to 4096 unless set (ImageTokenBounds).
+  int64_t min_pixels() const { return tokens_.min * align() * align(); }
+  int64_t max_pixels() const { return tokens_.max * align() * align(); }
+  void set_token_bounds(ImageTokenBounds b) { tokens_ = b; }
 
   // qwen2vl_target_size for a width x height image, or preprocess's error when it cannot fit.
   Result<Qwen2VlSize> fitted_size(int32_t width, int32_t height) const;
@@ -58,6 +59,7 @@ class Qwen3VlProjector {
 
  private:
   static constexpr int64_t kMerge = 2;  // llama.cpp's graph hard-codes the 2x2 merge
+  ImageTokenBounds tokens_;
 
   struct Deepstack {
     int64_t layer = 0;                         // after this ViT layer

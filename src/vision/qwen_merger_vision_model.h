@@ -24,6 +24,15 @@ class QwenMergerVisionModel : public ProjectorVisionModel<Projector> {
     return layout_groups(1, width, height);
   }
 
+  Status set_image_tokens(int64_t min_tokens, int64_t max_tokens) override {
+    ImageTokenBounds b;
+    if (min_tokens > 0) b.min = min_tokens;
+    if (max_tokens > 0) b.max = max_tokens;
+    if (std::string why = b.check(); !why.empty()) return invalid_argument(why);
+    this->p_.set_token_bounds(b);
+    return Status::ok();
+  }
+
   Result<MediaEmbedding> encode_image(const Image& image, ThreadPool& pool) const override {
     if (!image.valid()) return invalid_argument(std::string(Projector::kName) + ": empty or malformed image");
     VLKV_ASSIGN_OR_RETURN(MediaEmbedding out, layout_image(image.width, image.height));

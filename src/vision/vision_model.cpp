@@ -92,6 +92,15 @@ MediaEmbedding framed_embedding_layout(std::string open, int64_t n_runs, int64_t
   return out;
 }
 
+Status VisionModel::set_image_tokens(int64_t min_tokens, int64_t max_tokens) {
+  if (min_tokens == 0 && max_tokens == 0) return Status::ok();
+  return unsupported("--image-min-tokens / --image-max-tokens: this mmproj's projector (" +
+                     std::string(projector_type()) +
+                     ") lays every image out at a fixed size; they apply to the Qwen-VL family's (qwen2vl_merger, "
+                     "qwen2.5vl_merger, qwen3vl_merger), which resize to a token budget. Use --max-image-pixels "
+                     "for a size limit, --frames / --fps for fewer video frames");
+}
+
 Result<MediaEmbedding> VisionModel::layout_video(int64_t n_frames, int32_t width, int32_t height) const {
   if (n_frames <= 0) return invalid_argument("a video with no frames");
   VLKV_ASSIGN_OR_RETURN(MediaEmbedding frame, layout_image(width, height));

@@ -101,6 +101,11 @@ class VisionModel {
   // decoder reaches it (a streamed prompt), holding one frame at a time.
   virtual bool video_frames_independent() const { return true; }
 
+  // How many tokens one image or frame may take (--image-min-tokens / --image-max-tokens):
+  // for encoders that resize to a token budget (the Qwen-VL family); 0 keeps a bound as the
+  // model has it. Unsupported elsewhere: their images take a fixed layout.
+  virtual Status set_image_tokens(int64_t min_tokens, int64_t max_tokens);
+
   // M-RoPE temporal positions between consecutive temporal patches of a video whose
   // frames were sampled at fps frames per second (0: unknown). 1 (one position per
   // temporal patch, Qwen2-VL) unless the model ties positions to time (Qwen2.5-VL).

@@ -49,13 +49,13 @@ TEST(ParamTable, EveryCommandHasTheFlagsOfItsRows) {
   // Which EngineParams rows each command takes (kv and kv_budget_bytes through tools/kv_flags.h
   // or the command's own method list; their help is the command's).
   const std::map<std::string, std::vector<std::string>> takes = {
-      {"run", {"model", "mmproj", "max_frames", "max_image_pixels", "kv", "kv_budget_bytes", "n_threads", "n_ctx",
+      {"run", {"model", "mmproj", "max_frames", "max_image_pixels", "image_min_tokens", "image_max_tokens", "kv", "kv_budget_bytes", "n_threads", "n_ctx",
                "n_batch", "exact_matmul"}},
-      {"chat", {"model", "mmproj", "max_frames", "max_image_pixels", "kv", "kv_budget_bytes", "n_threads", "n_ctx",
+      {"chat", {"model", "mmproj", "max_frames", "max_image_pixels", "image_min_tokens", "image_max_tokens", "kv", "kv_budget_bytes", "n_threads", "n_ctx",
                 "n_batch", "exact_matmul"}},
-      {"serve", {"model", "mmproj", "max_image_pixels", "kv", "kv_budget_bytes", "n_threads", "n_ctx", "n_batch",
+      {"serve", {"model", "mmproj", "max_image_pixels", "image_min_tokens", "image_max_tokens", "kv", "kv_budget_bytes", "n_threads", "n_ctx", "n_batch",
                  "exact_matmul"}},
-      {"bench", {"model", "kv", "kv_budget_bytes", "n_threads", "n_batch", "exact_matmul"}},
+      {"bench", {"model", "image_min_tokens", "image_max_tokens", "kv", "kv_budget_bytes", "n_threads", "n_batch", "exact_matmul"}},
       {"eval", {"model", "mmproj", "kv", "kv_budget_bytes", "n_threads", "exact_matmul"}},
       {"calibrate", {"model", "mmproj", "n_threads"}},
   };
