@@ -113,7 +113,7 @@ int run(const RunOptions& o_in) {
     const bool long_video = std::any_of(infos.begin(), infos.end(), [](const MediaInfo& m) { return m.n_frames >= 64; });
     if (o.plan || (long_video && !o.quiet)) {
       Result<IngestPlan> plan = plan_ingest(e, *count, infos, o.videos.empty() ? "" : o.videos.front(),
-                                            o.engine.media_limits, 0, /*calibrate=*/o.plan);
+                                            o.engine.media_limits, o.gen.max_tokens, /*calibrate=*/o.plan);
       if (!plan.is_ok()) return report_error(plan.status());
       std::fputs(format_ingest_plan(*plan).c_str(), o.plan ? stdout : stderr);
       if (o.plan) return plan->refusal.empty() ? kExitOk : kExitBadInput;

@@ -90,7 +90,8 @@ Result<IngestPlan> plan_ingest(Engine& e, const PromptTokenCount& count, const s
   VLKV_ASSIGN_OR_RETURN(p.kv_bytes_f16, e.kv_bytes_for_tokens(total, "f16"));
   const std::string what = std::to_string(p.n_frames) + " frame(s), " + std::to_string(p.n_images) + " image(s): " +
                            std::to_string(p.n_visual_tokens) + " visual tokens";
-  if (Status st = e.check_prompt_fits(p.n_tokens, std::max<int64_t>(n_predict, 0), "", what); !st.is_ok())
+  // The answer counts in the bytes, not in the fit: one that fills the context is a length stop.
+  if (Status st = e.check_prompt_fits(p.n_tokens, 0, "", what); !st.is_ok())
     p.refusal = st.message();
   if (calibrate_now && p.refusal.empty()) VLKV_RETURN_IF_ERROR(calibrate(e, first_video, limits, p));
   return p;
@@ -103,8 +104,10 @@ std::string format_ingest_plan(const IngestPlan& p) {
                 p.n_images ? (" and " + grouped(p.n_images) + " image(s)").c_str() : "", grouped(p.n_tokens).c_str(),
                 grouped(p.n_visual_tokens).c_str(), grouped(p.n_ctx).c_str());
   out += b;
-  std::snprintf(b, sizeof b, "  KV with %s: %s (f16: %s, %.2fx); budget %s\n", p.method.c_str(),
-                mib(p.kv_bytes).c_str(), mib(p.kv_bytes_f16).c_str(),
+  // The reservation admission takes (pages' tails, windows folding): the run holds at most this.
+  std::snprintf(b, sizeof b, "  KV with %s: at most %s (%llu B) for the prompt and the answer (f16: %s, %.2fx); budget %s\n",
+                p.method.c_str(), mib(p.kv_bytes).c_str(), static_cast<unsigned long long>(p.kv_bytes),
+                mib(p.kv_bytes_f16).c_str(),
                 p.kv_bytes ? static_cast<double>(p.kv_bytes_f16) / static_cast<double>(p.kv_bytes) : 0.0,
                 mib(p.budget).c_str());
   out += b;

@@ -53,6 +53,42 @@ TEST(CliVideoPlan, ThePlanCountsWhatTheRunUses) {
   std::remove(clip.c_str());
 }
 
+// Issue 37's check: for 3 videos x 3 methods on tinyvideo (frame labels between frames), the
+// plan's prompt tokens are the run's, and the KV bytes it plans (admission's reservation for the
+// prompt and the -n answer) bound what the run then holds.
+TEST(CliVideoPlan, ThreeVideosThreeMethodsPlanWhatTheRunHolds) {
+  const std::vector<int> lengths = {4, 12, 24};
+  for (int n : lengths) {
+    const std::string clip = make_clip(n);
+    ASSERT_FALSE(clip.empty());
+    for (const char* kv : {"f16", "kivi2", "vidkv"}) {
+      SCOPED_TRACE(std::to_string(n) + " frames, " + kv);
+      const std::vector<std::string> run = {"run", "-m", models() + "tinyvideo.gguf", "--mmproj",
+                                            models() + "tinyvideo-mmproj.gguf", "--video", clip, "--frames",
+                                            std::to_string(n), "-p", "What colour was the first shape?", "--temp",
+                                            "0", "-n", "4", "-t", "2", "--kv", kv};
+      std::vector<std::string> plan_args = run;
+      plan_args.push_back("--plan");
+      const auto plan = testing_cli::run_cli(plan_args);
+      ASSERT_EQ(plan.exit_code, 0) << plan.err;
+      std::smatch t, b;
+      ASSERT_TRUE(std::regex_search(plan.out, t, std::regex("([0-9,]+) prompt tokens \\(([0-9,]+) visual\\)"))) << plan.out;
+      ASSERT_TRUE(std::regex_search(plan.out, b, std::regex("KV with [^:]+: at most [0-9.]+ MiB \\(([0-9]+) B\\)")))
+          << plan.out;
+      const std::string tokens = std::regex_replace(t[1].str(), std::regex(","), "");
+      const std::string visual = std::regex_replace(t[2].str(), std::regex(","), "");
+      const auto ran = testing_cli::run_cli(run);
+      ASSERT_EQ(ran.exit_code, 0) << ran.err;
+      EXPECT_NE(ran.err.find(tokens + " prompt tokens (" + visual + " visual"), std::string::npos)
+          << "plan said " << tokens << "/" << visual << "; the run: " << ran.err;
+      std::smatch h;
+      ASSERT_TRUE(std::regex_search(ran.err, h, std::regex("held ([0-9]+) B"))) << ran.err;
+      EXPECT_LE(std::stoull(h[1].str()), std::stoull(b[1].str())) << "held more than the plan reserved";
+    }
+    std::remove(clip.c_str());
+  }
+}
+
 TEST(CliVideoPlan, OverTheContextTheFlagsThatHelp) {
   const std::string clip = make_clip(8);
   ASSERT_FALSE(clip.empty());
