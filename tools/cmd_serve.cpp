@@ -103,6 +103,8 @@ int serve(const ServeOptions& o_in) {
   ServeOptions o = o_in;
   if (o.backend.engine.model_path.empty()) return report_error(invalid_argument("--model is required"));
   if (Status st = check_access_flags(o); !st.is_ok()) return report_error(st);
+  if (o.http.limits.video_fps > 0 && o.http.limits.video_frames != server::RequestLimits{}.video_frames)
+    return report_error(invalid_argument("give --video-frames or --video-fps, not both"));
   Result<uint64_t> budget = parse_kv_budget_flag(o.kv_budget);
   if (!budget.is_ok()) return report_error(budget.status());
   o.backend.engine.kv_budget_bytes = *budget;
@@ -340,6 +342,10 @@ void add_serve_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--video-frames", o->http.limits.video_frames,
                   "Frames sampled uniformly from each video of a request (video_url parts)")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app->add_option("--video-fps", o->http.limits.video_fps,
+                  "Sample each video at this many frames per second instead of --video-frames (e.g. 2 for tinyvideo, "
+                  "its training rate)")
+      ->check(CLI::Range(0.001, 1000.0));
   add_param_flags(*app, o->backend.engine, {"max_image_pixels", "image_min_tokens", "image_max_tokens"});
   app->add_option("--media-path", o->http.limits.media_path,
                   "Directory file:// image and video URLs may be read from (default: file:// refused)")

@@ -177,5 +177,35 @@ TEST_F(ServeVideo, WhatIsNoVideoIsRefusedNamingThePart) {
   EXPECT_EQ(files_in(tmp_), 0);
 }
 
+// --video-fps: a model trained at one frame rate (tinyvideo at 2, its time labels from it) gets
+// every uploaded clip sampled at that rate, so the page and the API lay a clip out as
+// `vlkv run --video --fps 2` does: the same prompt tokens and the same answer.
+TEST(ServeVideoFps, TinyvideoAtItsRateAnswersAsRun) {
+  const std::string clip = ::testing::TempDir() + "vlkv_serve_fps_" + std::to_string(getpid()) + ".mp4";
+  ASSERT_EQ(std::system(("ffmpeg -loglevel error -y -f lavfi -i testsrc=size=64x64:rate=4 -frames:v 16 -c:v mpeg4 "
+                         "-pix_fmt yuv420p '" + clip + "'").c_str()),
+            0);  // 4 s: 8 frames at 2 fps
+  const std::string model = std::string(VLKV_SOURCE_DIR) + "/models/tinyvideo.gguf";
+  const std::string mmproj = std::string(VLKV_SOURCE_DIR) + "/models/tinyvideo-mmproj.gguf";
+  ServerProcess server({"-m", model, "--mmproj", mmproj, "-t", "1", "-np", "1", "--video-fps", "2"});
+  ASSERT_TRUE(server.running()) << server.log();
+  httplib::Client c = server.client(60);
+  const std::string question = "What colour was the first shape?";
+  HttpReply r = post(c, "/v1/chat/completions", chat_with_video(uri("video/mp4", read_file(clip)), question));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const testing_cli::CliResult run =
+      testing_cli::run_cli({"run", "-m", model, "--mmproj", mmproj, "--video", clip, "--fps", "2", "-p", question,
+                            "--temp", "0", "-n", "8", "-t", "1", "-q"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(r.json["choices"][0]["message"]["content"].get<std::string>() + "\n", run.out);
+  const testing_cli::CliResult count = testing_cli::run_cli(
+      {"run", "-m", model, "--mmproj", mmproj, "--video", clip, "--fps", "2", "-p", question, "--count-tokens"});
+  ASSERT_EQ(count.exit_code, 0) << count.err;
+  EXPECT_EQ(count.out, "prompt_tokens=" + std::to_string(r.json["usage"]["prompt_tokens"].get<int64_t>()) +
+                           " visual_tokens=128\n");  // 8 frames x 16 (tinyvideo)
+  EXPECT_EQ(server.stop(), 0);
+  std::remove(clip.c_str());
+}
+
 }  // namespace
 }  // namespace vlkv

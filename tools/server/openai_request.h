@@ -21,6 +21,7 @@ namespace vlkv::server {
 struct RequestLimits {
   int32_t max_images = 8;    // images and videos in one request
   int32_t video_frames = 8;  // frames sampled uniformly from each video
+  double video_fps = 0;      // > 0: frames sampled at this rate instead (a model trained on one, as tinyvideo at 2)
   MediaLimits media;         // per image: file bytes, pixels, side
   std::string media_path;    // file:// URLs are read only under this directory ("" = refused)
   int32_t max_stop = 16;     // stop strings

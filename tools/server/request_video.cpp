@@ -53,7 +53,8 @@ Status without_temp_path(const Status& st, const std::string& temp_path) {
 
 VideoSampling sampling(const RequestLimits& limits) {
   VideoSampling s;
-  s.n_frames = limits.video_frames;
+  if (limits.video_fps > 0) s.fps = limits.video_fps;
+  else s.n_frames = limits.video_frames;
   return s;
 }
 
