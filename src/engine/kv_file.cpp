@@ -44,6 +44,7 @@ const char* kv_file_section_name(uint32_t id) {
     case kSectionKv: return "kv";
     case kSectionConversation: return "conversation";
     case kSectionPrefixRows: return "prefix rows";
+    case kSectionCheckpoint: return "checkpoint";
     default: return "unknown";
   }
 }

@@ -27,6 +27,7 @@ enum KvFileSectionId : uint32_t {
   kSectionKv = 5,            // the sequence's cache (kv_sequence_io.h)
   kSectionConversation = 6,  // vlkv chat's turns (optional)
   kSectionPrefixRows = 7,    // a prefix-cache entry's pass size and row keys (instead of tokens)
+  kSectionCheckpoint = 8,    // an ingest checkpoint: where a streamed prompt's prefill stood (ingest_checkpoint.h)
 };
 
 struct KvFileSection {

@@ -112,14 +112,16 @@ uint64_t SessionFile::max_file_bytes(const Engine::Impl& e) {
   return e.kv->budget_bytes() + n_ctx * 64 + (64ull << 20);
 }
 
-Result<std::string> SessionFile::image(const Session& s, const std::string* conversation) {
+Result<std::string> SessionFile::image(const Session& s, const std::string* conversation,
+                                       const std::string* checkpoint) {
   Engine::Impl& e = *s.engine_;
   const SessionHistory& h = *s.history_;
   if (h.synthetic) return unsupported("this session's cache was filled with random rows for a benchmark: nothing to save");
   if (static_cast<int64_t>(h.ids.size()) != s.n_past_)
     return Status(StatusCode::kInternal, "the session's token record differs from its cache");
   std::vector<KvFileSection> sections;
-  sections.push_back({kSectionIdentity, identity_section(e, !h.media.empty())});
+  // A checkpoint's media are not recorded until its prompt ends, but its rows hold their embeddings.
+  sections.push_back({kSectionIdentity, identity_section(e, !h.media.empty() || checkpoint != nullptr)});
   std::string kv_bytes;
   std::string spec;
   uint64_t page_bytes = 0;
@@ -157,14 +159,19 @@ Result<std::string> SessionFile::image(const Session& s, const std::string* conv
   }
   sections.push_back({kSectionKv, std::move(kv_bytes)});
   if (conversation) sections.push_back({kSectionConversation, *conversation});
+  if (checkpoint) sections.push_back({kSectionCheckpoint, *checkpoint});
   return build_kv_file(sections);
 }
 
 Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_t* data, size_t size,
-                                                   const std::string& kv_method, std::string* conversation) {
+                                                   const std::string& kv_method, std::string* conversation,
+                                                   std::string* checkpoint) {
   VLKV_ASSIGN_OR_RETURN(std::vector<KvFileSectionView> views, parse_kv_file(data, size));
   std::map<uint32_t, KvFileSectionView> sec;
   for (const KvFileSectionView& v : views) sec[v.id] = v;
+  if (!checkpoint && sec.count(kSectionCheckpoint))
+    return invalid_argument("an ingest checkpoint (a prompt's prefill cut at a frame), not a finished KV file: "
+                            "continue it with vlkv run --resume and the same flags");
   for (uint32_t id : {kSectionIdentity, kSectionMethod, kSectionTokens, kSectionMedia, kSectionKv})
     if (!sec.count(id)) return invalid_file(std::string("no ") + kv_file_section_name(id) + " section");
   auto reader = [&](uint32_t id) { return ByteReader(sec[id].data, sec[id].size); };
@@ -220,6 +227,11 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
       h.media.push_back(m);
     }
     if (!r.ok() || !r.at_end()) return malformed(kSectionMedia);
+  }
+  if (checkpoint) {
+    checkpoint->clear();
+    if (sec.count(kSectionCheckpoint))
+      checkpoint->assign(reinterpret_cast<const char*>(sec[kSectionCheckpoint].data), sec[kSectionCheckpoint].size);
   }
   if (conversation) {
     conversation->clear();

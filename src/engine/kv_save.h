@@ -42,12 +42,16 @@ Result<std::string> check_method_section(Engine::Impl& e, const uint8_t* data, s
 
 // Session's private state for the file code (Session befriends it).
 struct SessionFile {
-  // The sections of one session's file (conversation: an extra section, or null).
-  static Result<std::string> image(const Session& s, const std::string* conversation);
+  // The sections of one session's file (conversation, checkpoint: extra sections, or null).
+  static Result<std::string> image(const Session& s, const std::string* conversation,
+                                   const std::string* checkpoint = nullptr);
   // A new session of engine e from a file image; kv_method "": the engine's. conversation
-  // (may be null) receives the conversation section ("" when the file has none).
+  // (may be null) receives the conversation section ("" when the file has none); checkpoint
+  // the checkpoint section likewise, and when null a checkpoint is refused (its cache holds
+  // half a prompt: only Engine::resume_session continues it).
   static Result<std::unique_ptr<Session>> load(Engine::Impl& e, const uint8_t* data, size_t size,
-                                               const std::string& kv_method, std::string* conversation);
+                                               const std::string& kv_method, std::string* conversation,
+                                               std::string* checkpoint = nullptr);
   // The largest file a session of e may read: its KV budget plus what the token records take.
   static uint64_t max_file_bytes(const Engine::Impl& e);
   static SessionHistory& history(Session& s);
