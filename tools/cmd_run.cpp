@@ -71,6 +71,8 @@ Result<CheckpointPlan> plan_checkpoints(const RunOptions& o, const std::vector<M
   plan.path = !o.checkpoint.empty() ? o.checkpoint : o.save_kv.empty() ? "" : o.save_kv + ".part";
   if (plan.path.empty())
     return invalid_argument("where should checkpoints go? give --checkpoint FILE (or --save-kv FILE: FILE.part)");
+  if (plan.path == o.save_kv)  // the finished file would be removed as the spent checkpoint
+    return invalid_argument("--checkpoint and --save-kv name the same file: " + plan.path);
   plan.every = o.checkpoint_every >= 0 ? o.checkpoint_every : default_checkpoint_every(true, n_frames);
   return plan;
 }

@@ -208,6 +208,9 @@ TEST(CliIngestResume, AnotherIngestsOrADamagedCheckpointIsRefused) {
                                              "-p", "Hi", "--checkpoint-every", "4"});
   EXPECT_EQ(no_path.exit_code, 2) << no_path.err;
   EXPECT_NE(no_path.err.find("--checkpoint FILE"), std::string::npos) << no_path.err;
+  const auto same = testing_cli::run_cli(plus(ingest_args(clip, "kivi2", kv), {"--checkpoint", kv}));
+  EXPECT_EQ(same.exit_code, 2) << same.err;
+  EXPECT_NE(same.err.find("name the same file"), std::string::npos) << same.err;
   for (const std::string& p : {part, kv, clip, other_clip}) std::remove(p.c_str());
 }
 
