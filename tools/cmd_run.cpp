@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string_view>
 
 #include "answer_printer.h"
 #include "base/safe_file.h"
 #include "commands.h"
 #include "hub_flags.h"
 #include "ingest_plan.h"
+#include "ingest_resume.h"
 #include "kv/method_registry.h"
 #include "kv_flags.h"
 #include "media_flags.h"
@@ -41,7 +43,39 @@ struct RunOptions {
   bool plan = false;  // --plan: frames, tokens, KV bytes, fit and a timed estimate; nothing decoded
   std::string save_kv;  // write the conversation (prompt + answer) and its KV cache here
   std::string load_kv;  // continue the conversation in this file: the prompt is its next turn
+  // Ingest checkpoints (tools/ingest_resume.h): every N frames (-1: the default rule), where
+  // ("": --save-kv's path + ".part"), continue from one, and the test hook that stops as Ctrl-C does.
+  int64_t checkpoint_every = -1;
+  std::string checkpoint;
+  bool resume = false;
+  int64_t stop_after_frames = 0;
 };
+
+// Where and how often a run's ingest is checkpointed (every 0: never).
+struct CheckpointPlan {
+  std::string path;
+  int64_t every = 0;
+  bool active() const { return !path.empty(); }
+};
+
+Result<CheckpointPlan> plan_checkpoints(const RunOptions& o, const std::vector<MediaInfo>& infos) {
+  int64_t n_frames = 0;
+  for (const MediaInfo& m : infos) n_frames += m.is_video ? m.n_frames : 0;
+  const bool asked = o.checkpoint_every > 0 || !o.checkpoint.empty() || o.resume || o.stop_after_frames > 0;
+  CheckpointPlan plan;
+  if (!asked && default_checkpoint_every(!o.save_kv.empty(), n_frames) == 0) return plan;
+  if (!asked && !o.load_kv.empty()) return plan;  // the default rule: not for a continued conversation
+  if (o.videos.empty()) return invalid_argument("--checkpoint-every, --checkpoint and --resume are for --video ingests");
+  if (!o.load_kv.empty())
+    return invalid_argument("--checkpoint-every, --checkpoint and --resume take a first turn: not with --load-kv");
+  plan.path = !o.checkpoint.empty() ? o.checkpoint : o.save_kv.empty() ? "" : o.save_kv + ".part";
+  if (plan.path.empty())
+    return invalid_argument("where should checkpoints go? give --checkpoint FILE (or --save-kv FILE: FILE.part)");
+  if (plan.path == o.save_kv)  // the finished file would be removed as the spent checkpoint
+    return invalid_argument("--checkpoint and --save-kv name the same file: " + plan.path);
+  plan.every = o.checkpoint_every >= 0 ? o.checkpoint_every : default_checkpoint_every(true, n_frames);
+  return plan;
+}
 
 // The prompt's size from the media files' headers (no pixel decoded): printed with
 // --count-tokens, and a prompt over the context or the KV budget is refused before any
@@ -71,6 +105,8 @@ int run(const RunOptions& o_in) {
     return kExitOk;
   }
   if (o.engine.model_path.empty()) return report_error(invalid_argument("--model is required"));
+  if (!o.prompt_file.empty() && !o.prompt.empty())
+    return report_error(invalid_argument("give the prompt with -p or -f, not both"));
   if (!o.prompt_file.empty()) {
     FILE* f = std::fopen(o.prompt_file.c_str(), "rb");
     if (!f) return report_error(not_found(o.prompt_file + ": cannot open prompt file"));
@@ -106,11 +142,13 @@ int run(const RunOptions& o_in) {
 
   // A multimodal model gets its chat template unless --no-template; a text model with --chat.
   const bool use_template = !o.no_template && (o.chat || e.has_vision());
+  CheckpointPlan checkpoints;
+  bool long_video = false;
   if (e.has_vision()) {
     std::vector<MediaInfo> infos;
     Result<PromptTokenCount> count = count_from_headers(e, o, use_template, infos);
     if (!count.is_ok()) return report_error(count.status());
-    const bool long_video = std::any_of(infos.begin(), infos.end(), [](const MediaInfo& m) { return m.n_frames >= 64; });
+    long_video = std::any_of(infos.begin(), infos.end(), [](const MediaInfo& m) { return m.n_frames >= 64; });
     if (o.plan || (long_video && !o.quiet)) {
       Result<IngestPlan> plan = plan_ingest(e, *count, infos, o.videos.empty() ? "" : o.videos.front(),
                                             o.engine.media_limits, o.gen.max_tokens, /*calibrate=*/o.plan);
@@ -126,8 +164,15 @@ int run(const RunOptions& o_in) {
     const std::string what = std::to_string(o.images.size() + o.videos.size()) + " image/video input(s): " +
                              std::to_string(count->n_visual_tokens) + " visual tokens, counted from their headers";
     if (Status st = e.check_prompt_fits(count->n_tokens, 0, "", what); !st.is_ok()) return report_error(st);
+    Result<CheckpointPlan> plan = plan_checkpoints(o, infos);
+    if (!plan.is_ok()) return report_error(plan.status());
+    checkpoints = *plan;
+    if (checkpoints.active())
+      if (Status st = check_writable_file(checkpoints.path); !st.is_ok()) return report_error(st);
   } else if (o.count_only) {
     return report_error(invalid_argument("--count-tokens needs a vision model (--mmproj)"));
+  } else if (o.checkpoint_every > 0 || !o.checkpoint.empty() || o.resume) {
+    return report_error(invalid_argument("--checkpoint-every, --checkpoint and --resume are for --video ingests"));
   }
 
   // Images are decoded up front: a bad file fails before any output. Videos are opened and
@@ -152,28 +197,84 @@ int run(const RunOptions& o_in) {
     media.push_back(std::move(m));
   }
   AnswerPrinter printer(o.quiet);
+  if (long_video || checkpoints.active()) printer.progress_lines(10);
   GenerateStats stats;
   Status st;
   // KV files: the prompt is one turn of a conversation, which continues the file's
   // (--load-kv: its cache loaded, not evaluated again) and is saved after the answer
   // (--save-kv): the same turn texts as `vlkv chat`, so either command continues the other's files.
+  // A checkpointed ingest is such a turn too (--resume: the checkpoint's rows not evaluated again).
   std::unique_ptr<Conversation> conversation;
   int64_t n_loaded = 0;
-  if (!o.save_kv.empty() || !o.load_kv.empty()) {
+  IngestCheckpointInfo stopped_at;  // the checkpoint a Ctrl-C (or --stop-after-frames) stopped at
+  if (!o.save_kv.empty() || !o.load_kv.empty() || checkpoints.active()) {
     const auto t0 = std::chrono::steady_clock::now();
-    Result<std::unique_ptr<Conversation>> c = o.load_kv.empty()
-                                                  ? Conversation::start(e, ConversationOptions{"", use_template, ""})
-                                                  : Conversation::load(e, o.load_kv);
+    std::vector<IngestInput> inputs;
+    if (checkpoints.active()) {
+      Result<std::vector<IngestInput>> in = ingest_inputs(o.prompt, use_template, o.images, o.videos, o.frames, o.fps);
+      if (!in.is_ok()) return report_error(in.status());
+      inputs = std::move(in).value();
+    }
+    const bool resuming = o.resume && access(checkpoints.path.c_str(), F_OK) == 0;
+    if (checkpoints.active() && !o.resume && !o.quiet && access(checkpoints.path.c_str(), F_OK) == 0)
+      std::fprintf(stderr, "vlkv: note: %s holds an earlier checkpoint, which this run replaces (--resume continues it)\n",
+                   checkpoints.path.c_str());
+    if (o.resume && !resuming && !o.quiet)
+      std::fprintf(stderr, "vlkv: no checkpoint at %s: the ingest starts from its first frame\n",
+                   checkpoints.path.c_str());
+    const ConversationOptions options{"", use_template, ""};
+    Result<std::unique_ptr<Conversation>> c = resuming              ? Conversation::resume(e, checkpoints.path, options, inputs)
+                                              : o.load_kv.empty() ? Conversation::start(e, options)
+                                                                  : Conversation::load(e, o.load_kv);
     if (!c.is_ok()) return report_error(c.status());
     conversation = std::move(c).value();
     n_loaded = conversation->session().n_past();
     if (!o.quiet && !o.load_kv.empty())
       std::fprintf(stderr, "vlkv: loaded %lld tokens from %s in %.3f s\n", static_cast<long long>(n_loaded),
                    o.load_kv.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!o.quiet && resuming)
+      std::fprintf(stderr, "vlkv: resuming from %s: its %lld prompt tokens are not evaluated again (%.3f s to load)\n",
+                   checkpoints.path.c_str(), static_cast<long long>(conversation->session().n_resumed()),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (resuming) n_loaded = 0;  // the prompt's own rows: reported as the checkpoint's below
+    if (checkpoints.active()) {
+      IngestCheckpointing cp;
+      cp.path = checkpoints.path;
+      cp.every_frames = checkpoints.every;
+      cp.inputs = inputs;
+      cp.stop = arm_interrupt();
+      cp.stop_after_frames = o.stop_after_frames;
+      cp.on_saved = [&](const IngestCheckpointInfo& info) {
+        if (info.stopping) stopped_at = info;
+        if (o.quiet || info.stopping) return;
+        char line[512];
+        std::snprintf(line, sizeof line, "vlkv: checkpoint: frame %lld/%lld, %lld/%lld prompt tokens, saved to %s (%.1f MiB, %.2f s)\n",
+                      static_cast<long long>(info.frames_done), static_cast<long long>(info.n_frames),
+                      static_cast<long long>(info.rows_done), static_cast<long long>(info.n_rows), info.path.c_str(),
+                      static_cast<double>(info.file_bytes) / (1 << 20), info.seconds);
+        printer.note(line);
+      };
+      conversation->set_ingest_checkpointing(std::move(cp));
+    }
+    // Ctrl-C acts until the prompt is in the cache; after that it ends the process as usual.
+    ProgressCallback progress = [&, bar = printer.on_progress()](const char* stage, int64_t done, int64_t total) {
+      bar(stage, done, total);
+      if (checkpoints.active() && std::string_view(stage) == "prefill" && done == total) disarm_interrupt();
+    };
     TurnStats turn;
-    st = conversation->ask(o.prompt, std::move(media), o.gen, printer.on_piece(), &turn, printer.on_progress());
+    st = conversation->ask(o.prompt, std::move(media), o.gen, printer.on_piece(), &turn, progress);
+    if (checkpoints.active()) disarm_interrupt();
     stats = turn.generation;
     printer.end(st.is_ok());
+    if (st.code() == StatusCode::kCancelled && !stopped_at.path.empty()) {
+      std::fprintf(stderr,
+                   "vlkv: interrupted at frame %lld of %lld: %s holds the first %lld of %lld prompt tokens; run the "
+                   "same command with --resume to continue from there\n",
+                   static_cast<long long>(stopped_at.frames_done), static_cast<long long>(stopped_at.n_frames),
+                   stopped_at.path.c_str(), static_cast<long long>(stopped_at.rows_done),
+                   static_cast<long long>(stopped_at.n_rows));
+      return kExitInterrupted;
+    }
     if (!st.is_ok()) return report_error(st);
     if (!o.save_kv.empty()) {
       const auto t1 = std::chrono::steady_clock::now();
@@ -183,6 +284,9 @@ int run(const RunOptions& o_in) {
                      static_cast<long long>(conversation->session().n_past()), o.save_kv.c_str(),
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
     }
+    // The ingest is complete (and saved): its checkpoint is no longer needed.
+    if (checkpoints.active() && std::remove(checkpoints.path.c_str()) == 0 && !o.quiet)
+      std::fprintf(stderr, "vlkv: removed the checkpoint %s\n", checkpoints.path.c_str());
   }
   std::unique_ptr<Session> session;
   if (!conversation) {
@@ -206,16 +310,20 @@ int run(const RunOptions& o_in) {
                  static_cast<long long>(n_ctx), more.c_str());
   }
   if (!o.quiet) {
-    const double pf = stats.prefill_seconds > 0 ? stats.n_prompt_tokens / stats.prefill_seconds : 0;
+    const int64_t n_fed = stats.n_prompt_tokens - stats.n_cached_tokens;  // evaluated by this run
+    const double pf = stats.prefill_seconds > 0 ? n_fed / stats.prefill_seconds : 0;
     const double dc = stats.decode_seconds > 0 && stats.n_generated > 1
                           ? (stats.n_generated - 1) / stats.decode_seconds : 0;
     std::string media;
     if (stats.n_visual_tokens > 0) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, " (%lld visual, encoded in %.2f s)", static_cast<long long>(stats.n_visual_tokens),
-                    stats.encode_seconds);
+      char buf[128];
+      std::string frames;
+      if (stats.n_frames_encoded > 0) frames = std::to_string(stats.n_frames_encoded) + " frames ";
+      std::snprintf(buf, sizeof buf, " (%lld visual, %sencoded in %.2f s)", static_cast<long long>(stats.n_visual_tokens),
+                    frames.c_str(), stats.encode_seconds);
       media = buf;
     }
+    if (stats.n_cached_tokens > 0) media += ", " + std::to_string(stats.n_cached_tokens) + " from the checkpoint";
     // held: the pages this session's cache takes (its tokens' kinds, windows, its own grouping,
     // page tails): the same figure chat, the API's kv.held_bytes and /metrics report.
     const Session& s = conversation ? conversation->session() : *session;
@@ -243,9 +351,8 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
   CLI::App* app = root.add_subcommand("run", "Generate text from a prompt (generated bytes to stdout)");
   add_param_flags(*app, o->engine, {"model"});
   app->add_flag("--kv-list", o->list_kv, "Print the registered KV cache methods, one per line, and exit");
-  auto* p = app->add_option("-p,--prompt", o->prompt, "Prompt text");
-  auto* pf = app->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  p->excludes(pf);
+  app->add_option("-p,--prompt", o->prompt, "Prompt text");
+  app->add_option("-f,--file", o->prompt_file, "Read the prompt from a file (not with -p)");
   add_param_flags(*app, o->engine, {"mmproj"});
   app->add_option("--image", o->images,
                   "Image file (PNG, JPEG, BMP, GIF, ...); repeatable. Each <__media__> in the prompt stands for the "
@@ -276,6 +383,17 @@ void add_run_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--load-kv", o->load_kv,
                   "Continue the conversation in this KV file (same model, mmproj and --kv): the prompt is its next "
                   "turn; the file's tokens are not evaluated again");
+  app->add_option("--checkpoint-every", o->checkpoint_every,
+                  "Write a checkpoint of a --video ingest's prefill every N frames (0: none; default: with --save-kv "
+                  "and 64 frames or more, every tenth of them, at least 16); Ctrl-C writes one and stops")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 22));
+  app->add_option("--checkpoint", o->checkpoint, "Where checkpoints go (default: the --save-kv file + .part)");
+  app->add_flag("--resume", o->resume,
+                "Continue the ingest from its checkpoint (the same model, mmproj, --kv, prompt, files and sampling; "
+                "the frames in it are not decoded or encoded again); without one, start from the first frame");
+  app->add_option("--stop-after-frames", o->stop_after_frames,
+                  "Stop as Ctrl-C does once this many frames are in the cache, after a checkpoint (tests)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 22))->group("Testing");
   add_kv_flags(*app, o->engine.kv_method, o->kv_budget);
   auto hub = add_hub_flags(*app, o->engine.model_path, o->engine.mmproj_path);
   commands.push_back({app, run_after_hub_download(hub, [o] { return run(*o); })});

@@ -52,6 +52,18 @@ class Conversation {
   static Result<std::unique_ptr<Conversation>> load(Engine& engine, const std::string& path,
                                                     const std::string& kv_method = "");
 
+  // A conversation continuing an ingest checkpoint (Engine::resume_session: the file's inputs
+  // must be `inputs`): its next ask() must be the message and media the checkpoint was made
+  // from, and evaluates only what the checkpoint does not hold. No turns before it (a checkpoint
+  // is made of a conversation's first turn).
+  static Result<std::unique_ptr<Conversation>> resume(Engine& engine, const std::string& path,
+                                                      ConversationOptions options,
+                                                      const std::vector<IngestInput>& inputs);
+  // Checkpoints of the prefills of streamed videos in the following turns (ingest_checkpoint.h).
+  void set_ingest_checkpointing(IngestCheckpointing checkpointing) {
+    session_->set_ingest_checkpointing(std::move(checkpointing));
+  }
+
   // Forgets every turn and frees the cache (the system prompt stays).
   Status clear();
 

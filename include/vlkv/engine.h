@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "vlkv/ingest_checkpoint.h"
 #include "vlkv/logits_processor.h"
 #include "vlkv/media.h"
 #include "vlkv/param_field.h"
@@ -92,7 +93,9 @@ struct GenerateStats {
   // the next turn, as llama-mtmd-cli does with every non-end token.
   int32_t unevaluated_token = -1;
   std::vector<int32_t> tokens;  // the generated tokens in order (the end-of-generation token excluded)
-  int64_t n_cached_tokens = 0;  // prompt tokens taken from a prefix cache, not evaluated (serve's batch backend)
+  int64_t n_cached_tokens = 0;  // prompt tokens taken from a prefix cache (serve's batch backend) or a resumed
+                                // checkpoint (Engine::resume_session), not evaluated
+  int64_t n_frames_encoded = 0;  // streamed video frames decoded and encoded by this call (not the skipped ones)
 };
 
 struct ModelInfo {
@@ -221,6 +224,7 @@ struct LayerQk;
 struct PromptLayout;
 struct FeedSegment;
 class StreamedMediaEncoder;
+struct IngestCheckpointState;
 
 class Engine {
  public:
@@ -268,6 +272,13 @@ class Engine {
   // model and mmproj identity, KV method: kv_method, "" the engine's) and refused with one
   // line (InvalidFile, or OutOfMemory over the KV budget) before the cache is touched.
   Result<std::unique_ptr<Session>> load_session(const std::string& path, const std::string& kv_method = "");
+  // A session continuing the ingest a checkpoint file holds (ingest_checkpoint.h): the cache of
+  // the prompt rows fed before it was written; the session's next eval_prompt / generate must be
+  // the same prompt (its tokens, layout and videos are checked then) and feeds only the rest.
+  // Refused with one line naming the file: as load_session, and where the file is no checkpoint
+  // or its inputs differ from `inputs` (naming the first that does).
+  Result<std::unique_ptr<Session>> resume_session(const std::string& path, const std::string& kv_method,
+                                                  const std::vector<IngestInput>& inputs);
 
   // One batched forward pass: session i (distinct sessions of this engine) takes one more
   // token, tokens[i], and logits[i] receives its [n_vocab] logits, as eval({tokens[i]})
@@ -347,6 +358,13 @@ class Session {
   // Called for every layer of every chunk evaluated from now on (empty: none).
   void set_attention_observer(std::function<void(const AttentionTap&)> observer);
 
+  // Checkpoints of the prefills of streamed videos from now on (ingest_checkpoint.h); an empty
+  // path: none.
+  void set_ingest_checkpointing(IngestCheckpointing checkpointing);
+  // Rows of the prompt being resumed that this session holds (Engine::resume_session), which the
+  // next eval_prompt counts as its own and does not feed again; 0 when none.
+  int64_t n_resumed() const;
+
   // A new session holding a copy of this one's cache (its pages copied) and position:
   // a shared prefix evaluated once. OutOfMemory when the copy does not fit the budget.
   Result<std::unique_ptr<Session>> fork() const;
@@ -380,8 +398,14 @@ class Session {
   friend class Engine;
   friend struct SessionFile;
   Session(Engine::Impl* engine, int32_t seq);
+  // first_row: rows of the layout already in the cache (a resumed checkpoint's; a segment
+  // boundary). after_segment: called after each segment is fed (checkpoints stop it there).
   Status feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
-              const ProgressCallback& progress, StreamedMediaEncoder* streamed = nullptr);
+              const ProgressCallback& progress, StreamedMediaEncoder* streamed = nullptr, int64_t first_row = 0,
+              const std::function<Status(const FeedSegment&)>& after_segment = {});
+  // A resumed checkpoint against the prompt it is to complete (session_resume.cpp): its rows,
+  // layout and videos checked, the frames in the cache skipped in the streams.
+  Status check_resume(const PromptLayout& layout, const PreparedPrompt& prompt, StreamedMediaEncoder* streamed) const;
   Status check_room(int64_t n_tokens, const char* what) const;
   void record_rows(const PromptLayout& layout, const FeedSegment& sg, int64_t begin, int64_t n);
   // Once per engine: a warning when the KV method degrades on a first prompt without visual tokens.
@@ -392,9 +416,12 @@ class Session {
   int32_t seq_;
   int64_t n_past_ = 0;
   double streamed_encode_seconds_ = 0;  // the last eval_prompt's streamed frames: decoding + encoding
+  int64_t streamed_frames_encoded_ = 0;  // and how many
   std::function<void(const LayerQk&)> observer_;  // empty: none
   int64_t next_pos_ = 0;  // RoPE position of the next token (M-RoPE media advance it by less than their tokens)
   std::unique_ptr<SessionHistory> history_;  // the rows the cache holds (KV files)
+  std::unique_ptr<IngestCheckpointing> checkpointing_;  // null: none
+  std::unique_ptr<IngestCheckpointState> resume_;       // a checkpoint loaded, not yet completed
 };
 
 // "512M", "4G", "1.5GiB", "1048576" → bytes. InvalidArgument on junk or overflow.

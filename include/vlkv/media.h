@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,8 +85,16 @@ class VideoStream {
   const MediaInfo& info() const;
   // The next frame; an error for a corrupt stream or past info().n_frames.
   Result<Image> next();
-  // Frames next() has returned.
+  // Frames next() has returned (or skip_to passed).
   int64_t n_read() const;
+  // Before the first next(): makes frame n (1..n_frames) the next one without decoding what
+  // lies before the keyframe preceding frame n - 1 or converting any frame but that one, which
+  // is returned (a resumed ingest checks it against the frame it had fed). Where accept refuses
+  // the frame the seek found, or the seek fails, the clip is read again from the start as
+  // next() reads it (decoded, not converted) and frame n - 1 is what that gives.
+  Result<Image> skip_to(int64_t n, const std::function<bool(const Image&)>& accept = {});
+  // Frames the decoder has produced (taken or passed over): what a skip cost.
+  int64_t n_decoded() const;
 
  private:
   struct Impl;

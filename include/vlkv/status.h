@@ -18,6 +18,7 @@ enum class StatusCode {
   kOutOfMemory,       // a memory budget (e.g. --kv-budget) is exhausted
   kIoError,
   kInternal,
+  kCancelled,  // stopped on request (Ctrl-C, IngestCheckpointing::stop): no fault of the input
 };
 
 // What a failure concerns, for callers that act on it rather than on its message (the CLI

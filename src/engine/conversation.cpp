@@ -31,6 +31,19 @@ std::string Conversation::turn_text(const ChatTurn& turn) const {
   return {};
 }
 
+Result<std::unique_ptr<Conversation>> Conversation::resume(Engine& engine, const std::string& path,
+                                                           ConversationOptions options,
+                                                           const std::vector<IngestInput>& inputs) {
+  if (!options.system_prompt.empty())
+    return invalid_argument("a checkpoint continues a conversation's first turn: no system prompt");
+  VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, engine.resume_session(path, options.kv_method, inputs));
+  if (session->n_past() != session->n_resumed())
+    return invalid_argument(path + ": the checkpoint's prompt is not a conversation's first turn");
+  std::unique_ptr<Conversation> c(new Conversation(engine, std::move(options)));
+  c->session_ = std::move(session);
+  return c;
+}
+
 Status Conversation::clear() {
   VLKV_ASSIGN_OR_RETURN(std::unique_ptr<Session> fresh, engine_.new_session(options_.kv_method));
   session_ = std::move(fresh);  // the old session's pages are freed here
@@ -56,7 +69,8 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
   TurnStats local;
   TurnStats& st = stats ? *stats : local;
   st = TurnStats{};
-  const int64_t n_before = st.n_cached_tokens = session_->n_past();
+  // Rows of this turn a resumed checkpoint holds are the turn's, not an earlier one's.
+  const int64_t n_before = st.n_cached_tokens = session_->n_past() - session_->n_resumed();
   std::string answer;
   auto collect = [&](const std::string& piece) {
     answer += piece;
@@ -69,7 +83,8 @@ Status Conversation::ask(const std::string& message, std::vector<MediaItem> medi
   }
   // A failed eval leaves the session as it was before that call, so the cache holds the
   // prompt (or none of it) and the generated tokens that were evaluated.
-  const int64_t n_in_cache = session_->n_past() - n_before;
+  // (A resumed checkpoint refused before its first row was fed is still pending: not counted.)
+  const int64_t n_in_cache = session_->n_past() - n_before - session_->n_resumed();
   const int64_t n_answer_in_cache = n_in_cache - st.generation.n_prompt_tokens;
   if (!s.is_ok() && n_in_cache == 0) return s;  // refused before anything was evaluated
   if (!s.is_ok() && n_answer_in_cache < 0) {    // the prompt itself failed part way

@@ -30,8 +30,8 @@ Status Conversation::save(const std::string& path) const {
     w.vec(hashes);
     w.vec(f.generated);
   }
-  if (Status st = SessionFile::write(*session_, &b, path); !st.is_ok())
-    return st.with_context("saving the conversation to " + path);
+  if (Result<uint64_t> st = SessionFile::write(*session_, &b, path); !st.is_ok())
+    return st.status().with_context("saving the conversation to " + path);
   return Status::ok();
 }
 

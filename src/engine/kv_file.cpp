@@ -60,6 +60,7 @@ const char* kv_file_section_name(uint32_t id) {
     case kSectionKv: return "kv";
     case kSectionConversation: return "conversation";
     case kSectionPrefixRows: return "prefix rows";
+    case kSectionCheckpoint: return "checkpoint";
     default: return "unknown";
   }
 }
@@ -144,10 +145,6 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
   }
   if (next != size) return invalid_file(std::to_string(size - next) + " bytes after the last section");
   return out;
-}
-
-Status write_kv_file(const std::string& path, const std::string& image) {
-  return write_file_atomically(path, image);
 }
 
 namespace {

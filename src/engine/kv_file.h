@@ -31,6 +31,7 @@ enum KvFileSectionId : uint32_t {
   kSectionKv = 5,            // the sequence's cache (kv_sequence_io.h)
   kSectionConversation = 6,  // vlkv chat's turns (optional)
   kSectionPrefixRows = 7,    // a prefix-cache entry's pass size and row keys (instead of tokens)
+  kSectionCheckpoint = 8,    // an ingest checkpoint: where a streamed prompt's prefill stood (ingest_checkpoint.h)
 };
 
 struct KvFileSection {
@@ -52,10 +53,6 @@ struct KvFileSectionView {
 // problem ("truncated: ...", "bad checksum of section tokens", ...).
 Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t size);
 
-// Writes the image to path (write_file_atomically: a fresh temporary beside it, synced, renamed
-// over it; a target that is not a regular file is refused).
-Status write_kv_file(const std::string& path, const std::string& image);
-
 // A KV file written section by section as its bytes are produced (an AtomicFile: the target is
 // replaced only by commit()), so a large section (a long video's cache) goes to disk without a
 // copy in memory: the same bytes as build_kv_file of the same sections. The section table is
@@ -75,6 +72,7 @@ class KvFileWriter : public ByteSink {
     return end_section();
   }
   Status commit();  // every announced section added
+  uint64_t bytes() const { return end_; }  // the file's size so far (all of it after commit)
   void append(const char* p, size_t n) override;
 
  private:

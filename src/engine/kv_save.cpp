@@ -112,7 +112,8 @@ uint64_t SessionFile::max_file_bytes(const Engine::Impl& e) {
   return e.kv->budget_bytes() + n_ctx * 64 + (64ull << 20);
 }
 
-Status SessionFile::write(const Session& s, const std::string* conversation, const std::string& path) {
+Result<uint64_t> SessionFile::write(const Session& s, const std::string* conversation, const std::string& path,
+                                    const std::string* checkpoint) {
   Engine::Impl& e = *s.engine_;
   const SessionHistory& h = *s.history_;
   if (h.synthetic) return unsupported("this session's cache was filled with random rows for a benchmark: nothing to save");
@@ -145,22 +146,29 @@ Status SessionFile::write(const Session& s, const std::string* conversation, con
   // cache is the largest thing a run holds), under the engine's lock so no step changes it
   // meanwhile. Sessions are saved by the CLI's run and chat, which have no other session waiting.
   std::lock_guard<std::mutex> lock(e.forward_mutex);
-  VLKV_ASSIGN_OR_RETURN(KvFileWriter f, KvFileWriter::create(path, conversation ? 6 : 5));
-  VLKV_RETURN_IF_ERROR(f.add(kSectionIdentity, identity_section(e, !h.media.empty())));
+  VLKV_ASSIGN_OR_RETURN(KvFileWriter f, KvFileWriter::create(path, 5 + (conversation ? 1 : 0) + (checkpoint ? 1 : 0)));
+  // A checkpoint's media are not recorded until its prompt ends, but its rows hold their embeddings.
+  VLKV_RETURN_IF_ERROR(f.add(kSectionIdentity, identity_section(e, !h.media.empty() || checkpoint != nullptr)));
   VLKV_RETURN_IF_ERROR(
       f.add(kSectionMethod, method_section(e.kv->sequence_method(s.seq_), e.kv->sequence_bytes(s.seq_))));
   VLKV_RETURN_IF_ERROR(f.add(kSectionTokens, tokens));
   VLKV_RETURN_IF_ERROR(f.add(kSectionMedia, media));
   VLKV_RETURN_IF_ERROR(f.add_streamed(kSectionKv, [&] { return e.kv->save_sequence(s.seq_, &f); }));
   if (conversation) VLKV_RETURN_IF_ERROR(f.add(kSectionConversation, *conversation));
-  return f.commit();
+  if (checkpoint) VLKV_RETURN_IF_ERROR(f.add(kSectionCheckpoint, *checkpoint));
+  VLKV_RETURN_IF_ERROR(f.commit());
+  return f.bytes();
 }
 
 Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_t* data, size_t size,
-                                                   const std::string& kv_method, std::string* conversation) {
+                                                   const std::string& kv_method, std::string* conversation,
+                                                   std::string* checkpoint) {
   VLKV_ASSIGN_OR_RETURN(std::vector<KvFileSectionView> views, parse_kv_file(data, size));
   std::map<uint32_t, KvFileSectionView> sec;
   for (const KvFileSectionView& v : views) sec[v.id] = v;
+  if (!checkpoint && sec.count(kSectionCheckpoint))
+    return invalid_argument("an ingest checkpoint (a prompt's prefill cut at a frame), not a finished KV file: "
+                            "continue it with vlkv run --resume and the same flags");
   for (uint32_t id : {kSectionIdentity, kSectionMethod, kSectionTokens, kSectionMedia, kSectionKv})
     if (!sec.count(id)) return invalid_file(std::string("no ") + kv_file_section_name(id) + " section");
   auto reader = [&](uint32_t id) { return ByteReader(sec[id].data, sec[id].size); };
@@ -217,6 +225,11 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
     }
     if (!r.ok() || !r.at_end()) return malformed(kSectionMedia);
   }
+  if (checkpoint) {
+    checkpoint->clear();
+    if (sec.count(kSectionCheckpoint))
+      checkpoint->assign(reinterpret_cast<const char*>(sec[kSectionCheckpoint].data), sec[kSectionCheckpoint].size);
+  }
   if (conversation) {
     conversation->clear();
     if (sec.count(kSectionConversation))
@@ -239,8 +252,8 @@ Result<std::unique_ptr<Session>> SessionFile::load(Engine::Impl& e, const uint8_
 
 Status Session::save_kv(const std::string& path) const {
   VLKV_RETURN_IF_ERROR(check_writable_file(path));  // before the encode, not after it
-  if (Status st = SessionFile::write(*this, nullptr, path); !st.is_ok())
-    return st.with_context("saving the KV cache to " + path);
+  if (Result<uint64_t> st = SessionFile::write(*this, nullptr, path); !st.is_ok())
+    return st.status().with_context("saving the KV cache to " + path);
   return Status::ok();
 }
 

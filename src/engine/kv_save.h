@@ -42,13 +42,18 @@ Result<std::string> check_method_section(Engine::Impl& e, const uint8_t* data, s
 
 // Session's private state for the file code (Session befriends it).
 struct SessionFile {
-  // Writes one session's file to path (conversation: an extra section, or null), its cache
-  // streamed from the pages (KvFileWriter); path is replaced only when the file is whole.
-  static Status write(const Session& s, const std::string* conversation, const std::string& path);
+  // Writes one session's file to path (conversation, checkpoint: extra sections, or null), its
+  // cache streamed from the pages (KvFileWriter); path is replaced only when the file is whole.
+  // Returns the file's size.
+  static Result<uint64_t> write(const Session& s, const std::string* conversation, const std::string& path,
+                                const std::string* checkpoint = nullptr);
   // A new session of engine e from a file image; kv_method "": the engine's. conversation
-  // (may be null) receives the conversation section ("" when the file has none).
+  // (may be null) receives the conversation section ("" when the file has none); checkpoint
+  // the checkpoint section likewise, and when null a checkpoint is refused (its cache holds
+  // half a prompt: only Engine::resume_session continues it).
   static Result<std::unique_ptr<Session>> load(Engine::Impl& e, const uint8_t* data, size_t size,
-                                               const std::string& kv_method, std::string* conversation);
+                                               const std::string& kv_method, std::string* conversation,
+                                               std::string* checkpoint = nullptr);
   // The largest file a session of e may read: its KV budget plus what the token records take.
   static uint64_t max_file_bytes(const Engine::Impl& e);
   static SessionHistory& history(Session& s);

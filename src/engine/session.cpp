@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "engine/decoder_feed.h"
 #include "engine/engine_impl.h"
+#include "engine/ingest_checkpoint.h"
 #include "engine/kv_save.h"
 #include "engine/sampler.h"
 #include "engine/streamed_media.h"
@@ -14,6 +15,13 @@ namespace vlkv {
 
 Session::Session(Engine::Impl* engine, int32_t seq)
     : engine_(engine), seq_(seq), history_(std::make_unique<SessionHistory>()) {}
+
+void Session::set_ingest_checkpointing(IngestCheckpointing checkpointing) {
+  checkpointing_.reset();
+  if (!checkpointing.path.empty()) checkpointing_ = std::make_unique<IngestCheckpointing>(std::move(checkpointing));
+}
+
+int64_t Session::n_resumed() const { return resume_ ? resume_->rows_done : 0; }
 
 Session::~Session() {
   std::lock_guard<std::mutex> lock(engine_->forward_mutex);
@@ -102,36 +110,43 @@ void Session::record_rows(const PromptLayout& layout, const FeedSegment& sg, int
 }
 
 // A laid-out prompt through the decoder, n_batch rows at most per forward pass and never
-// across a segment (text ids / one media item). logits: null (none); every row's appended
-// (all_logits); else the last row's. streamed: the rows of unencoded media segments (a
-// streamed video's frames, encoded here one at a time).
+// across a segment (text ids / one media item), from row first_row (a segment boundary: the rows
+// before are in the cache). logits: null (none); every row's appended (all_logits); else the
+// last row's. streamed: the rows of unencoded media segments (a streamed video's frames, encoded
+// here one at a time). after_segment: after each segment fed, outside the forward lock; its
+// error ends the feed there.
 Status Session::feed(const PromptLayout& layout, bool all_logits, std::vector<float>* logits,
-                     const ProgressCallback& progress, StreamedMediaEncoder* streamed) {
+                     const ProgressCallback& progress, StreamedMediaEncoder* streamed, int64_t first_row,
+                     const std::function<Status(const FeedSegment&)>& after_segment) {
   const int64_t n_batch = engine_->params.n_batch;
   const int64_t n_rows = layout.n_rows();
   if (logits) logits->clear();
   std::vector<float> chunk_logits;
   for (const FeedSegment& sg : layout.segments) {
+    if (sg.end <= first_row) continue;
     StreamedMediaEncoder::Rows given;
     const bool from_stream = sg.media && !sg.embeddings && streamed && streamed->streams_chunk(sg.chunk);
     if (from_stream) {  // decoded and encoded now, under the forward lock, which the feed below takes again
       VLKV_ASSIGN_OR_RETURN(given, streamed->rows(sg.chunk));
     }
-    std::lock_guard<std::mutex> lock(engine_->forward_mutex);
-    for (int64_t begin = sg.begin; begin < sg.end; begin += n_batch) {
-      const int64_t n = std::min(sg.end - begin, n_batch);
-      DecoderInput in = from_stream ? layout.rows(sg, begin, n, given.embeddings, given.similarity) : layout.rows(begin, n);
-      if (observer_) in.observer = &observer_;
-      const LogitsMode mode = !logits ? LogitsMode::kNone
-                              : all_logits ? LogitsMode::kAll
-                              : begin + n == n_rows ? LogitsMode::kLast
-                                                    : LogitsMode::kNone;
-      VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
-      n_past_ += n;
-      record_rows(layout, sg, begin, n);
-      if (mode != LogitsMode::kNone) logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
-      if (progress) progress("prefill", begin + n, n_rows);
+    {
+      std::lock_guard<std::mutex> lock(engine_->forward_mutex);
+      for (int64_t begin = sg.begin; begin < sg.end; begin += n_batch) {
+        const int64_t n = std::min(sg.end - begin, n_batch);
+        DecoderInput in = from_stream ? layout.rows(sg, begin, n, given.embeddings, given.similarity) : layout.rows(begin, n);
+        if (observer_) in.observer = &observer_;
+        const LogitsMode mode = !logits ? LogitsMode::kNone
+                                : all_logits ? LogitsMode::kAll
+                                : begin + n == n_rows ? LogitsMode::kLast
+                                                      : LogitsMode::kNone;
+        VLKV_RETURN_IF_ERROR(engine_->decoder->forward(in, *engine_->kv, seq_, mode, chunk_logits, *engine_->pool));
+        n_past_ += n;
+        record_rows(layout, sg, begin, n);
+        if (mode != LogitsMode::kNone) logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
+        if (progress) progress("prefill", begin + n, n_rows);
+      }
     }
+    if (after_segment) VLKV_RETURN_IF_ERROR(after_segment(sg));
   }
   next_pos_ = layout.next_pos;
   return Status::ok();
@@ -152,8 +167,9 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
                             const ProgressCallback& progress) {
   if (prompt.chunks.empty()) return invalid_argument("nothing to evaluate: empty prompt");
   const int64_t total = prompt.n_tokens();
-  VLKV_RETURN_IF_ERROR(check_room(total, "prompt tokens"));
-  warn_if_text_only(prompt.n_visual_tokens());
+  const int64_t resumed = n_resumed();  // the prompt's first rows, from a checkpoint
+  VLKV_RETURN_IF_ERROR(check_room(total - resumed, "prompt tokens"));
+  if (resumed == 0) warn_if_text_only(prompt.n_visual_tokens());
   for (const PromptChunk& c : prompt.chunks)
     if (c.n_tokens <= 0) return invalid_argument("nothing to evaluate: empty chunk");
   // A method keeping salient visual tokens needs each one's similarity to the prompt's text.
@@ -174,10 +190,42 @@ Status Session::eval_prompt(const PreparedPrompt& prompt, std::vector<float>* la
     for (const FeedSegment& sg : layout.segments)
       if (sg.media && !sg.embeddings && !streamed->streams_chunk(sg.chunk))
         return invalid_argument("a media chunk of the prompt has no embeddings");
+    if (checkpointing_ || resume_) streamed->keep_frame_hashes();
   }
-  const int64_t first_row = n_past_;
-  const Status st = feed(layout, false, last_logits, progress, streamed.get());
+  if (resume_) VLKV_RETURN_IF_ERROR(check_resume(layout, prompt, streamed.get()));
+  const int64_t first_row = n_past_ - resumed;  // the prompt's first row in the cache
+  resume_.reset();  // from here on the rows in the cache are this prompt's, fed or not
+  // At each frame boundary: the frames' progress, and checkpoints when asked for.
+  std::unique_ptr<IngestCheckpointer> checkpointer;
+  if (streamed && checkpointing_) {
+    IngestCheckpointState base;
+    base.prompt_first_row = first_row;
+    base.n_rows = layout.n_rows();
+    base.layout = layout_digest(layout);
+    base.n_batch = engine_->params.n_batch;
+    base.exact_matmul = engine_->params.exact_matmul;
+    base.n_threads = engine_->pool->n_threads();
+    base.inputs = checkpointing_->inputs;
+    base.streams = streamed->stream_states();
+    const int64_t frames_now = base.frames_done();
+    checkpointer = std::make_unique<IngestCheckpointer>(*checkpointing_, *this, std::move(base), frames_now);
+  }
+  std::function<Status(const FeedSegment&)> at_segment;
+  if (streamed) {
+    int64_t n_frames = 0;
+    for (const IngestStreamState& s : streamed->stream_states()) n_frames += s.n_frames;
+    at_segment = [&, n_frames](const FeedSegment& sg) -> Status {
+      if (!sg.media || !streamed->ends_frame(sg.chunk)) return Status::ok();
+      const std::vector<IngestStreamState> states = streamed->stream_states();
+      int64_t done = 0;
+      for (const IngestStreamState& s : states) done += s.frames_done;
+      if (progress) progress("frames", done, n_frames);
+      return checkpointer ? checkpointer->at_frame_boundary(states, n_past_ - first_row) : Status::ok();
+    };
+  }
+  const Status st = feed(layout, false, last_logits, progress, streamed.get(), resumed, at_segment);
   streamed_encode_seconds_ = streamed ? streamed->encode_seconds() : 0.0;
+  streamed_frames_encoded_ = streamed ? streamed->frames_encoded() : 0;
   int64_t row = first_row;  // the media items now in the cache, by content hash
   for (const PromptChunk& c : prompt.chunks) {
     if (c.kind == PromptChunk::Kind::kMedia && row + c.n_tokens <= n_past_)
@@ -254,7 +302,9 @@ Status Session::generate(const Prompt& prompt, const GenerateParams& params,
 
   // Media are encoded before anything is evaluated or printed: a bad image fails here.
   auto t_enc = Clock::now();
-  VLKV_ASSIGN_OR_RETURN(PreparedPrompt prepared, prepare_prompt(*engine_, prompt, /*add_bos=*/n_past_ == 0, progress));
+  // BOS on the session's first turn (a resumed checkpoint's rows are this turn's).
+  VLKV_ASSIGN_OR_RETURN(PreparedPrompt prepared,
+                        prepare_prompt(*engine_, prompt, /*add_bos=*/n_past_ - n_resumed() == 0, progress));
   const double prepare_seconds = std::chrono::duration<double>(Clock::now() - t_enc).count();
   if (prepared.n_tokens() == 0) return invalid_argument("the prompt is empty after tokenization");
   Sampler sampler(params.sampling);
@@ -266,11 +316,13 @@ Status Session::generate(const Prompt& prompt, const GenerateParams& params,
   st = GenerateStats{};
   st.n_prompt_tokens = prepared.n_tokens();
   st.n_visual_tokens = prepared.n_visual_tokens();
+  st.n_cached_tokens = n_resumed();
   st.encode_seconds = prepared.encode_seconds > 0 ? prepared.encode_seconds : prepare_seconds;
   std::vector<float> logits;
   auto t0 = Clock::now();
   VLKV_RETURN_IF_ERROR(eval_prompt(prepared, &logits, progress));
   st.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  st.n_frames_encoded = streamed_frames_encoded_;
   if (streamed_encode_seconds_ > 0) {  // a streamed video was encoded during the prefill: counted as encoding
     st.encode_seconds += streamed_encode_seconds_;
     st.prefill_seconds = std::max(st.prefill_seconds - streamed_encode_seconds_, 1e-9);

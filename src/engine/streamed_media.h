@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "engine/ingest_checkpoint.h"
 
 namespace vlkv {
 
@@ -31,8 +32,20 @@ class StreamedMediaEncoder {
   };
   Result<Rows> rows(int64_t c);
 
-  // Seconds spent decoding and encoding frames so far.
+  // Seconds spent decoding and encoding frames so far, and the frames encoded.
   double encode_seconds() const { return encode_seconds_; }
+  int64_t frames_encoded() const { return frames_encoded_; }
+
+  // Whether chunk c (a streamed one) is the last piece of its frame: once fed, a frame boundary.
+  bool ends_frame(int64_t c) const;
+  // Each streamed video's frames fed so far (whole), its plan and its last frame's hash
+  // (ingest checkpoints; hashes are kept once keep_frame_hashes is called).
+  std::vector<IngestStreamState> stream_states() const;
+  void keep_frame_hashes() { hash_frames_ = true; }
+  // A resumed prefill: video media_index's first n_frames frames are in the cache already. The
+  // stream skips them (VideoStream::skip_to: not converted, not encoded) and the frame before is
+  // checked against last_frame_hash, the one the checkpoint fed.
+  Status skip_frames(int32_t media_index, int64_t n_frames, uint64_t last_frame_hash);
 
  private:
   struct Item {
@@ -40,7 +53,9 @@ class StreamedMediaEncoder {
     int64_t media_pieces_per_frame = 0;  // kEmbeddings pieces layout_image makes of one frame
     int64_t next_ordinal = 0;            // the next media chunk of this item to feed
     std::vector<MediaPiece> frame;       // the current frame's embedding pieces
+    uint64_t last_frame_hash = 0;        // frame_pixels_hash of the last frame read (hash_frames_)
   };
+  Status lay_out_frame(Item& item, const std::string& what);
   Engine::Impl& e_;
   const PreparedPrompt& prompt_;
   std::vector<double> mean_text_;
@@ -48,6 +63,8 @@ class StreamedMediaEncoder {
   std::vector<int64_t> ordinal_;         // by chunk: its ordinal among its item's media chunks (-1: not streamed)
   std::vector<float> similarity_;
   double encode_seconds_ = 0;
+  int64_t frames_encoded_ = 0;
+  bool hash_frames_ = false;
 };
 
 }  // namespace vlkv

@@ -6,6 +6,7 @@
 // a time (VideoStream): load_video collects them, a streamed prompt holds one.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <semaphore>
 #include <vector>
@@ -57,6 +58,7 @@ class FrameSampler {
 
   // Opens the container and the decoder for next().
   Status start(const VideoSampling& sampling) {
+    sampling_ = sampling;
     VLKV_RETURN_IF_ERROR(open_container());
     VLKV_RETURN_IF_ERROR(plan(sampling));
     VLKV_RETURN_IF_ERROR(open_decoder());
@@ -74,6 +76,55 @@ class FrameSampler {
   // The next sampled frame: decodes packets until a frame serves the next sample time. A
   // decoded frame serving several times is handed out once per time.
   Result<Image> next() {
+    VLKV_RETURN_IF_ERROR(advance());
+    return last_;  // a copy: last_ may serve the next sample times too
+  }
+
+  // Frames decoded so far (taken or passed over), for tests of what a skip costs.
+  int64_t n_decoded() const { return decoded_; }
+
+  // Makes sample n the next one, returning sample n - 1 for the caller to check: a seek to the
+  // keyframe before its time and a decode from there, converting only the frame that serves it.
+  // Where the caller does not accept that frame (a seek that is not frame exact) or it cannot be
+  // found so (its time is past the last frame, which an earlier frame then serves), the clip is
+  // read again from its start, decoding but converting none of the frames before.
+  Result<Image> skip_to(int64_t n, const std::function<bool(const Image&)>& accept) {
+    if (n < 1 || n > n_planned())
+      return invalid_argument(path_ + ": cannot skip to frame " + std::to_string(n) + " of " +
+                              std::to_string(n_planned()));
+    if (served_ != 0) return invalid_argument(path_ + ": a stream is skipped only before its first frame");
+    const int64_t ts = static_cast<int64_t>(std::floor((targets_[static_cast<size_t>(n - 1)] - 1e-3) / time_base_));
+    if (av_seek_frame(fmt_.get(), stream_, ts, AVSEEK_FLAG_BACKWARD) >= 0) {
+      avcodec_flush_buffers(dec_.get());
+      eof_ = false;
+      next_ = static_cast<size_t>(n - 1);
+      served_ = n - 1;
+      pending_ = 0;
+      last_ = Image{};
+      Result<Image> frame = next();
+      if (frame.is_ok() && (!accept || accept(*frame))) return frame;
+    }
+    // From the start again, as the uninterrupted stream read it.
+    fmt_.reset();
+    dec_.reset();
+    targets_.clear();
+    next_ = 0;
+    served_ = 0;
+    pending_ = 0;
+    eof_ = false;
+    last_ = Image{};
+    VLKV_RETURN_IF_ERROR(start(sampling_));
+    convert_from_ = static_cast<size_t>(n - 1);
+    for (int64_t i = 0; i + 1 < n; ++i) VLKV_RETURN_IF_ERROR(advance());
+    convert_from_ = 0;
+    Result<Image> frame = next();
+    held_.reset();
+    return frame;
+  }
+
+ private:
+  // One sample time served: last_ is its frame.
+  Status advance() {
     if (served_ >= n_planned())
       return invalid_argument(path_ + ": no frame left (" + std::to_string(n_planned()) + " planned)");
     while (pending_ == 0 && !done()) {
@@ -86,17 +137,17 @@ class FrameSampler {
       }
       // Sample times after the last frame's start (the clip's duration runs past it): the
       // last frame is the one shown then and serves them, so every plan is filled and
-      // probe_video's count is the frames returned.
+      // probe_video's count is the frames returned. (A skip holds that frame unconverted.)
+      if (!last_.valid() && held_) VLKV_RETURN_IF_ERROR(convert(held_.get()));
       if (!last_.valid()) return invalid_file(path_ + ": no video frame could be decoded");
       ++pending_;
       ++next_;
     }
     --pending_;
     ++served_;
-    return last_;  // a copy: last_ may serve the next sample times too
+    return Status::ok();
   }
 
- private:
   // One packet of the video stream to the decoder; at the end, the decoder's flush.
   Status send_next_packet() {
     for (;;) {
@@ -218,15 +269,20 @@ class FrameSampler {
       if (rc < 0) return invalid_file(path_ + ": corrupt video frame (" + av_error(rc) + ")");
       const int64_t pts = frame->best_effort_timestamp;
       const double t = pts != AV_NOPTS_VALUE ? pts * time_base_ : targets_[next_];
+      ++decoded_;
       // The first frame at or after a sample time serves it (1e-4 s slack for rounding).
-      bool taken = false;
+      const size_t first = next_;
       while (!done() && targets_[next_] <= t + 1e-4) {
-        if (!taken) {
-          VLKV_RETURN_IF_ERROR(convert(frame));
-          taken = true;
-        }
         ++pending_;
         ++next_;
+      }
+      if (next_ > first && next_ - 1 >= convert_from_) {
+        VLKV_RETURN_IF_ERROR(convert(frame));
+      } else if (next_ > first) {  // skipped: kept unconverted, in case it serves the times past the last frame
+        if (!held_) held_.reset(av_frame_alloc());
+        if (!held_) return out_of_memory("cannot allocate an FFmpeg frame");
+        av_frame_unref(held_.get());
+        if (av_frame_ref(held_.get(), frame) < 0) return out_of_memory("cannot keep a video frame");
       }
       av_frame_unref(frame);
       if (done() || pending_ > 0) return Status::ok();
@@ -262,6 +318,7 @@ class FrameSampler {
 
   std::string path_;
   MediaLimits limits_;
+  VideoSampling sampling_;       // start()'s, to read the clip again (skip_to)
   std::unique_ptr<AVFormatContext, FormatCloser> fmt_;
   std::unique_ptr<AVCodecContext, CodecFreer> dec_;
   std::unique_ptr<SwsContext, SwsFreer> sws_;
@@ -280,6 +337,9 @@ class FrameSampler {
   int64_t pending_ = 0;           // sample times last_ serves that next() has not returned yet:
                                   // a count, not copies (a high --fps repeats one frame many times)
   std::vector<uint8_t> scratch_;  // [out_h, stride] padded RGB24 rows for sws_scale
+  size_t convert_from_ = 0;       // skip_to: frames serving only earlier sample times are not converted
+  std::unique_ptr<AVFrame, FrameFreer> held_;  // skip_to: the last such frame, unconverted
+  int64_t decoded_ = 0;           // frames the decoder returned
 };
 
 // One of kConcurrentProbes probes running at once (probe_video).
@@ -324,6 +384,10 @@ Result<std::unique_ptr<VideoStream>> VideoStream::open(const std::string& path, 
 const MediaInfo& VideoStream::info() const { return impl_->info; }
 int64_t VideoStream::n_read() const { return impl_->sampler.n_served(); }
 Result<Image> VideoStream::next() { return impl_->sampler.next(); }
+Result<Image> VideoStream::skip_to(int64_t n, const std::function<bool(const Image&)>& accept) {
+  return impl_->sampler.skip_to(n, accept);
+}
+int64_t VideoStream::n_decoded() const { return impl_->sampler.n_decoded(); }
 
 Result<std::vector<Image>> load_video(const std::string& path, const VideoSampling& sampling,
                                       const MediaLimits& limits, double* frame_rate) {
