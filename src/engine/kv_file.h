@@ -57,7 +57,7 @@ Result<std::vector<KvFileSectionView>> parse_kv_file(const uint8_t* data, size_t
 // replaced only by commit()), so a large section (a long video's cache) goes to disk without a
 // copy in memory: the same bytes as build_kv_file of the same sections. The section table is
 // written last, over the space left for it; sections come in the order they are to be read.
-class KvFileWriter : public ByteSink {
+class KvFileWriter final : public ByteSink {
  public:
   static Result<KvFileWriter> create(const std::string& path, uint32_t n_sections);
   KvFileWriter(KvFileWriter&&) noexcept = default;
