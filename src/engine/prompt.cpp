@@ -432,12 +432,13 @@ Result<PromptTokenCount> Engine::count_prompt_tokens(const std::string& text, co
   Engine::Impl& e = *impl_;
   auto layout = [&](size_t i) -> Result<MediaEmbedding> {
     const MediaInfo& m = media[i];
-    if (m.is_video && m.n_frames <= 0) return invalid_argument("media input " + std::to_string(i + 1) + " has no frames");
+    // (assemble names the item: "media input N: ...")
+    if (m.is_video && m.n_frames <= 0) return invalid_argument("the video has no frames");
     // Refused before a layout of that many frames is built: --max-frames, or else the context
     // (a frame is at least one token).
     const int64_t max_frames = e.params.media_limits.max_frames;
     if (m.is_video && m.n_frames > (max_frames > 0 ? max_frames : e.params.n_ctx)) {
-      return invalid_argument("media input " + std::to_string(i + 1) + ": " + std::to_string(m.n_frames) + " frames; " +
+      return invalid_argument(std::to_string(m.n_frames) + " frames; " +
                               (max_frames > 0 ? "the limit is " + std::to_string(max_frames) + " (--max-frames)"
                                               : "more than the context of " + std::to_string(e.params.n_ctx) +
                                                     " tokens holds (a frame is at least one token): sample fewer with "
